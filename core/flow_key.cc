@@ -1,0 +1,54 @@
+#include "core/flow_key.h"
+
+#include <charconv>
+
+namespace sb {
+
+std::string ipv4_to_string(uint32_t ip) {
+  return std::to_string(ip >> 24) + "." + std::to_string((ip >> 16) & 255) + "." +
+         std::to_string((ip >> 8) & 255) + "." + std::to_string(ip & 255);
+}
+
+Result<uint32_t> parse_ipv4(std::string_view s) {
+  uint32_t ip = 0;
+  const char* p = s.data();
+  const char* end = s.data() + s.size();
+  for (int i = 0; i < 4; ++i) {
+    unsigned v = 0;
+    if (p == end || *p < '0' || *p > '9')
+      return Status::InvalidArgument("not an IPv4 address: '" + std::string(s) + "'");
+    auto [q, ec] = std::from_chars(p, end, v);
+    if (ec != std::errc() || v > 255 || q - p > 3)
+      return Status::InvalidArgument("not an IPv4 address: '" + std::string(s) + "'");
+    p = q;
+    ip = ip << 8 | v;
+    if (i < 3) {
+      if (p == end || *p != '.')
+        return Status::InvalidArgument("not an IPv4 address: '" + std::string(s) + "'");
+      ++p;
+    }
+  }
+  if (p != end) return Status::InvalidArgument("not an IPv4 address: '" + std::string(s) + "'");
+  return ip;
+}
+
+Result<uint8_t> parse_proto(std::string_view s) {
+  if (s == "tcp" || s == "TCP") return uint8_t{6};
+  if (s == "udp" || s == "UDP") return uint8_t{17};
+  if (s == "icmp" || s == "ICMP") return uint8_t{1};
+  unsigned v = 0;
+  auto [q, ec] = std::from_chars(s.data(), s.data() + s.size(), v);
+  if (s.empty() || ec != std::errc() || q != s.data() + s.size() || v > 255)
+    return Status::InvalidArgument("not an IP protocol (0..255, tcp, udp, icmp): '" +
+                                   std::string(s) + "'");
+  return uint8_t(v);
+}
+
+std::string FlowKey::to_string(KeyMode mode) const {
+  if (mode == KeyMode::kUeIpv4) return "ue " + ipv4_to_string(dst_ip());
+  return ipv4_to_string(src_ip()) + ":" + std::to_string(src_port()) + ">" +
+         ipv4_to_string(dst_ip()) + ":" + std::to_string(dst_port()) + "/" +
+         std::to_string(proto());
+}
+
+}  // namespace sb

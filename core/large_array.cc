@@ -1,0 +1,44 @@
+#include "core/large_array.h"
+
+#include <sys/mman.h>
+
+#include <atomic>
+
+namespace sb {
+
+namespace {
+std::atomic<PageKind> g_default{PageKind::kTHP};
+constexpr size_t k2M = size_t(2) << 20;
+size_t round_up(size_t b) { return (b + k2M - 1) & ~(k2M - 1); }
+}  // namespace
+
+void set_default_page_kind(PageKind k) { g_default.store(k); }
+PageKind default_page_kind() { return g_default.load(); }
+
+const char* page_kind_name(PageKind k) {
+  switch (k) {
+    case PageKind::k4K: return "4K";
+    case PageKind::kTHP: return "THP";
+    case PageKind::k2M: return "2M";
+  }
+  return "?";
+}
+
+void* map_large(size_t bytes, PageKind want, PageKind* got) {
+  const size_t len = round_up(bytes);
+  void* p = MAP_FAILED;
+  if (want == PageKind::k2M) {
+    p = mmap(nullptr, len, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS | MAP_HUGETLB, -1, 0);
+    if (p != MAP_FAILED) { *got = PageKind::k2M; return p; }
+    want = PageKind::kTHP;  // no free hugetlb pages: fall back, and say so via *got
+  }
+  p = mmap(nullptr, len, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+  if (p == MAP_FAILED) return nullptr;
+  *got = PageKind::k4K;
+  if (want == PageKind::kTHP && madvise(p, len, MADV_HUGEPAGE) == 0) *got = PageKind::kTHP;
+  return p;
+}
+
+void unmap_large(void* p, size_t bytes) { munmap(p, round_up(bytes)); }
+
+}  // namespace sb
