@@ -1,0 +1,47 @@
+# The two commands of the README, plus the longer targets.
+#
+#   make demo   install what is missing, build, run the demo
+#   make test   install what is missing, build (RelWithDebInfo, asserts on),
+#               run every CTest test, then the ThreadSanitizer tree's `tsan` tests
+#
+# Other targets: build, release, bench-check, clean.
+SHELL := /bin/bash
+BUILD ?= build
+BUILD_TSAN ?= build-tsan
+BUILD_RELEASE ?= build-release
+JOBS ?= $(shell nproc)
+GEN := $(shell command -v ninja >/dev/null 2>&1 && echo "-G Ninja")
+
+.PHONY: deps build release test test-tsan demo clean
+
+deps:
+	@tools/install-deps
+
+build: deps
+	@GEN="$$(command -v ninja >/dev/null && echo -G Ninja)"; \
+	cmake -S . -B $(BUILD) $$GEN -DCMAKE_BUILD_TYPE=RelWithDebInfo >/dev/null
+	cmake --build $(BUILD) -j$(JOBS)
+
+release: deps
+	@GEN="$$(command -v ninja >/dev/null && echo -G Ninja)"; \
+	cmake -S . -B $(BUILD_RELEASE) $$GEN -DCMAKE_BUILD_TYPE=Release >/dev/null
+	cmake --build $(BUILD_RELEASE) -j$(JOBS)
+
+test: build
+	cd $(BUILD) && ctest --output-on-failure -j$(JOBS)
+	$(MAKE) --no-print-directory test-tsan
+
+# ThreadSanitizer tree of the plain-C++ folders (core, gpt, fib): runs the
+# concurrency tests (CTest label tsan).
+test-tsan: deps
+	@GEN="$$(command -v ninja >/dev/null && echo -G Ninja)"; \
+	cmake -S . -B $(BUILD_TSAN) $$GEN -DCMAKE_BUILD_TYPE=RelWithDebInfo -DSB_SANITIZE=thread >/dev/null
+	cmake --build $(BUILD_TSAN) -j$(JOBS)
+	cd $(BUILD_TSAN) && TSAN_OPTIONS="halt_on_error=1 second_deadlock_stack=1" \
+	  ctest --output-on-failure -L tsan -j$(JOBS)
+
+demo: release
+	tools/demo $(BUILD_RELEASE)
+
+clean:
+	rm -rf $(BUILD) $(BUILD_TSAN) $(BUILD_RELEASE)

@@ -1,0 +1,84 @@
+#include "tools/bench/dpdk_env.h"
+
+#include <rte_eal.h>
+#include <rte_errno.h>
+#include <rte_memory.h>
+#include <sys/mman.h>
+#include <unistd.h>
+
+#include <cstdio>
+#include <fstream>
+#include <string>
+#include <vector>
+
+#include "core/large_array.h"
+
+namespace sb::bench {
+
+namespace {
+bool g_ready = false;
+Status g_status = Status::FailedPrecondition("EAL not initialised");
+std::string g_kind = "4K";
+
+uint64_t free_hugepages(const char* size_dir) {
+  std::ifstream in(std::string("/sys/kernel/mm/hugepages/") + size_dir + "/free_hugepages");
+  uint64_t n = 0;
+  in >> n;
+  return n;
+}
+
+int madvise_msl(const struct rte_memseg_list* msl, void* arg) {
+  auto* all_ok = static_cast<bool*>(arg);
+  if (msl->base_va == nullptr || msl->len == 0) return 0;
+  if (madvise(msl->base_va, msl->len, MADV_HUGEPAGE) != 0) *all_ok = false;
+  return 0;
+}
+}  // namespace
+
+Status dpdk_init(uint64_t mem_mb, bool simd128) {
+  if (g_ready || g_status.code() != StatusCode::kFailedPrecondition) return g_status;
+  const uint64_t free2m = free_hugepages("hugepages-2048kB");
+  const uint64_t free1g = free_hugepages("hugepages-1048576kB");
+  const bool huge = free1g * 1024 >= mem_mb || free2m * 2 >= mem_mb;
+
+  std::vector<std::string> args = {"sb-bench", "-l", "0", "--no-pci", "--no-telemetry",
+                                   "--log-level=*:warning",
+                                   "--file-prefix=sb-bench-" + std::to_string(getpid())};
+  if (simd128) args.push_back("--force-max-simd-bitwidth=128");
+  if (huge) {
+    args.push_back("--in-memory");
+    args.push_back("-m");
+    args.push_back(std::to_string(mem_mb));
+  } else {
+    args.push_back("--no-huge");
+    args.push_back("--no-shconf");
+    args.push_back("-m");
+    args.push_back(std::to_string(mem_mb));
+  }
+  std::vector<char*> argv;
+  for (auto& a : args) argv.push_back(a.data());
+  argv.push_back(nullptr);
+  const int rc = rte_eal_init(int(args.size()), argv.data());
+  if (rc < 0) {
+    g_status = Status::Unavailable(std::string("DPDK EAL init failed: ") + rte_strerror(rte_errno) +
+                                   " (memory asked: " + std::to_string(mem_mb) + " MiB)");
+    return g_status;
+  }
+  if (huge) {
+    g_kind = free1g * 1024 >= mem_mb ? "1G" : "2M";
+    set_default_page_kind(PageKind::k2M);
+  } else {
+    bool ok = true;
+    rte_memseg_list_walk(madvise_msl, &ok);
+    g_kind = ok ? "THP" : "4K";
+    set_default_page_kind(ok ? PageKind::kTHP : PageKind::k4K);
+  }
+  g_ready = true;
+  g_status = Status::Ok();
+  return g_status;
+}
+
+bool dpdk_ready() { return g_ready; }
+std::string dpdk_page_kind() { return g_kind; }
+
+}  // namespace sb::bench

@@ -1,0 +1,28 @@
+// tools/bench/dpdk_env.h: one DPDK EAL per sb-bench process, sized for the run.
+//
+// EAL runs with --no-huge (anonymous 4 KiB memory that we then madvise for
+// transparent huge pages, the same page kind our own structures get from
+// core/large_array.h) unless enough free 2 MiB / 1 GiB hugepages exist, in
+// which case it runs --in-memory on them and our structures use hugetlb too.
+// page_kind() says what both sides got, for the `page_size` field.
+#pragma once
+
+#include <cstdint>
+#include <string>
+
+#include "core/status.h"
+
+namespace sb::bench {
+
+// Initialises EAL once (later calls return the first result). mem_mb: the
+// memory the DPDK tables of this run need. simd128: pass
+// --force-max-simd-bitwidth=128, which selects rte_efd's scalar lookup: the
+// AVX2 lookup of Debian's DPDK 22.11.11 rte_efd returns wrong values here
+// (every key of a 100-key table wrong on an AMD EPYC with AVX2/AVX-512;
+// the scalar path is right), and a baseline must answer correctly.
+Status dpdk_init(uint64_t mem_mb, bool simd128 = false);
+bool dpdk_ready();
+// "THP", "2M", "1G" or "4K".
+std::string dpdk_page_kind();
+
+}  // namespace sb::bench

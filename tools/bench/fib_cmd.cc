@@ -1,0 +1,233 @@
+// sb-bench fib: partial-FIB backends (Othello, cuckoo, DPDK rte_hash) on the
+// same 16-byte flow keys with 32-bit session-index values.
+//
+// Phases per implementation: build (build_mkeys_per_s); verify every key;
+// bulk lookups of uniformly random present keys (lookup_mops, median of
+// reps); bulk lookups of absent keys (miss_lookup_mops, and
+// false_positive_rate = absent keys answered present); single-key updates at
+// steady load, delete/insert/change in turn (update_kops); verify every live
+// key maps to its value and every deleted key misses.
+#include <algorithm>
+#include <cstdio>
+#include <string>
+#include <vector>
+
+#include "core/keygen.h"
+#include "core/large_array.h"
+#include "core/prefetch.h"
+#include "tools/bench/commands.h"
+#include "tools/bench/dpdk_env.h"
+#include "tools/bench/registry.h"
+
+namespace sb::bench {
+
+namespace {
+std::string join(const std::vector<std::string>& v) {
+  std::string s;
+  for (const auto& x : v) s += (s.empty() ? "" : ",") + x;
+  return s;
+}
+struct Step {
+  UpdateKind kind;
+  uint32_t key;
+  uint32_t value;
+};
+}  // namespace
+
+int cmd_fib(int argc, char** argv) {
+  Args args("sb-bench fib",
+            "Partial FIB backends on the same 16-byte flow keys, values = 32-bit session\n"
+            "indexes: build, bulk lookups of present and of absent keys (raw keys hashed\n"
+            "inside the timed loop), false positives, single-key updates, and a check\n"
+            "of every answer. Implementations: " + join(fib_impl_names()) + ".",
+            {{"--impl", "A,B,..", "implementations to run, in this order, in one process", "rte_hash"},
+             {"--keys", "N", "number of keys (suffixes K, M, G = 2^10, 2^20, 2^30)", "1M"},
+             {"--batch", "B", "lookup batch size, 1..64", "32"},
+             {"--queries", "Q", "lookups per repetition (present and absent each)", "4M"},
+             {"--updates", "U", "single-key updates (0 = skip)", "300K"},
+             {"--reps", "R", "repetitions of each lookup measurement (median reported)", "5"},
+             {"--seed", "S", "seed of keys, queries and updates", "1"},
+             {"--json", "", "print one JSON object per implementation (JSONL)", ""}});
+  if (Status st = args.parse(argc, argv); !st.ok()) {
+    std::fprintf(stderr, "sb-bench fib: %s\n", st.message().c_str());
+    return 2;
+  }
+  if (args.help()) { std::printf("%s", args.usage().c_str()); return 0; }
+  auto bad = [](const Status& s) { std::fprintf(stderr, "sb-bench fib: %s\n", s.message().c_str()); return 2; };
+  FibBenchConfig cfg;
+  uint64_t batch, queries, updates, reps;
+  {
+    auto k = args.size("--keys"); if (!k.ok()) return bad(k.status());
+    auto b = args.size("--batch"); if (!b.ok()) return bad(b.status());
+    auto q = args.size("--queries"); if (!q.ok()) return bad(q.status());
+    auto u = args.size("--updates"); if (!u.ok()) return bad(u.status());
+    auto r = args.size("--reps"); if (!r.ok()) return bad(r.status());
+    auto s = args.size("--seed"); if (!s.ok()) return bad(s.status());
+    if (*k < 1 || *k > (1ULL << 31)) return bad(Status::InvalidArgument("--keys: must be 1..2G"));
+    if (*b < 1 || *b > kMaxBurst) return bad(Status::InvalidArgument("--batch: must be 1..64"));
+    if (*q < 1) return bad(Status::InvalidArgument("--queries: must be >= 1"));
+    if (*r < 1 || *r > 100) return bad(Status::InvalidArgument("--reps: must be 1..100"));
+    cfg.keys = *k; cfg.seed = *s; cfg.hash_seed = *s;
+    batch = *b; queries = *q; updates = std::min<uint64_t>(*u, *k); reps = *r;
+  }
+  const auto impls = args.list("--impl");
+  if (impls.empty()) return bad(Status::InvalidArgument("--impl: no implementation named"));
+  bool need_eal = false;
+  for (const auto& name : impls) {
+    if (!make_fib_impl(name)) {
+      std::fprintf(stderr, "sb-bench fib: unknown implementation '%s' (known: %s)\n", name.c_str(),
+                   join(fib_impl_names()).c_str());
+      return 2;
+    }
+    need_eal |= impl_needs_eal(name);
+  }
+  if (need_eal) {
+    // rte_hash at 1.25x entries rounded to a power of two: 8 B of bucket and
+    // 32 B of key store per slot, plus the free-slot ring: ~100 B per key.
+    const uint64_t mb = 256 + cfg.keys * 200 / (1 << 20);
+    if (Status st = dpdk_init(mb); !st.ok()) {
+      std::fprintf(stderr, "sb-bench fib: %s\n", st.message().c_str());
+      return 1;
+    }
+  }
+  const std::string page = need_eal ? dpdk_page_kind() : page_kind_name(default_page_kind());
+
+  // ---- workload ----
+  const uint64_t n = cfg.keys;
+  const uint64_t fresh = updates / 3 + 1;
+  std::vector<FlowKey> keys = make_keys(n, cfg.seed);
+  std::vector<FlowKey> absent_pool = make_absent_keys(fresh + queries, cfg.seed);
+  keys.insert(keys.end(), absent_pool.begin(), absent_pool.begin() + long(fresh));
+  std::vector<uint32_t> values(keys.size());
+  for (uint32_t i = 0; i < values.size(); ++i) values[i] = i;  // session index = key number
+
+  std::vector<FlowKey> qkeys(queries), mkeys(queries);
+  std::vector<uint32_t> qexpect(queries);
+  {
+    UniformQueries uq(n, cfg.seed * 17 + 3);
+    for (uint64_t i = 0; i < queries; ++i) {
+      const uint64_t k = uq.next();
+      qkeys[i] = keys[k];
+      qexpect[i] = values[k];
+      mkeys[i] = absent_pool[fresh + i];  // never inserted, not even by updates
+    }
+  }
+  std::vector<Step> steps;
+  std::vector<uint32_t> model(values);
+  std::vector<uint8_t> live(keys.size(), 0);
+  std::fill(live.begin(), live.begin() + long(n), 1);
+  {
+    std::vector<uint32_t> live_list(n);
+    for (uint32_t i = 0; i < n; ++i) live_list[i] = i;
+    Rng ur(cfg.seed * 131 + 11);
+    uint32_t next_fresh = uint32_t(n);
+    for (uint64_t i = 0; i < updates; ++i) {
+      if (i % 3 == 0) {
+        const size_t at = ur.below(live_list.size());
+        const uint32_t k = live_list[at];
+        live_list[at] = live_list.back(); live_list.pop_back();
+        live[k] = 0;
+        steps.push_back({UpdateKind::kDelete, k, 0});
+      } else if (i % 3 == 1) {
+        const uint32_t k = next_fresh++;
+        live[k] = 1;
+        live_list.push_back(k);
+        steps.push_back({UpdateKind::kInsert, k, model[k]});
+      } else {
+        const uint32_t k = live_list[ur.below(live_list.size())];
+        // A new session index for this key (e.g. a re-established session).
+        model[k] = uint32_t(ur.below(n + fresh));
+        steps.push_back({UpdateKind::kChange, k, model[k]});
+      }
+    }
+  }
+
+  Output out(args.has("--json"));
+  int exit_code = 0;
+  for (const auto& name : impls) {
+    auto impl = make_fib_impl(name);
+    Record rec;
+    add_common(rec, "fib", name, page, int(reps));
+    rec.set("keys", n).set("value_bits_stored", 32u).set("batch", batch).set("seed", cfg.seed)
+        .set("queries", queries);
+    const double t0 = now_s();
+    Status st = impl->build(keys.data(), values.data(), n, cfg);
+    const double tb = now_s() - t0;
+    if (!st.ok()) {
+      std::fprintf(stderr, "sb-bench fib: %s: build failed: %s\n", name.c_str(), st.to_string().c_str());
+      rec.set("error", st.to_string()).set("correct", false);
+      out.emit(rec);
+      exit_code = 1;
+      continue;
+    }
+    rec.set("capacity", impl->capacity())
+        .set("load_factor", double(n) / double(std::max<uint64_t>(1, impl->capacity())))
+        .set("index_bits_per_key", impl->index_bits_per_key())
+        .set("total_bits_per_key", impl->total_bits_per_key())
+        .set("build_mkeys_per_s", double(n) / tb / 1e6);
+
+    uint64_t wrong = 0;
+    std::vector<uint32_t> got(kMaxBurst);
+    for (uint64_t i = 0; i < n; i += batch) {
+      const size_t m = size_t(std::min<uint64_t>(batch, n - i));
+      impl->lookup_batch(&keys[i], m, got.data());
+      for (size_t j = 0; j < m; ++j) wrong += got[j] != values[i + j];
+    }
+
+    std::vector<uint32_t> qout(queries);
+    const double tl = median_time(int(reps), [&] {
+      for (uint64_t i = 0; i < queries; i += batch)
+        impl->lookup_batch(&qkeys[i], size_t(std::min<uint64_t>(batch, queries - i)), &qout[i]);
+    });
+    for (uint64_t i = 0; i < queries; ++i) wrong += qout[i] != qexpect[i];
+    rec.set("lookup_mops", double(queries) / tl / 1e6);
+
+    const double tm = median_time(int(reps), [&] {
+      for (uint64_t i = 0; i < queries; i += batch)
+        impl->lookup_batch(&mkeys[i], size_t(std::min<uint64_t>(batch, queries - i)), &qout[i]);
+    });
+    uint64_t fp = 0;
+    for (uint64_t i = 0; i < queries; ++i) fp += qout[i] != kFibMiss;
+    rec.set("miss_lookup_mops", double(queries) / tm / 1e6)
+        .set("false_positive_rate", double(fp) / double(queries));
+
+    if (updates > 0) {
+      uint64_t failed = 0;
+      Status first_fail;
+      const double tu0 = now_s();
+      for (const auto& s : steps) {
+        Status us = impl->update(s.kind, keys[s.key], s.value);
+        if (!us.ok() && failed++ == 0) first_fail = us;
+      }
+      const double tu = now_s() - tu0;
+      rec.set("update_kops", double(steps.size()) / tu / 1e3)
+          .set("updates", uint64_t(steps.size()))
+          .set("update_mix", "1/3 insert, 1/3 change, 1/3 delete (steady load)");
+      if (failed) {
+        std::fprintf(stderr, "sb-bench fib: %s: %llu updates failed, first: %s\n", name.c_str(),
+                     (unsigned long long)failed, first_fail.to_string().c_str());
+        rec.set("updates_failed", failed);
+        wrong += failed;
+      }
+      // every key: live ones answer their value, deleted ones miss
+      for (uint64_t i = 0; i < keys.size(); i += batch) {
+        const size_t m = size_t(std::min<uint64_t>(batch, keys.size() - i));
+        impl->lookup_batch(&keys[i], m, got.data());
+        for (size_t j = 0; j < m; ++j) wrong += got[j] != (live[i + j] ? model[i + j] : kFibMiss);
+      }
+    }
+    impl->extra_metrics(rec);
+    const bool correct = wrong == 0 && fp == 0;
+    if (!correct) {
+      std::fprintf(stderr, "sb-bench fib: %s: %llu wrong answers, %llu false positives\n", name.c_str(),
+                   (unsigned long long)wrong, (unsigned long long)fp);
+      rec.set("wrong_answers", wrong);
+      exit_code = 1;
+    }
+    rec.set("correct", correct);
+    out.emit(rec);
+  }
+  return exit_code;
+}
+
+}  // namespace sb::bench

@@ -1,0 +1,294 @@
+// sb-bench gpt: GPT backends (SetSep, Ludo, DPDK rte_efd) on the same keys.
+//
+// Phases per implementation, each on the same generated workload:
+//   build        all keys -> values                         build_mkeys_per_s
+//   verify       every key's answer checked                 (correct)
+//   lookup       uniform random present keys, batches of B  lookup_mops (median of reps)
+//   single       the same queries, one key per call         lookup_single_mops
+//   updates      U ops at steady load: delete, insert,      update_kops
+//                change in turn (1/3 each), delta produced
+//   apply        every delta applied to a second query      apply_mops
+//                structure (a "remote node")
+//   verify       every live key on the builder and on the   (correct)
+//                remote structure
+// Keys, values, queries and the update stream are generated before any
+// timed region.
+#include <algorithm>
+#include <cstdio>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "core/keygen.h"
+#include "core/large_array.h"
+#include "core/prefetch.h"
+#include "tools/bench/commands.h"
+#include "tools/bench/dpdk_env.h"
+#include "tools/bench/registry.h"
+
+namespace sb::bench {
+
+namespace {
+
+struct UpdateStep {
+  UpdateKind kind;
+  uint32_t key;   // index into the combined key array (present + fresh)
+  uint8_t value;
+};
+
+std::string join(const std::vector<std::string>& v) {
+  std::string s;
+  for (const auto& x : v) s += (s.empty() ? "" : ",") + x;
+  return s;
+}
+
+}  // namespace
+
+int cmd_gpt(int argc, char** argv) {
+  Args args("sb-bench gpt",
+            "Global partition table backends on the same keys: build, bulk and single\n"
+            "lookups of uniformly random present keys (raw keys hashed inside the timed\n"
+            "loop), single-key updates at steady load with their deltas, deltas applied\n"
+            "to a second query structure, and a check of every answer.\n"
+            "Implementations: " + join(gpt_impl_names()) + ".",
+            {{"--impl", "A,B,..", "implementations to run, in this order, in one process", "setsep"},
+             {"--keys", "N", "number of keys (suffixes K, M, G = 2^10, 2^20, 2^30)", "1M"},
+             {"--value-bits", "L", "value width in bits, 1..8 (node id: ceil(log2 nodes))", "2"},
+             {"--threads", "T", "build threads (implementations that build in parallel)", "1"},
+             {"--batch", "B", "lookup batch size, 1..64 (1 = one key per bulk call)", "32"},
+             {"--index-bits", "X", "SetSep hash-index bits x of the x+y setting", "16"},
+             {"--array-bits", "Y", "SetSep bit-array bits y of the x+y setting", "8"},
+             {"--queries", "Q", "lookups per repetition", "4M"},
+             {"--updates", "U", "single-key updates (0 = skip the update phases)", "300K"},
+             {"--reps", "R", "repetitions of each lookup measurement (median reported)", "5"},
+             {"--seed", "S", "seed of keys, values, queries and updates", "1"},
+             {"--json", "", "print one JSON object per implementation (JSONL)", ""}});
+  if (Status st = args.parse(argc, argv); !st.ok()) {
+    std::fprintf(stderr, "sb-bench gpt: %s\n", st.message().c_str());
+    return 2;
+  }
+  if (args.help()) { std::printf("%s", args.usage().c_str()); return 0; }
+
+  GptBenchConfig cfg;
+  uint64_t queries = 0, updates = 0, reps = 0;
+  {
+    auto bad = [](const Status& s) { std::fprintf(stderr, "sb-bench gpt: %s\n", s.message().c_str()); return 2; };
+    auto k = args.size("--keys"); if (!k.ok()) return bad(k.status());
+    auto l = args.size("--value-bits"); if (!l.ok()) return bad(l.status());
+    auto t = args.size("--threads"); if (!t.ok()) return bad(t.status());
+    auto b = args.size("--batch"); if (!b.ok()) return bad(b.status());
+    auto x = args.size("--index-bits"); if (!x.ok()) return bad(x.status());
+    auto y = args.size("--array-bits"); if (!y.ok()) return bad(y.status());
+    auto q = args.size("--queries"); if (!q.ok()) return bad(q.status());
+    auto u = args.size("--updates"); if (!u.ok()) return bad(u.status());
+    auto r = args.size("--reps"); if (!r.ok()) return bad(r.status());
+    auto s = args.size("--seed"); if (!s.ok()) return bad(s.status());
+    if (*k < 1 || *k > (1ULL << 31)) return bad(Status::InvalidArgument("--keys: must be 1..2G"));
+    if (*l < 1 || *l > 8) return bad(Status::InvalidArgument("--value-bits: must be 1..8"));
+    if (*t < 1 || *t > 256) return bad(Status::InvalidArgument("--threads: must be 1..256"));
+    if (*b < 1 || *b > kMaxBurst) return bad(Status::InvalidArgument("--batch: must be 1..64"));
+    if (*x < 1 || *x > 32 || *y < 1 || *y > 32)
+      return bad(Status::InvalidArgument("--index-bits/--array-bits: must be 1..32"));
+    if (*q < 1) return bad(Status::InvalidArgument("--queries: must be >= 1"));
+    if (*r < 1 || *r > 100) return bad(Status::InvalidArgument("--reps: must be 1..100"));
+    cfg.keys = *k; cfg.value_bits = unsigned(*l); cfg.threads = unsigned(*t);
+    cfg.batch = unsigned(*b); cfg.index_bits = unsigned(*x); cfg.array_bits = unsigned(*y);
+    cfg.seed = *s; cfg.hash_seed = *s;
+    queries = *q; updates = std::min<uint64_t>(*u, cfg.keys); reps = *r;
+  }
+  const auto impls = args.list("--impl");
+  if (impls.empty()) { std::fprintf(stderr, "sb-bench gpt: --impl: no implementation named\n"); return 2; }
+  bool need_eal = false;
+  for (const auto& name : impls) {
+    if (!make_gpt_impl(name)) {
+      std::fprintf(stderr, "sb-bench gpt: unknown implementation '%s' (known: %s)\n", name.c_str(),
+                   join(gpt_impl_names()).c_str());
+      return 2;
+    }
+    need_eal |= impl_needs_eal(name);
+  }
+  if (need_eal) {
+    // rte_efd: key store (16 B + value + index) plus offline groups (~40 B per
+    // rule) plus the online table; generous, untouched memory costs nothing.
+    const uint64_t mb = 256 + cfg.keys * 160 / (1 << 20);
+    if (Status st = dpdk_init(mb, /*simd128=*/true); !st.ok()) {
+      std::fprintf(stderr, "sb-bench gpt: %s\n", st.message().c_str());
+      return 1;
+    }
+  }
+  const std::string page = need_eal ? dpdk_page_kind() : page_kind_name(default_page_kind());
+
+  // ---- workload, outside every timed region ----
+  const uint64_t n = cfg.keys;
+  const uint64_t fresh = updates / 3 + 1;
+  std::vector<FlowKey> keys = make_keys(n, cfg.seed);
+  {
+    auto more = make_absent_keys(fresh, cfg.seed);
+    keys.insert(keys.end(), more.begin(), more.end());
+  }
+  std::vector<uint8_t> values(keys.size());
+  Rng vr(cfg.seed * 31 + 7);
+  for (auto& v : values) v = uint8_t(vr.below(1ULL << cfg.value_bits));
+
+  std::vector<FlowKey> qkeys(queries);
+  std::vector<uint8_t> qexpect(queries);
+  {
+    UniformQueries uq(n, cfg.seed * 17 + 3);
+    for (uint64_t i = 0; i < queries; ++i) {
+      const uint64_t k = uq.next();
+      qkeys[i] = keys[k];
+      qexpect[i] = values[k];
+    }
+  }
+  // Update stream at steady load: delete a live key, insert a fresh key,
+  // change a live key's value, in turn. The model follows along.
+  std::vector<UpdateStep> steps;
+  std::vector<uint8_t> model_val(values);            // value per combined key index
+  std::vector<uint8_t> live(keys.size(), 0);
+  std::fill(live.begin(), live.begin() + long(n), 1);
+  {
+    std::vector<uint32_t> live_list(n);
+    for (uint32_t i = 0; i < n; ++i) live_list[i] = i;
+    Rng ur(cfg.seed * 131 + 11);
+    uint32_t next_fresh = uint32_t(n);
+    steps.reserve(updates);
+    for (uint64_t i = 0; i < updates; ++i) {
+      switch (i % 3) {
+        case 0: {  // delete
+          const size_t at = ur.below(live_list.size());
+          const uint32_t k = live_list[at];
+          live_list[at] = live_list.back(); live_list.pop_back();
+          live[k] = 0;
+          steps.push_back({UpdateKind::kDelete, k, 0});
+          break;
+        }
+        case 1: {  // insert
+          const uint32_t k = next_fresh++;
+          live[k] = 1;
+          live_list.push_back(k);
+          steps.push_back({UpdateKind::kInsert, k, model_val[k]});
+          break;
+        }
+        default: {  // change to a different value
+          const uint32_t k = live_list[ur.below(live_list.size())];
+          uint8_t v = uint8_t(ur.below(1ULL << cfg.value_bits));
+          if (cfg.value_bits > 0 && v == model_val[k]) v = uint8_t((v + 1) & ((1u << cfg.value_bits) - 1));
+          model_val[k] = v;
+          steps.push_back({UpdateKind::kChange, k, v});
+        }
+      }
+    }
+  }
+
+  Output out(args.has("--json"));
+  int exit_code = 0;
+  for (const auto& name : impls) {
+    auto impl = make_gpt_impl(name);
+    Record rec;
+    add_common(rec, "gpt", name, page, int(reps));
+    rec.set("keys", n).set("value_bits", cfg.value_bits)
+        .set("value_bits_stored", impl->value_bits_stored(cfg))
+        .set("threads", cfg.threads).set("batch", cfg.batch)
+        .set("index_bits", cfg.index_bits).set("array_bits", cfg.array_bits)
+        .set("seed", cfg.seed).set("queries", queries);
+
+    // build
+    const double t0 = now_s();
+    Status st = impl->build(keys.data(), values.data(), n, cfg);
+    const double tb = now_s() - t0;
+    if (!st.ok()) {
+      std::fprintf(stderr, "sb-bench gpt: %s: build failed: %s\n", name.c_str(), st.to_string().c_str());
+      rec.set("error", st.to_string()).set("correct", false);
+      out.emit(rec);
+      exit_code = 1;
+      continue;
+    }
+    rec.set("capacity", impl->capacity())
+        .set("load_factor", double(n) / double(std::max<uint64_t>(1, impl->capacity())))
+        .set("bits_per_key", impl->bits_per_key())
+        .set("build_mkeys_per_s", double(n) / tb / 1e6);
+
+    // verify every key (in batches of the configured size)
+    uint64_t wrong = 0;
+    {
+      std::vector<uint8_t> got(kMaxBurst);
+      for (uint64_t i = 0; i < n; i += cfg.batch) {
+        const size_t m = size_t(std::min<uint64_t>(cfg.batch, n - i));
+        impl->lookup_batch(&keys[i], m, got.data());
+        for (size_t j = 0; j < m; ++j) wrong += got[j] != values[i + j];
+      }
+    }
+
+    // bulk lookups
+    std::vector<uint8_t> qout(queries);
+    const double tl = median_time(int(reps), [&] {
+      const size_t b = cfg.batch;
+      for (uint64_t i = 0; i < queries; i += b)
+        impl->lookup_batch(&qkeys[i], size_t(std::min<uint64_t>(b, queries - i)), &qout[i]);
+    });
+    for (uint64_t i = 0; i < queries; ++i) wrong += qout[i] != qexpect[i];
+    rec.set("lookup_mops", double(queries) / tl / 1e6);
+
+    // single-key lookups
+    const double ts = median_time(int(reps), [&] {
+      for (uint64_t i = 0; i < queries; ++i) qout[i] = impl->lookup_one(qkeys[i]);
+    });
+    for (uint64_t i = 0; i < queries; ++i) wrong += qout[i] != qexpect[i];
+    rec.set("lookup_single_mops", double(queries) / ts / 1e6);
+
+    // updates
+    bool remote_ok = true;
+    if (updates > 0 && impl->supports_updates()) {
+      uint64_t failed = 0;
+      Status first_fail;
+      const double tu0 = now_s();
+      for (const auto& s : steps) {
+        Status us = impl->update(s.kind, keys[s.key], s.value);
+        if (!us.ok()) { if (failed++ == 0) first_fail = us; }
+      }
+      const double tu = now_s() - tu0;
+      rec.set("update_kops", double(steps.size()) / tu / 1e3)
+          .set("updates", uint64_t(steps.size()))
+          .set("update_mix", "1/3 insert, 1/3 change, 1/3 delete (steady load)");
+      if (failed) {
+        std::fprintf(stderr, "sb-bench gpt: %s: %llu updates failed, first: %s\n", name.c_str(),
+                     (unsigned long long)failed, first_fail.to_string().c_str());
+        rec.set("updates_failed", failed);
+        wrong += failed;
+      }
+      if (impl->supports_remote()) {
+        const double ta0 = now_s();
+        auto applied = impl->apply_pending();
+        const double ta = now_s() - ta0;
+        if (!applied.ok()) {
+          std::fprintf(stderr, "sb-bench gpt: %s: applying deltas failed: %s\n", name.c_str(),
+                       applied.status().to_string().c_str());
+          remote_ok = false;
+        } else {
+          rec.set("deltas", *applied);
+          if (*applied > 0) rec.set("apply_mops", double(*applied) / ta / 1e6);
+        }
+      }
+      // every live key, on the builder and on the remote structure
+      for (uint64_t k = 0; k < keys.size(); ++k) {
+        if (!live[k]) continue;
+        wrong += impl->lookup_one(keys[k]) != model_val[k];
+        if (impl->supports_remote() && remote_ok) wrong += impl->remote_lookup_one(keys[k]) != model_val[k];
+      }
+      rec.set("load_factor", double(n) / double(std::max<uint64_t>(1, impl->capacity())));
+    }
+    rec.set("fallback_keys", impl->fallback_keys());
+    impl->extra_metrics(rec);
+    const bool correct = wrong == 0 && remote_ok;
+    if (!correct) {
+      std::fprintf(stderr, "sb-bench gpt: %s: %llu wrong answers\n", name.c_str(), (unsigned long long)wrong);
+      rec.set("wrong_answers", wrong);
+      exit_code = 1;
+    }
+    rec.set("correct", correct);
+    out.emit(rec);
+  }
+  return exit_code;
+}
+
+}  // namespace sb::bench

@@ -1,0 +1,53 @@
+// sb-bench: every performance figure of the project comes from here.
+// Contract: ../shared/design/BENCHMARKS.md (command lines and JSON fields
+// are relied on by reviewers and scripts: keep them stable).
+#include <cstdio>
+#include <cstring>
+#include <string>
+
+#include "tools/bench/commands.h"
+#include "tools/bench/registry.h"
+
+namespace {
+
+const char* kUsage =
+    "usage: sb-bench <command> [options]   (sb-bench <command> --help for its options)\n"
+    "\n"
+    "commands:\n"
+    "  mem    memory-system limits on one core: latency, random reads, 2- and 3-line lookups\n"
+    "  hash   key-hash candidates: speed and uniformity\n"
+    "  gpt    global partition table backends (setsep, ludo, efd = DPDK rte_efd)\n"
+    "  fib    partial FIB backends (othello, cuckoo, rte_hash, rte_hash_lf = DPDK rte_hash)\n"
+    "  list   the implementations this build has, per command\n"
+    "\n"
+    "Common options: --json prints one JSON object per measured implementation;\n"
+    "--seed S makes every generated key, value and query reproducible. Sizes take\n"
+    "K, M, G suffixes (powers of two): --keys 16M = 16777216 keys.\n"
+    "Exit status: 0 ok, 1 a run failed or an answer was wrong, 2 bad command line.\n";
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  if (argc < 2) {
+    std::fprintf(stderr, "%s", kUsage);
+    return 2;
+  }
+  const std::string cmd = argv[1];
+  if (cmd == "--help" || cmd == "-h" || cmd == "help") {
+    std::printf("%s", kUsage);
+    return 0;
+  }
+  if (cmd == "list") {
+    std::string g, f;
+    for (const auto& n : sb::bench::gpt_impl_names()) g += (g.empty() ? "" : ",") + n;
+    for (const auto& n : sb::bench::fib_impl_names()) f += (f.empty() ? "" : ",") + n;
+    std::printf("gpt %s\nfib %s\n", g.c_str(), f.c_str());
+    return 0;
+  }
+  if (cmd == "mem") return sb::bench::cmd_mem(argc - 2, argv + 2);
+  if (cmd == "hash") return sb::bench::cmd_hash(argc - 2, argv + 2);
+  if (cmd == "gpt") return sb::bench::cmd_gpt(argc - 2, argv + 2);
+  if (cmd == "fib") return sb::bench::cmd_fib(argc - 2, argv + 2);
+  std::fprintf(stderr, "sb-bench: unknown command '%s'\n\n%s", cmd.c_str(), kUsage);
+  return 2;
+}

@@ -1,0 +1,127 @@
+// Tests of sb-bench's command line and output contract: argument errors
+// give a clear message and a non-zero exit, --help describes every option,
+// and short real runs print the contract's fields with correct: true.
+#include <sys/wait.h>
+
+#include <catch2/catch.hpp>
+#include <cstdio>
+#include <string>
+
+#include "tools/bench/bench_util.h"
+
+using namespace sb::bench;
+
+namespace {
+
+struct Run {
+  int rc;
+  std::string out;  // stdout and stderr
+};
+
+Run run(const std::string& args) {
+  const std::string cmd = std::string(SB_BENCH_BIN) + " " + args + " 2>&1";
+  Run r{-1, ""};
+  FILE* p = popen(cmd.c_str(), "r");
+  REQUIRE(p != nullptr);
+  char buf[4096];
+  size_t n;
+  while ((n = fread(buf, 1, sizeof buf, p)) > 0) r.out.append(buf, n);
+  const int st = pclose(p);
+  r.rc = WIFEXITED(st) ? WEXITSTATUS(st) : -1;
+  return r;
+}
+
+bool has(const std::string& s, const std::string& sub) { return s.find(sub) != std::string::npos; }
+
+}  // namespace
+
+TEST_CASE("size suffixes", "[bench][cli]") {
+  CHECK(parse_size("16M").value() == 16ULL << 20);
+  CHECK(parse_size("16m").value() == 16ULL << 20);
+  CHECK(parse_size("1K").value() == 1024);
+  CHECK(parse_size("2G").value() == 2ULL << 30);
+  CHECK(parse_size("1000").value() == 1000);
+  for (const char* bad : {"", "M", "16Q", "16MB", "1.5M", "-1", "99999999999999999999", "17179869184G"}) {
+    INFO(bad);
+    CHECK_FALSE(parse_size(bad).ok());
+  }
+}
+
+TEST_CASE("argument errors name the problem and exit 2", "[bench][cli]") {
+  struct Case { const char* args; const char* msg; };
+  const Case cases[] = {
+      {"", "usage"},
+      {"nosuch", "unknown command 'nosuch'"},
+      {"gpt --impl nosuch", "unknown implementation 'nosuch'"},
+      {"fib --impl nosuch", "unknown implementation 'nosuch'"},
+      {"gpt --keys 16Q", "bad size suffix"},
+      {"fib --keys 1.5M", "bad size suffix"},
+      {"gpt --keys", "--keys needs a value"},
+      {"gpt --value-bits 9", "--value-bits: must be 1..8"},
+      {"gpt --batch 65", "--batch: must be 1..64"},
+      {"gpt --frobnicate 3", "unknown option '--frobnicate'"},
+      {"mem --mib", "--mib needs a value"},
+      {"mem stray", "unexpected argument 'stray'"},
+      {"fib --json=1", "takes no value"},
+  };
+  for (const auto& c : cases) {
+    INFO("sb-bench " << c.args);
+    const Run r = run(c.args);
+    CHECK(r.rc == 2);
+    CHECK(has(r.out, c.msg));
+  }
+}
+
+TEST_CASE("help describes every option of every command", "[bench][cli]") {
+  const Run top = run("--help");
+  CHECK(top.rc == 0);
+  for (const char* c : {"mem", "hash", "gpt", "fib", "list"}) CHECK(has(top.out, std::string("  ") + c));
+  struct Cmd { const char* name; std::vector<const char*> opts; };
+  const Cmd cmds[] = {
+      {"mem", {"--mib", "--ops", "--reps", "--seed", "--json"}},
+      {"hash", {"--keys", "--reps", "--json"}},
+      {"gpt", {"--impl", "--keys", "--value-bits", "--threads", "--batch", "--index-bits", "--array-bits",
+               "--queries", "--updates", "--reps", "--seed", "--json"}},
+      {"fib", {"--impl", "--keys", "--batch", "--queries", "--updates", "--reps", "--seed", "--json"}},
+  };
+  for (const auto& c : cmds) {
+    const Run r = run(std::string(c.name) + " --help");
+    INFO(c.name);
+    CHECK(r.rc == 0);
+    for (const char* o : c.opts) {
+      INFO(o);
+      CHECK(has(r.out, std::string("  ") + o));
+    }
+  }
+  // The implementations named in help are the ones that run.
+  const Run gh = run("gpt --help");
+  CHECK(has(gh.out, "efd"));
+  const Run fh = run("fib --help");
+  CHECK(has(fh.out, "rte_hash"));
+}
+
+TEST_CASE("short real runs print the contract fields", "[bench][dpdk]") {
+  const Run m = run("mem --mib 16 --ops 64K --reps 1 --json");
+  REQUIRE(m.rc == 0);
+  for (const char* f : {"\"latency_ns\"", "\"random_reads_mps\"", "\"two_line_lookups_mps\"",
+                        "\"three_line_lookups_mps\"", "\"page_size\"", "\"cpu_model\"", "\"build\""})
+    CHECK(has(m.out, f));
+  const Run g = run("gpt --impl efd --keys 4K --value-bits 8 --queries 8K --updates 3K --reps 1 --json");
+  INFO(g.out);
+  REQUIRE(g.rc == 0);
+  for (const char* f : {"\"bits_per_key\"", "\"build_mkeys_per_s\"", "\"lookup_mops\"", "\"lookup_single_mops\"",
+                        "\"update_kops\"", "\"value_bits_stored\": 8", "\"capacity\"", "\"load_factor\"",
+                        "\"update_mix\"", "\"correct\": true"})
+    CHECK(has(g.out, f));
+  const Run f = run("fib --impl rte_hash --keys 4K --queries 8K --updates 3K --reps 1 --json");
+  INFO(f.out);
+  REQUIRE(f.rc == 0);
+  for (const char* x : {"\"index_bits_per_key\"", "\"total_bits_per_key\"", "\"miss_lookup_mops\"",
+                        "\"false_positive_rate\": 0", "\"update_kops\"", "\"correct\": true"})
+    CHECK(has(f.out, x));
+  // The table form carries the same fields.
+  const Run t = run("fib --impl rte_hash --keys 4K --queries 8K --updates 0 --reps 1");
+  REQUIRE(t.rc == 0);
+  CHECK(has(t.out, "lookup_mops"));
+  CHECK_FALSE(has(t.out, "{"));
+}
