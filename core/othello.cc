@@ -1,0 +1,503 @@
+// core/othello.cc: see othello.h for the design notes and paper sections.
+#include "core/othello.h"
+
+#include <immintrin.h>
+
+#include <algorithm>
+#include <cmath>
+#include <cstring>
+#include <numeric>
+
+#include "core/checksum.h"
+
+namespace sb {
+
+namespace {
+inline void cpu_relax() { _mm_pause(); }
+}  // namespace
+
+OthelloShape OthelloShape::for_capacity(uint64_t n, unsigned value_bits, uint32_t seed) {
+  if (n == 0) n = 1;
+  OthelloShape s;
+  // ceil(1.33 n) in integers: (133 n + 99) / 100.
+  s.m_a = (133 * n + 99) / 100;
+  s.m_b = n;
+  s.value_bits = value_bits;
+  s.seed = seed;
+  return s;
+}
+
+// ============================ OthelloQuery ====================================
+
+void OthelloQuery::init(const OthelloShape& shape) {
+  shape_ = shape;
+  mask_ = low_mask(shape.value_bits);
+  salt_a_.store(shape.salt_a(), std::memory_order_relaxed);
+  salt_b_.store(shape.salt_b(), std::memory_order_relaxed);
+  a_.reset(shape.m_a, shape.value_bits);
+  b_.reset(shape.m_b, shape.value_bits);
+  touched_.assign(kRegions / 64, 0);
+}
+
+OthelloQuery::Batch OthelloQuery::batch_begin() const {
+  uint32_t e;
+  while (((e = epoch_.read_begin()) & 1u) != 0) cpu_relax();  // full reload running
+  return Batch{e, salt_a_.load(std::memory_order_relaxed), salt_b_.load(std::memory_order_relaxed),
+               shape_.m_a, shape_.m_b};
+}
+
+uint64_t OthelloQuery::lookup(uint64_t h) const {
+  for (;;) {
+    const Batch b = batch_begin();
+    const Pos p = pos(b, h);
+    uint64_t x;
+    while (!try_value(p, &x)) cpu_relax();  // Algorithm 3: retry the query later
+    if (!batch_retry(b)) return x;
+  }
+}
+
+void OthelloQuery::lookup_bulk(const uint64_t* h, size_t n, uint64_t* out) const {
+  Pos p[kMaxBurst];
+  for (;;) {
+    const Batch b = batch_begin();
+    for (size_t i = 0; i < n; ++i) {
+      p[i] = pos(b, h[i]);
+      prefetch(p[i]);
+    }
+    for (size_t i = 0; i < n; ++i)
+      while (!try_value(p[i], &out[i])) cpu_relax();
+    if (!batch_retry(b)) return;
+  }
+}
+
+// Algorithm 2 (Concise §V-C) with counters in place of the D1/D2 bits.
+void OthelloQuery::apply(const OthelloChange* c, size_t n) {
+  if (n == 0) return;
+  // Affected <- { p(i) : A[i] changes }; each region bumped once.
+  for (size_t k = 0; k < n; ++k)
+    if (c[k].side == 0) {
+      const uint64_t r = region_of(c[k].index);
+      touched_[r >> 6] |= 1ULL << (r & 63);
+    }
+  for (size_t w = 0; w < touched_.size(); ++w)
+    for (uint64_t m = touched_[w]; m != 0; m &= m - 1)
+      ver_[w * 64 + unsigned(__builtin_ctzll(m))].write_begin();  // "flip D1" + barrier
+  for (size_t k = 0; k < n; ++k) {
+    if (k == n / 2 && stall_) stall_();
+    if (c[k].side == 0)
+      a_.set(c[k].index, c[k].value);
+    else
+      b_.set(c[k].index, c[k].value);
+  }
+  for (size_t w = 0; w < touched_.size(); ++w) {
+    for (uint64_t m = touched_[w]; m != 0; m &= m - 1)
+      ver_[w * 64 + unsigned(__builtin_ctzll(m))].write_end();  // barrier + "flip D2"
+    touched_[w] = 0;
+  }
+}
+
+void OthelloQuery::reload(uint32_t seed, const BitArray& a, const BitArray& b) {
+  epoch_.write_begin();
+  shape_.seed = seed;
+  salt_a_.store(shape_.salt_a(), std::memory_order_relaxed);
+  salt_b_.store(shape_.salt_b(), std::memory_order_relaxed);
+  const size_t na = std::min(a.num_words(), a_.num_words());
+  for (size_t i = 0; i < na; ++i) store_relaxed(a_.words() + i, a.words()[i]);
+  if (stall_) stall_();
+  const size_t nb = std::min(b.num_words(), b_.num_words());
+  for (size_t i = 0; i < nb; ++i) store_relaxed(b_.words() + i, b.words()[i]);
+  epoch_.write_end();
+}
+
+uint64_t OthelloQuery::num_bits() const {
+  return (shape_.m_a + shape_.m_b) * shape_.value_bits + 2 * 64 + uint64_t(kRegions + 1) * 32;
+}
+
+namespace {
+constexpr uint32_t kQueryMagic = 0x5148544fu;  // "OTHQ"
+constexpr uint32_t kQueryFormat = 1;
+
+struct QueryHeader {
+  uint32_t magic, format;
+  uint64_t m_a, m_b;
+  uint32_t value_bits, seed;
+};
+}  // namespace
+
+std::string OthelloQuery::serialize() const {
+  QueryHeader hd{kQueryMagic, kQueryFormat, shape_.m_a, shape_.m_b, shape_.value_bits, shape_.seed};
+  std::string out(reinterpret_cast<const char*>(&hd), sizeof hd);
+  out.append(reinterpret_cast<const char*>(a_.words()), a_.num_words() * 8);
+  out.append(reinterpret_cast<const char*>(b_.words()), b_.num_words() * 8);
+  const uint64_t sum = checksum64(out.data(), out.size());
+  out.append(reinterpret_cast<const char*>(&sum), 8);
+  return out;
+}
+
+Status OthelloQuery::deserialize(std::string_view bytes) {
+  if (bytes.size() < sizeof(QueryHeader) + 8) return Status::Corrupt("othello query: truncated header");
+  uint64_t sum;
+  std::memcpy(&sum, bytes.data() + bytes.size() - 8, 8);
+  if (checksum64(bytes.data(), bytes.size() - 8) != sum)
+    return Status::Corrupt("othello query: checksum mismatch");
+  QueryHeader hd;
+  std::memcpy(&hd, bytes.data(), sizeof hd);
+  if (hd.magic != kQueryMagic) return Status::Corrupt("othello query: bad magic");
+  if (hd.format != kQueryFormat)
+    return Status::Corrupt("othello query: unknown format " + std::to_string(hd.format));
+  if (hd.value_bits < 1 || hd.value_bits > 64 || hd.m_a == 0 || hd.m_b == 0 ||
+      hd.m_a > (1ULL << 32) || hd.m_b > (1ULL << 32))
+    return Status::Corrupt("othello query: bad shape");
+  const size_t wa = BitArray::words_for(hd.m_a, hd.value_bits);
+  const size_t wb = BitArray::words_for(hd.m_b, hd.value_bits);
+  if (bytes.size() != sizeof hd + 8 * (wa + wb) + 8)
+    return Status::Corrupt("othello query: size does not match shape");
+  OthelloShape s{hd.m_a, hd.m_b, hd.value_bits, hd.seed};
+  init(s);
+  std::memcpy(a_.words(), bytes.data() + sizeof hd, wa * 8);
+  std::memcpy(b_.words(), bytes.data() + sizeof hd + wa * 8, wb * 8);
+  return Status::Ok();
+}
+
+// ============================ OthelloControl ==================================
+
+void OthelloControl::next_stamp() {
+  stamp_ += 2;
+  if (stamp_ == 0 || stamp_ + 1 == 0) {  // wrapped: clear marks
+    std::fill(mark_.begin(), mark_.end(), 0u);
+    stamp_ = 2;
+  }
+}
+
+void OthelloControl::set_color(uint32_t v, uint64_t c, bool record) {
+  if (v < shape_.m_a) {
+    a_.set(v, c);
+    if (record) changes_.push_back({0, v, c});
+  } else {
+    b_.set(v - shape_.m_a, c);
+    if (record) changes_.push_back({1, v - shape_.m_a, c});
+  }
+  if (record) ++stats_.entries_changed;
+}
+
+void OthelloControl::link(uint32_t e) {
+  const uint32_t va = ea_[e], vb = vertex_b(eb_[e]);
+  next_[2 * size_t(e)] = head_[va];
+  head_[va] = e;
+  next_[2 * size_t(e) + 1] = head_[vb];
+  head_[vb] = e;
+}
+
+void OthelloControl::unlink(uint32_t e) {
+  for (const uint32_t v : {ea_[e], vertex_b(eb_[e])}) {
+    uint32_t* p = &head_[v];
+    while (*p != e) p = &next_of(*p, v);
+    *p = next_of(e, v);
+  }
+}
+
+uint32_t OthelloControl::new_edge(uint64_t h, uint64_t value) {
+  uint32_t e;
+  if (!free_.empty()) {
+    e = free_.back();
+    free_.pop_back();
+  } else {
+    e = uint32_t(hash_.size());
+    hash_.push_back(0);
+    value_.push_back(0);
+    ea_.push_back(kNone);
+    eb_.push_back(kNone);
+    next_.push_back(kNone);
+    next_.push_back(kNone);
+  }
+  hash_[e] = h;
+  value_[e] = value;
+  ea_[e] = uint32_t(shape_.index_a(h));
+  eb_[e] = uint32_t(shape_.index_b(h));
+  return e;
+}
+
+uint32_t OthelloControl::find_edge(uint64_t h) const {
+  if (shape_.m_a == 0) return kNone;
+  const uint32_t va = uint32_t(shape_.index_a(h));
+  for (uint32_t e = head_[va]; e != kNone; e = next_of(e, va))
+    if (hash_[e] == h) return e;
+  return kNone;
+}
+
+Result<uint64_t> OthelloControl::value_of(uint64_t h) const {
+  const uint32_t e = find_edge(h);
+  if (e == kNone) return Status::NotFound("othello: key hash not present");
+  return value_[e];
+}
+
+// Algorithm 1 for one seed: Phase I (build G, DFS finds a cycle or not) and
+// Phase II (colour in DFS order) fused: the DFS colours each vertex as it is
+// discovered, and a cycle aborts the seed.
+bool OthelloControl::try_seed(uint32_t seed, bool* dup) {
+  *dup = false;
+  ++stats_.seeds_tried;
+  shape_.seed = seed;
+  std::fill(head_.begin(), head_.end(), kNone);
+  for (uint32_t e = 0; e < hash_.size(); ++e) {
+    if (ea_[e] == kNone) continue;
+    ea_[e] = uint32_t(shape_.index_a(hash_[e]));
+    eb_[e] = uint32_t(shape_.index_b(hash_[e]));
+    link(e);
+  }
+  a_.reset(shape_.m_a, shape_.value_bits);  // unassigned vertices stay 0
+  b_.reset(shape_.m_b, shape_.value_bits);
+  next_stamp();
+  const uint32_t s = stamp_;
+  const uint32_t nv = uint32_t(shape_.m_a + shape_.m_b);
+  for (uint32_t r = 0; r < nv; ++r) {
+    if (head_[r] == kNone || mark_[r] == s) continue;
+    mark_[r] = s;  // root: colour 0 (Algorithm 1 line 13: a[i] <- 0)
+    stack_.clear();
+    stack_.push_back(r);
+    stack_.push_back(kNone);
+    while (!stack_.empty()) {
+      const uint32_t pe = stack_.back();
+      stack_.pop_back();
+      const uint32_t v = stack_.back();
+      stack_.pop_back();
+      const uint64_t cv = color(v);
+      for (uint32_t e = head_[v]; e != kNone; e = next_of(e, v)) {
+        if (e == pe) continue;
+        const uint32_t w = other_end(e, v);
+        if (mark_[w] == s) {  // a second path to w: cycle (or parallel edge)
+          for (uint32_t e2 = head_[v]; e2 != kNone; e2 = next_of(e2, v))
+            if (e2 != e && hash_[e2] == hash_[e]) *dup = true;
+          return false;
+        }
+        mark_[w] = s;
+        set_color(w, cv ^ value_[e], false);
+        stack_.push_back(w);
+        stack_.push_back(e);
+      }
+    }
+  }
+  return true;
+}
+
+Status OthelloControl::rebuild(uint32_t first_seed) {
+  changes_.clear();
+  full_ = true;
+  bool dup = false;
+  for (unsigned t = 0; t < opt_.max_tries; ++t) {
+    if (try_seed(first_seed + t, &dup)) return Status::Ok();
+    if (dup) return Status::AlreadyExists("othello: two keys have the same 64-bit hash");
+  }
+  return Status::Capacity("othello: no acyclic seed in " + std::to_string(opt_.max_tries) +
+                          " tries for " + std::to_string(n_) + " keys (m_a=" +
+                          std::to_string(shape_.m_a) + ", m_b=" + std::to_string(shape_.m_b) + ")");
+}
+
+Status OthelloControl::construct(const Options& opt, const uint64_t* hashes, const uint64_t* values,
+                                 size_t n) {
+  if (opt.capacity == 0) return Status::InvalidArgument("othello: capacity must be >= 1");
+  if (opt.value_bits < 1 || opt.value_bits > 64)
+    return Status::InvalidArgument("othello: value_bits must be 1..64");
+  if (opt.max_tries == 0) return Status::InvalidArgument("othello: max_tries must be >= 1");
+  const OthelloShape shape = OthelloShape::for_capacity(opt.capacity, opt.value_bits, opt.seed);
+  if (shape.m_a + shape.m_b >= kNone || n >= kNone / 2)
+    return Status::InvalidArgument("othello: capacity too large for 32-bit vertex ids");
+  const uint64_t mask = low_mask(opt.value_bits);
+  for (size_t i = 0; i < n; ++i)
+    if (values[i] & ~mask) return Status::InvalidArgument("othello: value wider than value_bits");
+  opt_ = opt;
+  shape_ = shape;
+  n_ = n;
+  hash_.assign(hashes, hashes + n);
+  value_.assign(values, values + n);
+  ea_.assign(n, 0);
+  eb_.assign(n, 0);
+  next_.assign(2 * n, kNone);
+  free_.clear();
+  head_.assign(shape_.m_a + shape_.m_b, kNone);
+  mark_.assign(shape_.m_a + shape_.m_b, 0);
+  stamp_ = 0;
+  stats_ = Stats{};
+  const Status st = rebuild(opt.seed);
+  if (!st.ok()) {
+    n_ = 0;
+    hash_.clear(); value_.clear(); ea_.clear(); eb_.clear(); next_.clear();
+    std::fill(head_.begin(), head_.end(), kNone);
+    a_.reset(shape_.m_a, shape_.value_bits);
+    b_.reset(shape_.m_b, shape_.value_bits);
+    shape_.seed = opt.seed;
+    return st;
+  }
+  stats_.reconstructions = 0;
+  return Status::Ok();
+}
+
+Status OthelloControl::add(uint64_t h, uint64_t value) {
+  if (value & ~low_mask(shape_.value_bits))
+    return Status::InvalidArgument("othello: value wider than value_bits");
+  const uint32_t ia = uint32_t(shape_.index_a(h)), ib = uint32_t(shape_.index_b(h));
+  const uint32_t va = ia, vb = vertex_b(ib);
+  bool cycle = false;
+  for (uint32_t e = head_[va]; e != kNone; e = next_of(e, va)) {
+    if (hash_[e] == h) return Status::AlreadyExists("othello: key hash already present");
+    if (eb_[e] == ib) cycle = true;  // parallel edge: a 2-cycle (§IV-B1)
+  }
+  if (!cycle) {
+    if (head_[vb] == kNone) {
+      set_color(vb, color(va) ^ value, true);  // isolated B end: O(1)
+    } else if (head_[va] == kNone) {
+      set_color(va, color(vb) ^ value, true);  // isolated A end: O(1)
+    } else {
+      // Case II or Case I: BFS from both ends in lock step (§IV-B2).
+      next_stamp();
+      const uint32_t s0 = stamp_, s1 = stamp_ + 1;
+      q0_.assign(1, va);
+      q1_.assign(1, vb);
+      mark_[va] = s0;
+      mark_[vb] = s1;
+      size_t i0 = 0, i1 = 0;
+      int done = -1;
+      auto expand = [&](std::vector<uint32_t>& q, size_t& i, uint32_t mine, uint32_t theirs) {
+        const uint32_t v = q[i++];
+        for (uint32_t e = head_[v]; e != kNone; e = next_of(e, v)) {
+          const uint32_t w = other_end(e, v);
+          if (mark_[w] == theirs) return true;  // the components meet: Case I
+          if (mark_[w] != mine) {
+            mark_[w] = mine;
+            q.push_back(w);
+          }
+        }
+        return false;
+      };
+      while (done < 0 && !cycle) {
+        if (expand(q0_, i0, s0, s1)) { cycle = true; break; }
+        if (i0 == q0_.size()) { done = 0; break; }
+        if (expand(q1_, i1, s1, s0)) { cycle = true; break; }
+        if (i1 == q1_.size()) { done = 1; break; }
+      }
+      stats_.bfs_vertices += q0_.size() + q1_.size();
+      if (!cycle) {
+        const uint64_t delta = color(va) ^ color(vb) ^ value;
+        if (delta != 0)
+          for (const uint32_t v : (done == 0 ? q0_ : q1_)) set_color(v, color(v) ^ delta, true);
+      }
+    }
+  }
+  const uint32_t e = new_edge(h, value);
+  ++n_;
+  if (!cycle) {
+    link(e);
+    return Status::Ok();
+  }
+  // Case I: reconstruct with the following seeds.
+  ++stats_.reconstructions;
+  const uint32_t old_seed = shape_.seed;
+  const Status st = rebuild(old_seed + 1);
+  if (st.ok()) return st;
+  // Leave the structure as it was (minus nothing): drop the new key and
+  // rebuild with the old seed, which was acyclic for the old key set.
+  ea_[e] = kNone;
+  free_.push_back(e);
+  --n_;
+  bool dup;
+  if (!try_seed(old_seed, &dup)) return Status::Internal("othello: old seed no longer acyclic");
+  full_ = true;
+  return st;
+}
+
+Status OthelloControl::alter(uint64_t h, uint64_t value) {
+  if (value & ~low_mask(shape_.value_bits))
+    return Status::InvalidArgument("othello: value wider than value_bits");
+  const uint32_t e = find_edge(h);
+  if (e == kNone) return Status::NotFound("othello: key hash not present");
+  const uint64_t delta = value_[e] ^ value;
+  value_[e] = value;
+  if (delta == 0) return Status::Ok();
+  // §IV-B3: flip the colours of one side of e. Always the A side (contains
+  // A[ia]): the concurrency argument in othello.h relies on it.
+  const uint32_t va = ea_[e];
+  next_stamp();
+  const uint32_t s = stamp_;
+  q0_.assign(1, va);
+  mark_[va] = s;
+  for (size_t i = 0; i < q0_.size(); ++i) {
+    const uint32_t v = q0_[i];
+    for (uint32_t f = head_[v]; f != kNone; f = next_of(f, v)) {
+      if (f == e) continue;
+      const uint32_t w = other_end(f, v);
+      if (mark_[w] != s) {
+        mark_[w] = s;
+        q0_.push_back(w);
+      }
+    }
+  }
+  stats_.bfs_vertices += q0_.size();
+  for (const uint32_t v : q0_) set_color(v, color(v) ^ delta, true);
+  return Status::Ok();
+}
+
+Status OthelloControl::erase(uint64_t h) {
+  const uint32_t e = find_edge(h);
+  if (e == kNone) return Status::NotFound("othello: key hash not present");
+  unlink(e);
+  ea_[e] = kNone;
+  free_.push_back(e);
+  --n_;
+  return Status::Ok();
+}
+
+Status OthelloControl::set(uint64_t h, uint64_t value) {
+  return contains(h) ? alter(h, value) : add(h, value);
+}
+
+void OthelloControl::publish(OthelloQuery* q) {
+  if (q->empty() || q->shape().m_a != shape_.m_a || q->shape().m_b != shape_.m_b ||
+      q->shape().value_bits != shape_.value_bits) {
+    q->init(shape_);
+    q->reload(shape_.seed, a_, b_);
+  } else if (full_) {
+    q->reload(shape_.seed, a_, b_);
+  } else {
+    q->apply(changes_);
+  }
+  clear_changes();
+}
+
+uint64_t OthelloControl::control_bits() const {
+  const uint64_t bytes = hash_.capacity() * 8 + value_.capacity() * 8 + ea_.capacity() * 4 +
+                         eb_.capacity() * 4 + next_.capacity() * 4 + free_.capacity() * 4 +
+                         head_.capacity() * 4 + mark_.capacity() * 4;
+  return bytes * 8 + a_.num_words() * 64 + b_.num_words() * 64;
+}
+
+Status OthelloControl::check() const {
+  // Every key answers its value; lists hold each live edge exactly twice.
+  uint64_t live = 0, listed = 0;
+  for (uint32_t e = 0; e < hash_.size(); ++e) {
+    if (ea_[e] == kNone) continue;
+    ++live;
+    if (lookup(hash_[e]) != value_[e]) return Status::Internal("othello: wrong value for a key");
+    if (ea_[e] != shape_.index_a(hash_[e]) || eb_[e] != shape_.index_b(hash_[e]))
+      return Status::Internal("othello: stale endpoints");
+  }
+  if (live != n_) return Status::Internal("othello: key count mismatch");
+  for (uint32_t v = 0; v < head_.size(); ++v)
+    for (uint32_t e = head_[v]; e != kNone; e = next_of(e, v)) ++listed;
+  if (listed != 2 * live) return Status::Internal("othello: adjacency lists inconsistent");
+  // Acyclic: union-find over the live edges.
+  std::vector<uint32_t> parent(head_.size());
+  std::iota(parent.begin(), parent.end(), 0u);
+  auto find = [&](uint32_t x) {
+    while (parent[x] != x) x = parent[x] = parent[parent[x]];
+    return x;
+  };
+  for (uint32_t e = 0; e < hash_.size(); ++e) {
+    if (ea_[e] == kNone) continue;
+    const uint32_t a = find(ea_[e]), b = find(vertex_b(eb_[e]));
+    if (a == b) return Status::Internal("othello: graph has a cycle");
+    parent[a] = b;
+  }
+  return Status::Ok();
+}
+
+}  // namespace sb

@@ -1,0 +1,340 @@
+// core/othello.h: Othello hashing (Yu et al., "Concise", IEEE/ACM ToN 2018,
+// §IV-§V; Shi, dissertation ch. 2-3): a key -> l-bit value map that answers
+// with two memory reads, stores no keys, and supports one writer updating
+// in place while readers run. Used by the Othello FIB (fib/othello_fib.h,
+// value = session index) and by Ludo hashing (gpt/, 1-bit values).
+//
+// WHAT IT IS (§IV-A, §V-A "l-POG with bit slicing")
+//
+//   value(k) = A[ha(k)] xor B[hb(k)]          A: m_a entries, B: m_b entries,
+//                                             each entry l bits (1 <= l <= 64)
+//   ha(k) = reduce(remix(h, kOthelloA ^ seed_salt(s)), m_a)
+//   hb(k) = reduce(remix(h, kOthelloB ^ seed_salt(s)), m_b)
+//
+// h is the key's 64-bit hash (core/hash.h, computed once per packet by the
+// caller); s is the Othello's own seed, re-chosen when the graph has a
+// cycle ("re-select the hash function pair", §IV-B1 Phase I). Keys that are
+// not in the set get an arbitrary value: the caller must verify (the FIB
+// compares the full key stored in the session record the value points to).
+//
+// Two parts (§IV-C):
+//   OthelloControl  the control structure: the bipartite graph G (one edge
+//                   (ha(k), hb(k)) per key), the keys' hashes and values, its
+//                   own copy of A and B; construct / add / alter / erase;
+//                   records every A/B entry it changes (changes()) so a
+//                   caller can ship them to remote query structures.
+//   OthelloQuery    the query structure: m_a, m_b, l, s, arrays A and B,
+//                   concurrency versions. Nothing else. Applies change lists
+//                   (Algorithm 2) while readers query (Algorithm 3).
+//
+// SIZING (deviation from the paper, on purpose)
+//   The paper takes m_a = smallest power of two >= 1.33 n and m_b = smallest
+//   power of two >= n (§IV-A option 2) so ha/hb are bit masks. That costs up
+//   to 2x the space. Here m_a = ceil(1.33 n), m_b = n exactly, and indexes
+//   come from multiply-shift range reduction (reduce(), one multiply), so the
+//   query structure is exactly (m_a + m_b) l = 2.33 n l bits (+ 2 guard
+//   words + 1025 32-bit versions): the "2.33 l bits per key" of the paper is
+//   true rather than an average over the power-of-two rounding.
+//   With m_a = 1.33n, m_b = n: c = n / sqrt(m_a m_b) = 0.867, so a random
+//   graph is acyclic with probability sqrt(1 - c^2) = 0.50 (Theorem 1):
+//   construction takes 2 seeds on average. p = n (m_a + m_b) / (2 m_a m_b)
+//   = 0.876, so the expected component size chi(G) ~ 1/(1-p) ~ 8 vertices
+//   (paper's estimate, Fig. 4): add/alter touch ~8 entries on average.
+//   Sizes are fixed at construction (the capacity n); keys may be added past
+//   n while G stays acyclic (§IV-B2 "Othello size growth"), and a rebuild
+//   that finds no acyclic seed in max_tries returns kCapacity.
+//
+// OPERATIONS (control side, §IV-B)
+//   construct   Algorithm 1: per seed, build G, DFS over every component;
+//               the DFS meets an already-visited vertex (or a duplicate edge)
+//               iff G has a cycle -> next seed; otherwise colour in DFS order
+//               (root entry 0, each tree edge fixes the other endpoint).
+//   add         Case II (different components): one component's entries
+//               are all xor-ed with delta = A[i]^B[j]^v, which keeps every
+//               old key's value (both ends change by delta) and makes
+//               A[i]^B[j] = v. The two components are explored by BFS in
+//               lock step, so the cost is O(size of the smaller one) and
+//               the smaller one is re-coloured. Case I (same component,
+//               found when one BFS reaches a vertex of the other, or a
+//               parallel edge): reconstruct with the next seed (amortized
+//               O(1), Theorem 4). Endpoints with no edges are O(1).
+//   alter       flips the entries of the part of k's tree on k's A side
+//               (the tree minus edge k splits in two); O(chi) expected.
+//   erase       removes the edge; A and B are not touched (§IV-B4).
+//   A key's identity is its 64-bit hash h: two keys with equal h cannot be
+//   told apart (add returns kAlreadyExists; the caller keeps such keys in a
+//   small fallback table, ARCHITECTURE.md "Hashing").
+//
+// CONCURRENCY (one writer, any number of readers; §V-C, Algorithms 2 and 3)
+//   The paper's D1/D2 bit vectors (512 bits, p(i) = i mod 512): the writer
+//   flips D1[p(i)] for every region of A it will change, writes, then flips
+//   D2[p(i)]; a reader reads D2, A[i], B[j], D1 and accepts iff equal.
+//   Here each D1/D2 bit pair is one 32-bit counter (kRegions = 1024,
+//   p(i) = i mod 1024): "D1 flipped" = counter odd, "D2 flipped" = even
+//   again (core/seqlock.h). Same protocol and cost (one cache-resident load
+//   before, one after), but a bit pair has an ABA hole that a counter does
+//   not: two updates of the same region during one slow read flip D1 twice
+//   and the reader sees D1 == D2 with torn data.
+//   Only A is guarded, as in the paper. This is sound because every change
+//   list this control structure produces keeps, for every key present before
+//   and after, A[i] and B[j] changing together (same xor delta) or not at
+//   all, except the key whose own value changes, and for that key the
+//   changed side always includes A[i] (alter flips k's A side). So a reader
+//   that saw no change of A[i]'s region saw a consistent pair.
+//   A full reload (after a reconstruction: new seed, all entries) runs under
+//   one more version (the epoch), which readers check once per batch.
+//   All shared words are read and written with relaxed atomics (TSan clean).
+//
+// SPACE
+//   Query: (m_a + m_b) l bits + 2 x 64 (guard words) + (kRegions + 1) x 32.
+//   Control: per key 8 (h) + 8 (value) + 8 (endpoints) + 8 (list links)
+//   bytes, per vertex 4 bytes (list head) + 4 (BFS mark), plus its own
+//   (m_a + m_b) l bits copy of A and B.
+//
+// Thread safety: OthelloControl is single-threaded (external sync).
+// OthelloQuery: lookups from any number of threads concurrently with ONE
+// thread calling apply()/reload(); init()/deserialize() need exclusive access.
+#pragma once
+
+#include <atomic>
+#include <cstddef>
+#include <cstdint>
+#include <functional>
+#include <memory>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include "core/bit_array.h"
+#include "core/hash.h"
+#include "core/prefetch.h"
+#include "core/seqlock.h"
+#include "core/status.h"
+
+namespace sb {
+
+// One changed entry of A (side 0) or B (side 1): its new value.
+struct OthelloChange {
+  uint8_t side;    // 0 = A, 1 = B
+  uint64_t index;  // entry index in that array
+  uint64_t value;  // new l-bit value
+};
+
+// The geometry and seed of an Othello: what a query structure needs besides
+// the two arrays.
+struct OthelloShape {
+  uint64_t m_a = 0;
+  uint64_t m_b = 0;
+  unsigned value_bits = 1;  // l
+  uint32_t seed = 0;        // s (index derivation)
+
+  // m_a = ceil(1.33 n), m_b = n (n >= 1). See SIZING above.
+  static OthelloShape for_capacity(uint64_t n, unsigned value_bits, uint32_t seed);
+  uint64_t salt_a() const { return salt::kOthelloA ^ seed_salt(seed); }
+  uint64_t salt_b() const { return salt::kOthelloB ^ seed_salt(seed); }
+  uint64_t index_a(uint64_t h) const { return reduce(remix(h, salt_a()), m_a); }
+  uint64_t index_b(uint64_t h) const { return reduce(remix(h, salt_b()), m_b); }
+};
+
+// ---- query structure ---------------------------------------------------------
+
+class OthelloQuery {
+ public:
+  static constexpr uint32_t kRegions = 1024;  // D1/D2 length (paper: 512)
+  static constexpr uint64_t region_of(uint64_t ia) { return ia & (kRegions - 1); }
+
+  OthelloQuery() = default;
+  OthelloQuery(const OthelloQuery&) = delete;
+  OthelloQuery& operator=(const OthelloQuery&) = delete;
+
+  // Allocates zeroed arrays for `shape`. REQUIRES exclusive access.
+  void init(const OthelloShape& shape);
+  bool empty() const { return shape_.m_a == 0; }
+  const OthelloShape& shape() const { return shape_; }
+
+  // ---- readers (any thread) ----
+  struct Pos {
+    uint64_t bit_a;  // bit position of A[ia]
+    uint64_t bit_b;  // bit position of B[ib]
+    uint32_t region; // p(ia)
+  };
+  // Reader's view of the seed/sizes for one batch: take it with
+  // batch_begin(), derive positions with pos(), and confirm with
+  // batch_retry() at the end (true: a full reload ran, redo the batch).
+  struct Batch {
+    uint32_t epoch;
+    uint64_t salt_a, salt_b, m_a, m_b;
+  };
+  Batch batch_begin() const;
+  bool batch_retry(const Batch& b) const { return epoch_.read_retry(b.epoch); }
+  Pos pos(const Batch& b, uint64_t h) const {
+    const unsigned l = shape_.value_bits;
+    const uint64_t ia = reduce(remix(h, b.salt_a), b.m_a);
+    return Pos{ia * l, reduce(remix(h, b.salt_b), b.m_b) * l, uint32_t(region_of(ia))};
+  }
+  void prefetch(const Pos& p) const {
+    prefetch_r(reinterpret_cast<const char*>(a_.words()) + (p.bit_a >> 3));
+    prefetch_r(reinterpret_cast<const char*>(b_.words()) + (p.bit_b >> 3));
+  }
+  // Algorithm 3, one key: version before, A and B, version after.
+  // Returns false when the region was being written (caller retries).
+  bool try_value(const Pos& p, uint64_t* out) const {
+    const SeqVersion& v = ver_[p.region];
+    const uint32_t s = v.read_begin();
+    const uint64_t x = get_bits(a_.words(), p.bit_a) ^ get_bits(b_.words(), p.bit_b);
+    if (v.read_retry(s)) return false;
+    *out = x;
+    return true;
+  }
+  // Single-key lookup (retries internally; never blocks the writer).
+  uint64_t lookup(uint64_t h) const;
+  // Bulk lookup, n <= kMaxBurst: hash-derived positions, prefetch, probe.
+  void lookup_bulk(const uint64_t* h, size_t n, uint64_t* out) const;
+
+  // ---- the one writer ----
+  // Algorithm 2: bump the versions of the affected A regions, write, bump
+  // again. Changes are applied in order (a later change of the same entry
+  // wins). REQUIRES: values fit in l bits; indexes in range.
+  void apply(const OthelloChange* c, size_t n);
+  void apply(const std::vector<OthelloChange>& c) { apply(c.data(), c.size()); }
+  // Full reload (new seed after a reconstruction): same m_a, m_b, l.
+  // REQUIRES a.size() == m_a, b.size() == m_b, widths == l.
+  void reload(uint32_t seed, const BitArray& a, const BitArray& b);
+  // Test hook: called by apply()/reload() after the first half of the
+  // writes, while the versions are odd (writer-stall tests).
+  void set_write_stall_hook(std::function<void()> f) { stall_ = std::move(f); }
+
+  // Entry reads (writer side or tests; not versioned).
+  uint64_t a(uint64_t i) const { return a_.get(i); }
+  uint64_t b(uint64_t j) const { return b_.get(j); }
+
+  // Data-plane size: (m_a + m_b) l + guard words + versions.
+  uint64_t num_bits() const;
+
+  // Versioned, checksummed byte image (shape + A + B). deserialize rejects
+  // a bad magic/format version/size/checksum with kCorrupt.
+  std::string serialize() const;
+  Status deserialize(std::string_view bytes);
+
+ private:
+  // Two aligned relaxed loads, branch-free; the guard word makes wi+1 valid.
+  uint64_t get_bits(const uint64_t* w, uint64_t bit) const {
+    const uint64_t wi = bit >> 6;
+    const unsigned off = unsigned(bit & 63);
+    const uint64_t lo = load_relaxed(w + wi) >> off;
+    const uint64_t hi = (load_relaxed(w + wi + 1) << 1) << (63 - off);
+    return (lo | hi) & mask_;
+  }
+
+  OthelloShape shape_;
+  uint64_t mask_ = 0;
+  std::atomic<uint64_t> salt_a_{0}, salt_b_{0};
+  BitArray a_, b_;
+  SeqVersion epoch_;
+  std::unique_ptr<SeqVersion[]> ver_{new SeqVersion[kRegions]};
+  std::vector<uint64_t> touched_;  // writer scratch: bitmap of regions
+  std::function<void()> stall_;
+};
+
+// ---- control structure -------------------------------------------------------
+
+class OthelloControl {
+ public:
+  struct Options {
+    uint64_t capacity = 0;     // n the arrays are sized for (>= 1)
+    unsigned value_bits = 1;   // l, 1..64
+    uint32_t seed = 1;         // first seed tried
+    unsigned max_tries = 64;   // seeds tried per (re)construction
+  };
+  struct Stats {
+    uint64_t reconstructions = 0;  // Case I adds (and the initial build's extra seeds)
+    uint64_t seeds_tried = 0;      // over all constructions
+    uint64_t entries_changed = 0;  // by add/alter (not reconstructions)
+    uint64_t bfs_vertices = 0;     // visited by add/alter
+  };
+
+  OthelloControl() = default;
+  OthelloControl(const OthelloControl&) = delete;
+  OthelloControl& operator=(const OthelloControl&) = delete;
+  OthelloControl(OthelloControl&&) = default;
+  OthelloControl& operator=(OthelloControl&&) = default;
+
+  // Algorithm 1 over (hashes[i] -> values[i]). kInvalidArgument for bad
+  // options or a value wider than l, kAlreadyExists for two equal hashes,
+  // kCapacity when no acyclic seed is found in max_tries. On success the
+  // change list is empty and full_reload() is true.
+  Status construct(const Options& opt, const uint64_t* hashes, const uint64_t* values, size_t n);
+
+  // REQUIRES construct() succeeded. Each records its changed entries.
+  Status add(uint64_t h, uint64_t value);    // kAlreadyExists, kCapacity
+  Status alter(uint64_t h, uint64_t value);  // kNotFound
+  Status erase(uint64_t h);                  // kNotFound
+  // add if absent, else alter.
+  Status set(uint64_t h, uint64_t value);
+
+  bool contains(uint64_t h) const { return find_edge(h) != kNone; }
+  Result<uint64_t> value_of(uint64_t h) const;
+  // A[ha]^B[hb] from the control's own arrays (any h).
+  uint64_t lookup(uint64_t h) const { return a_.get(shape_.index_a(h)) ^ b_.get(shape_.index_b(h)); }
+
+  size_t size() const { return n_; }
+  const OthelloShape& shape() const { return shape_; }
+  const BitArray& array_a() const { return a_; }
+  const BitArray& array_b() const { return b_; }
+  const Stats& stats() const { return stats_; }
+
+  // ---- shipping to query structures ----
+  // Entries changed since the last clear_changes(), in order. If
+  // full_reload() is true a reconstruction happened: the list is empty and
+  // a receiver must reload (shape().seed, array_a(), array_b()) instead.
+  const std::vector<OthelloChange>& changes() const { return changes_; }
+  bool full_reload() const { return full_; }
+  void clear_changes() { changes_.clear(); full_ = false; }
+  // Brings q up to date: reload or apply the pending list (then clears it).
+  // q must have been init()'ed with this shape (or be empty: then it is).
+  void publish(OthelloQuery* q);
+
+  // Control-side size in bits (graph, keys, values, own arrays).
+  uint64_t control_bits() const;
+
+  // Verifies the invariants (acyclic, every key's value, list integrity).
+  // O(n); for tests.
+  Status check() const;
+
+ private:
+  static constexpr uint32_t kNone = 0xffffffffu;
+  uint32_t find_edge(uint64_t h) const;
+  uint32_t vertex_b(uint64_t j) const { return uint32_t(shape_.m_a + j); }
+  uint32_t& next_of(uint32_t e, uint32_t v) { return next_[2 * size_t(e) + (v >= shape_.m_a)]; }
+  uint32_t next_of(uint32_t e, uint32_t v) const { return next_[2 * size_t(e) + (v >= shape_.m_a)]; }
+  uint32_t other_end(uint32_t e, uint32_t v) const {
+    return v < shape_.m_a ? vertex_b(eb_[e]) : ea_[e];
+  }
+  uint64_t color(uint32_t v) const { return v < shape_.m_a ? a_.get(v) : b_.get(v - shape_.m_a); }
+  void set_color(uint32_t v, uint64_t c, bool record);
+  void link(uint32_t e);
+  void unlink(uint32_t e);
+  uint32_t new_edge(uint64_t h, uint64_t value);
+  Status rebuild(uint32_t first_seed);  // all live edges, seeds first_seed.. (max_tries)
+  bool try_seed(uint32_t seed, bool* dup);
+  void next_stamp();
+
+  Options opt_;
+  OthelloShape shape_;
+  uint64_t n_ = 0;
+  // Edges (one per key), dense ids with a free list.
+  std::vector<uint64_t> hash_, value_;
+  std::vector<uint32_t> ea_, eb_;     // endpoints (kNone: free edge)
+  std::vector<uint32_t> next_;        // 2 per edge: next edge at its A end / B end
+  std::vector<uint32_t> free_;
+  std::vector<uint32_t> head_;        // per vertex (A: 0..m_a-1, B: m_a..)
+  std::vector<uint32_t> mark_;        // per vertex BFS stamp
+  uint32_t stamp_ = 0;
+  std::vector<uint32_t> q0_, q1_, stack_;  // scratch
+  BitArray a_, b_;
+  std::vector<OthelloChange> changes_;
+  bool full_ = false;
+  Stats stats_;
+};
+
+}  // namespace sb

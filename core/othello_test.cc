@@ -1,0 +1,298 @@
+#include "core/othello.h"
+
+#include <catch2/catch.hpp>
+
+#include <atomic>
+#include <chrono>
+#include <thread>
+#include <unordered_map>
+#include <vector>
+
+#include "core/keygen.h"
+#include "core/test_util.h"
+
+using namespace sb;
+
+namespace {
+
+// Distinct 64-bit "key hashes" (fmix64 is a bijection).
+std::vector<uint64_t> make_hashes(size_t n, uint64_t seed) {
+  std::vector<uint64_t> h(n);
+  for (size_t i = 0; i < n; ++i) h[i] = fmix64(i + seed * 0x100000000ULL + 1);
+  return h;
+}
+
+void require_all(const OthelloControl& c, const OthelloQuery& q,
+                 const std::unordered_map<uint64_t, uint64_t>& model) {
+  for (const auto& [h, v] : model) {
+    REQUIRE(c.lookup(h) == v);
+    REQUIRE(q.lookup(h) == v);
+  }
+}
+
+}  // namespace
+
+TEST_CASE("othello sizing is m_a = ceil(1.33 n), m_b = n", "[othello]") {
+  const OthelloShape s = OthelloShape::for_capacity(1000, 24, 1);
+  CHECK(s.m_a == 1330);
+  CHECK(s.m_b == 1000);
+  CHECK(OthelloShape::for_capacity(3, 1, 1).m_a == 4);  // ceil(3.99)
+  CHECK(OthelloShape::for_capacity(1u << 24, 24, 1).m_a == (133ull * (1u << 24) + 99) / 100);
+  OthelloQuery q;
+  q.init(OthelloShape::for_capacity(1u << 20, 20, 1));
+  // 2.33 l bits per key plus the guard words and 1025 versions.
+  const double bpk = double(q.num_bits()) / double(1u << 20);
+  CHECK(bpk <= 2.33 * 20 + 0.1);
+}
+
+TEST_CASE("othello construct answers every key at 1M keys, l = 20", "[othello]") {
+  const uint64_t seed = test_seed(11);
+  const size_t n = 1u << 20;
+  const auto h = make_hashes(n, seed);
+  std::vector<uint64_t> v(n);
+  Rng rng(seed);
+  for (auto& x : v) x = rng.next() & low_mask(20);
+  OthelloControl c;
+  REQUIRE(c.construct({n, 20, 1, 64}, h.data(), v.data(), n).ok());
+  REQUIRE(c.check().ok());
+  OthelloQuery q;
+  c.publish(&q);
+  std::vector<uint64_t> out(kMaxBurst);
+  for (size_t i = 0; i < n; i += kMaxBurst) {
+    const size_t m = std::min(kMaxBurst, n - i);
+    q.lookup_bulk(h.data() + i, m, out.data());
+    for (size_t k = 0; k < m; ++k) REQUIRE(out[k] == v[i + k]);
+  }
+  INFO("seeds tried " << c.stats().seeds_tried);
+  CHECK(c.stats().seeds_tried < 40);
+}
+
+TEST_CASE("othello works for every value width 1..64", "[othello]") {
+  const uint64_t seed = test_seed(12);
+  Rng rng(seed);
+  for (unsigned l = 1; l <= 64; ++l) {
+    const size_t n = 500;
+    const auto h = make_hashes(n, seed + l);
+    std::vector<uint64_t> v(n);
+    for (auto& x : v) x = rng.next() & low_mask(l);
+    OthelloControl c;
+    REQUIRE(c.construct({n, l, 7, 64}, h.data(), v.data(), n).ok());
+    OthelloQuery q;
+    c.publish(&q);
+    for (size_t i = 0; i < n; ++i) {
+      INFO("l=" << l << " i=" << i);
+      REQUIRE(q.lookup(h[i]) == v[i]);
+    }
+    // alter every key to a new value; the shipped changes keep q exact.
+    for (size_t i = 0; i < n; ++i) {
+      v[i] = rng.next() & low_mask(l);
+      REQUIRE(c.alter(h[i], v[i]).ok());
+    }
+    c.publish(&q);
+    for (size_t i = 0; i < n; ++i) REQUIRE(q.lookup(h[i]) == v[i]);
+  }
+}
+
+TEST_CASE("othello model-based add/alter/erase vs unordered_map", "[othello]") {
+  const uint64_t seed = test_seed(13);
+  Rng rng(seed);
+  const size_t cap = 3000;
+  OthelloControl c;
+  REQUIRE(c.construct({cap, 12, 1, 64}, nullptr, nullptr, 0).ok());
+  OthelloQuery q;   // receives only change lists (and reloads)
+  c.publish(&q);
+  std::unordered_map<uint64_t, uint64_t> model;
+  std::vector<uint64_t> keys;  // every hash ever added (some erased)
+  uint64_t next_key = 1;
+  for (int round = 0; round < 60000; ++round) {
+    const uint64_t r = rng.below(100);
+    if ((r < 45 && model.size() < cap) || keys.empty()) {
+      const uint64_t h = fmix64(seed ^ (next_key++ * 0x9e3779b97f4a7c15ULL));
+      const uint64_t v = rng.next() & 0xfff;
+      const Status st = c.add(h, v);
+      REQUIRE(st.ok());
+      model[h] = v;
+      keys.push_back(h);
+    } else if (r < 75) {
+      const uint64_t h = keys[rng.below(keys.size())];
+      const uint64_t v = rng.next() & 0xfff;
+      const Status st = c.alter(h, v);
+      if (model.count(h)) {
+        REQUIRE(st.ok());
+        model[h] = v;
+      } else {
+        REQUIRE(st.code() == StatusCode::kNotFound);
+      }
+    } else {
+      const uint64_t h = keys[rng.below(keys.size())];
+      const Status st = c.erase(h);
+      if (model.erase(h)) REQUIRE(st.ok()); else REQUIRE(st.code() == StatusCode::kNotFound);
+    }
+    REQUIRE(c.size() == model.size());
+    if (round % 97 == 0) c.publish(&q);
+    if (round % 5000 == 0) {
+      REQUIRE(c.check().ok());
+      c.publish(&q);
+      require_all(c, q, model);
+    }
+  }
+  c.publish(&q);
+  REQUIRE(c.check().ok());
+  require_all(c, q, model);
+  for (const auto& [h, v] : model) REQUIRE(c.value_of(h).value() == v);
+  INFO("reconstructions " << c.stats().reconstructions);
+  CHECK(c.stats().reconstructions > 0);  // at ~cap keys some adds close cycles
+}
+
+TEST_CASE("othello reconstruction forced by a parallel edge", "[othello]") {
+  const uint64_t seed = test_seed(14);
+  const size_t n = 10;
+  auto h = make_hashes(n, seed);
+  std::vector<uint64_t> v(n, 0);
+  for (size_t i = 0; i < n; ++i) v[i] = i;
+  OthelloControl c;
+  REQUIRE(c.construct({64, 8, 3, 64}, h.data(), v.data(), n).ok());
+  OthelloQuery q;
+  c.publish(&q);
+  // A new hash with the same (ha, hb) as h[0]: Case I, a 2-cycle.
+  const OthelloShape s = c.shape();
+  uint64_t h2 = 0;
+  for (uint64_t t = 1;; ++t) {
+    h2 = fmix64(t * 0x51ed27ULL + seed);
+    if (h2 != h[0] && s.index_a(h2) == s.index_a(h[0]) && s.index_b(h2) == s.index_b(h[0])) break;
+  }
+  const uint32_t seed_before = c.shape().seed;
+  REQUIRE(c.add(h2, 200).ok());
+  CHECK(c.stats().reconstructions == 1);
+  CHECK(c.shape().seed != seed_before);
+  CHECK(c.full_reload());
+  CHECK(c.changes().empty());
+  REQUIRE(c.check().ok());
+  c.publish(&q);  // reload path
+  CHECK(q.shape().seed == c.shape().seed);
+  for (size_t i = 0; i < n; ++i) REQUIRE(q.lookup(h[i]) == v[i]);
+  REQUIRE(q.lookup(h2) == 200);
+}
+
+TEST_CASE("othello rejects duplicate hashes and bad values", "[othello]") {
+  const auto h = make_hashes(100, 5);
+  std::vector<uint64_t> v(100, 1);
+  OthelloControl c;
+  REQUIRE(c.construct({200, 4, 1, 64}, h.data(), v.data(), 100).ok());
+  CHECK(c.add(h[5], 3).code() == StatusCode::kAlreadyExists);
+  CHECK(c.add(12345, 16).code() == StatusCode::kInvalidArgument);
+  CHECK(c.alter(999, 1).code() == StatusCode::kNotFound);
+  CHECK(c.erase(999).code() == StatusCode::kNotFound);
+  auto dup = h;
+  dup[7] = dup[3];
+  OthelloControl d;
+  CHECK(d.construct({200, 4, 1, 8}, dup.data(), v.data(), 100).code() ==
+        StatusCode::kAlreadyExists);
+  OthelloControl e;
+  CHECK(e.construct({10, 4, 1, 8}, h.data(), v.data(), 100).code() == StatusCode::kCapacity);
+}
+
+TEST_CASE("othello query serialization round trip and corruption", "[othello]") {
+  const size_t n = 5000;
+  const auto h = make_hashes(n, 9);
+  std::vector<uint64_t> v(n);
+  for (size_t i = 0; i < n; ++i) v[i] = i & 0x3fff;
+  OthelloControl c;
+  REQUIRE(c.construct({n, 14, 1, 64}, h.data(), v.data(), n).ok());
+  OthelloQuery q;
+  c.publish(&q);
+  const std::string img = q.serialize();
+  OthelloQuery r;
+  REQUIRE(r.deserialize(img).ok());
+  for (size_t i = 0; i < n; ++i) REQUIRE(r.lookup(h[i]) == v[i]);
+  std::string bad = img;
+  bad[100] ^= 1;
+  CHECK(r.deserialize(bad).code() == StatusCode::kCorrupt);
+  CHECK(r.deserialize(img.substr(0, img.size() - 1)).code() == StatusCode::kCorrupt);
+  CHECK(r.deserialize("").code() == StatusCode::kCorrupt);
+}
+
+// One writer applies change lists (and reloads after reconstructions) while
+// readers query. Stable keys must always read their value; altered keys one
+// of their two values. The stall hook holds the writer mid-update until a
+// reader has retried, so the retry path is exercised for sure.
+TEST_CASE("othello concurrent readers with a stalled writer", "[othello][tsan]") {
+  const uint64_t seed = test_seed(15);
+  const size_t cap = 4000, stable = 1500, flip = 500;
+  auto h = make_hashes(stable + flip, seed);
+  std::vector<uint64_t> v(stable + flip);
+  for (size_t i = 0; i < v.size(); ++i) v[i] = (i * 7919) & 0xffff;
+  OthelloControl c;
+  REQUIRE(c.construct({cap, 16, 1, 64}, h.data(), v.data(), v.size()).ok());
+  OthelloQuery q;
+  c.publish(&q);
+  std::atomic<bool> stop{false};
+  std::atomic<uint64_t> retries{0}, wrong{0}, reads{0};
+  std::atomic<int> stalls_left{20};
+  q.set_write_stall_hook([&] {
+    if (stalls_left.load() <= 0) return;
+    --stalls_left;
+    const uint64_t r0 = retries.load();
+    const auto t0 = std::chrono::steady_clock::now();
+    while (retries.load() == r0 && std::chrono::steady_clock::now() - t0 < std::chrono::milliseconds(200))
+      std::this_thread::yield();
+  });
+  auto reader = [&](size_t start) {
+    uint64_t local_retry = 0, local_wrong = 0, n = 0;
+    size_t i = start;
+    while (!stop.load(std::memory_order_relaxed)) {
+      i = (i + 1) % (stable + flip);
+      uint64_t x;
+      for (;;) {
+        const auto b = q.batch_begin();
+        const auto p = q.pos(b, h[i]);
+        while (!q.try_value(p, &x)) {
+          ++local_retry;
+          retries.fetch_add(1, std::memory_order_relaxed);
+          std::this_thread::yield();
+        }
+        if (!q.batch_retry(b)) break;
+        ++local_retry;
+        retries.fetch_add(1, std::memory_order_relaxed);
+      }
+      const bool ok = i < stable ? x == v[i] : (x == v[i] || x == (v[i] ^ 0x5555));
+      if (!ok) ++local_wrong;
+      ++n;
+    }
+    wrong += local_wrong;
+    reads += n;
+    (void)local_retry;
+  };
+  std::thread r1(reader, 0), r2(reader, 777);
+  Rng rng(seed);
+  std::vector<uint64_t> churn;
+  uint64_t next = 1;
+  for (int round = 0; round < 6000; ++round) {
+    const uint64_t r = rng.below(3);
+    if (r == 0) {
+      const size_t i = stable + rng.below(flip);
+      // toggle between v and v ^ 0x5555 (both acceptable to readers)
+      const uint64_t cur = c.value_of(h[i]).value();
+      REQUIRE(c.alter(h[i], cur ^ 0x5555).ok());
+    } else if (r == 1 && churn.size() + stable + flip < cap) {
+      const uint64_t k = fmix64(next++ * 0x2545f4914f6cdd1dULL + seed);
+      REQUIRE(c.add(k, rng.next() & 0xffff).ok());
+      churn.push_back(k);
+    } else if (!churn.empty()) {
+      const size_t j = rng.below(churn.size());
+      REQUIRE(c.erase(churn[j]).ok());
+      churn[j] = churn.back();
+      churn.pop_back();
+    }
+    c.publish(&q);
+    if (round % 64 == 0) std::this_thread::yield();
+  }
+  stop = true;
+  r1.join();
+  r2.join();
+  INFO("reads " << reads << " retries " << retries << " reconstructions "
+                << c.stats().reconstructions);
+  CHECK(wrong == 0);
+  CHECK(retries > 0);
+  CHECK(reads > 0);
+}
