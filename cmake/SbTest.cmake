@@ -5,7 +5,7 @@
 #   [large]  longer than 30 s: label `large` (still in the default run)
 #   [tsan]   concurrency test: label `tsan` (the ThreadSanitizer tree runs
 #            only these; the normal tree runs them too)
-# Every test gets label `unit` unless tagged [large].
+# Other tests carry the label `unit`.
 function(sb_add_tests target)
   cmake_parse_arguments(A "" "" "SOURCES;LIBS" ${ARGN})
   add_executable(${target} ${A_SOURCES} ${PROJECT_SOURCE_DIR}/core/test_main.cc)
@@ -15,7 +15,7 @@ function(sb_add_tests target)
   catch_discover_tests(${target} TEST_SPEC "~[large]~[tsan]"
     PROPERTIES LABELS unit ENVIRONMENT "${_env}")
   catch_discover_tests(${target} TEST_SPEC "[tsan]~[large]"
-    PROPERTIES LABELS "unit;tsan" ENVIRONMENT "${_env}")
+    PROPERTIES LABELS tsan ENVIRONMENT "${_env}")
   catch_discover_tests(${target} TEST_SPEC "[large]"
     PROPERTIES LABELS large ENVIRONMENT "${_env}")
 endfunction()

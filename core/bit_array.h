@@ -6,10 +6,11 @@
 //
 // Space: ceil(n*w / 64) + 1 words.
 //
-// Thread safety: reads and writes of the words go through relaxed atomic
-// builtins, so a single writer may update entries while readers run (the
-// code compiles to plain loads/stores on x86; ThreadSanitizer sees no data
-// race). That gives no consistency across entries: structures that need
+// Thread safety: reads and writes of the words go through acquire/release
+// atomic builtins (core/seqlock.h seq_load/seq_store), so a single writer
+// may update entries while readers run, and a seqlock around a group of
+// entries is correct (the code compiles to plain loads/stores on x86;
+// ThreadSanitizer sees no data race). That gives no consistency across entries: structures that need
 // readers to see a coherent group of entries wrap them in a version
 // (core/seqlock.h). A value that straddles two words is written as two
 // stores; a reader without a version check may see half of an update.
@@ -22,8 +23,12 @@
 #include <cstring>
 #include <vector>
 
+#include "core/seqlock.h"
+
 namespace sb {
 
+// Relaxed accessors: for data NOT read under a seqlock (counters, words
+// only one thread touches); seqlock-protected data uses seq_load/seq_store.
 inline uint64_t load_relaxed(const uint64_t* p) { return __atomic_load_n(p, __ATOMIC_RELAXED); }
 inline void store_relaxed(uint64_t* p, uint64_t v) { __atomic_store_n(p, v, __ATOMIC_RELAXED); }
 
@@ -33,8 +38,8 @@ inline uint64_t low_mask(unsigned w) { return w >= 64 ? ~0ULL : (1ULL << w) - 1;
 inline uint64_t read_bits(const uint64_t* words, uint64_t pos, unsigned w) {
   const uint64_t wi = pos >> 6;
   const unsigned off = unsigned(pos & 63);
-  uint64_t v = load_relaxed(words + wi) >> off;
-  if (off + w > 64) v |= load_relaxed(words + wi + 1) << (64 - off);
+  uint64_t v = seq_load(words + wi) >> off;
+  if (off + w > 64) v |= seq_load(words + wi + 1) << (64 - off);
   return v & low_mask(w);
 }
 
@@ -44,14 +49,14 @@ inline void write_bits(uint64_t* words, uint64_t pos, unsigned w, uint64_t v) {
   const unsigned off = unsigned(pos & 63);
   const uint64_t m = low_mask(w);
   v &= m;
-  uint64_t a = load_relaxed(words + wi);
+  uint64_t a = seq_load(words + wi);
   a = (a & ~(m << off)) | (v << off);
-  store_relaxed(words + wi, a);
+  seq_store(words + wi, a);
   if (off + w > 64) {
     const unsigned spill = off + w - 64;
-    uint64_t b = load_relaxed(words + wi + 1);
+    uint64_t b = seq_load(words + wi + 1);
     b = (b & ~low_mask(spill)) | (v >> (64 - off));
-    store_relaxed(words + wi + 1, b);
+    seq_store(words + wi + 1, b);
   }
 }
 

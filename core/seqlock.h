@@ -7,19 +7,26 @@
 //
 // Protocol (per version counter v; a structure keeps one per region or a
 // striped array of them):
-//   writer:  v += 1 (odd: writing)   release fence
-//            ... relaxed stores of the region ...
-//            v += 1 (even: stable)   store-release
-//   reader:  s = load-acquire(v); if odd: retry
-//            ... relaxed loads of the region ...
-//            acquire fence; if load-relaxed(v) != s: retry
-// Memory ordering: the writer's release fence after the odd bump orders it
-// before the data stores; the final store-release orders the data before the
-// even value. The reader's acquire fence orders its data loads before the
-// re-check. (Boehm, "Can seqlocks get along with programming language
-// memory models?", 2012: the fence-based variant.) All data accesses must be
-// relaxed atomics (load_relaxed/store_relaxed or std::atomic_ref), which is
-// what makes this correct under the C++ model and clean under TSan.
+//   writer:  v = v + 1 (odd: writing)          relaxed store
+//            ... data stores with seq_store() (release) ...
+//            v = v + 1 (even: stable)          release store
+//   reader:  s = v (acquire); if odd: retry
+//            ... data loads with seq_load() (acquire) ...
+//            if v (relaxed) != s: retry
+// Why this is correct without fences (which ThreadSanitizer does not model,
+// and gcc rejects under -fsanitize=thread): if a reader's acquire load of a
+// data word returns a value stored by a writer's release store, it
+// synchronizes with that store, so it also sees the writer's earlier odd
+// bump, and its re-read of v (after the acquire loads in program order,
+// which acquire forbids hoisting) returns something other than s. If it
+// saw only old data, the first acquire load of an even s orders all data
+// of the previous write before it. (Boehm, "Can seqlocks get along with
+// programming language memory models?", MSPC 2012, §5: the variant with
+// acquire data loads.) On x86 acquire loads and release stores are plain
+// movs: the hot path pays nothing but lost compiler reordering.
+//
+// RULE: every access to seqlock-protected data goes through seq_load /
+// seq_store (or core/bit_array.h read_bits/write_bits, which use them).
 //
 // Single writer: writers need external synchronization (the control thread).
 #pragma once
@@ -30,21 +37,23 @@
 
 namespace sb {
 
+// Accessors of seqlock-protected data (see RULE above).
+inline uint64_t seq_load(const uint64_t* p) { return __atomic_load_n(p, __ATOMIC_ACQUIRE); }
+inline void seq_store(uint64_t* p, uint64_t v) { __atomic_store_n(p, v, __ATOMIC_RELEASE); }
+inline uint32_t seq_load32(const uint32_t* p) { return __atomic_load_n(p, __ATOMIC_ACQUIRE); }
+inline void seq_store32(uint32_t* p, uint32_t v) { __atomic_store_n(p, v, __ATOMIC_RELEASE); }
+
 struct SeqVersion {
   std::atomic<uint32_t> v{0};
 
-  // Writer side.
-  void write_begin() {
-    v.store(v.load(std::memory_order_relaxed) + 1, std::memory_order_relaxed);
-    std::atomic_thread_fence(std::memory_order_release);
-  }
+  // Writer side (single writer).
+  void write_begin() { v.store(v.load(std::memory_order_relaxed) + 1, std::memory_order_relaxed); }
   void write_end() { v.store(v.load(std::memory_order_relaxed) + 1, std::memory_order_release); }
 
-  // Reader side: read_begin returns the version to validate against, or an
-  // odd value when a write is in progress (caller retries).
+  // Reader side: read_begin returns the version to validate against (odd:
+  // a write is in progress, read_retry will say retry).
   uint32_t read_begin() const { return v.load(std::memory_order_acquire); }
   bool read_retry(uint32_t start) const {
-    std::atomic_thread_fence(std::memory_order_acquire);
     return (start & 1u) != 0 || v.load(std::memory_order_relaxed) != start;
   }
 };

@@ -21,7 +21,7 @@ TEST_CASE("seqlock readers never accept a torn record", "[seqlock][tsan]") {
       uint32_t s;
       do {
         s = ver.read_begin();
-        for (int i = 0; i < 4; ++i) a[i] = load_relaxed(&rec[i]);
+        for (int i = 0; i < 4; ++i) a[i] = seq_load(&rec[i]);
         if (!ver.read_retry(s)) break;
         ++local_retries;
       } while (true);
@@ -34,7 +34,7 @@ TEST_CASE("seqlock readers never accept a torn record", "[seqlock][tsan]") {
   for (uint64_t v = 1; v <= 200000; ++v) {
     ver.write_begin();
     for (int i = 0; i < 4; ++i) {
-      store_relaxed(&rec[i], v);
+      seq_store(&rec[i], v);
       if (v % 1000 == 0) std::this_thread::yield();  // stall mid-record
     }
     ver.write_end();
