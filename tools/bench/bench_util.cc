@@ -63,7 +63,7 @@ Status Args::parse(int argc, char** argv) {
     }
     if (s->metavar.empty()) {
       if (inline_val) return Status::InvalidArgument("option " + a + " takes no value");
-      vals_[a] = "1";
+      vals_.insert_or_assign(a, std::string(1, '1'));
       continue;
     }
     if (!inline_val) {
