@@ -2,17 +2,19 @@
 #
 #   make demo   install what is missing, build, run the demo
 #   make test   install what is missing, build (RelWithDebInfo, asserts on),
-#               run every CTest test, then the ThreadSanitizer tree's `tsan` tests
+#               run every CTest test, the hash test vectors in a native
+#               build, then the ThreadSanitizer tree's `tsan` tests
 #
 # Other targets: build, release, bench-check, clean.
 SHELL := /bin/bash
 BUILD ?= build
 BUILD_TSAN ?= build-tsan
 BUILD_RELEASE ?= build-release
+BUILD_NATIVE ?= build-native
 JOBS ?= $(shell nproc)
-GEN := $(shell command -v ninja >/dev/null 2>&1 && echo "-G Ninja")
 
-.PHONY: deps build release test test-tsan demo clean
+
+.PHONY: deps build release test test-native test-tsan demo clean
 
 deps:
 	@tools/install-deps
@@ -29,7 +31,16 @@ release: deps
 
 test: build
 	cd $(BUILD) && ctest --output-on-failure -j$(JOBS)
+	$(MAKE) --no-print-directory test-native
 	$(MAKE) --no-print-directory test-tsan
+
+# The hash must give the same output in portable and native (-march=native)
+# builds: the committed test vectors run in a native build of core too.
+test-native: deps
+	@GEN="$$(command -v ninja >/dev/null && echo -G Ninja)"; \
+	cmake -S . -B $(BUILD_NATIVE) $$GEN -DCMAKE_BUILD_TYPE=RelWithDebInfo -DSB_NATIVE=ON >/dev/null
+	cmake --build $(BUILD_NATIVE) -j$(JOBS) --target sb_core_tests
+	$(BUILD_NATIVE)/bin/sb_core_tests "[hash],[key],[bits]"
 
 # ThreadSanitizer tree of the plain-C++ folders (core, gpt, fib): runs the
 # concurrency tests (CTest label tsan).
@@ -44,4 +55,4 @@ demo: release
 	tools/demo $(BUILD_RELEASE)
 
 clean:
-	rm -rf $(BUILD) $(BUILD_TSAN) $(BUILD_RELEASE)
+	rm -rf $(BUILD) $(BUILD_TSAN) $(BUILD_RELEASE) $(BUILD_NATIVE)
