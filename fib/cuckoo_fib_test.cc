@@ -1,0 +1,75 @@
+#include "fib/cuckoo_fib.h"
+
+#include <catch2/catch.hpp>
+
+#include "core/keygen.h"
+#include "core/test_util.h"
+
+using namespace sb;
+using namespace sb::fib;
+
+TEST_CASE("cuckoo fib: fills past the design load with BFS moves", "[fib][cuckoo]") {
+  const uint64_t seed = test_seed(41);
+  auto fib = CuckooFib::create(100000, seed).value();
+  const uint64_t slots = fib->capacity();
+  const auto keys = make_keys(slots, seed);
+  size_t inserted = 0;
+  Status st;
+  for (; inserted < slots; ++inserted) {
+    st = fib->insert(keys[inserted], uint32_t(inserted));
+    if (!st.ok()) break;
+  }
+  INFO("load reached " << double(inserted) / double(slots) << " moves " << fib->moves());
+  CHECK(double(inserted) / double(slots) > 0.95);
+  CHECK(fib->moves() > 0);
+  // The failing insert is a clear capacity error, and nothing was dropped.
+  if (inserted < slots) CHECK(st.code() == StatusCode::kCapacity);
+  for (size_t i = 0; i < inserted; ++i) REQUIRE(fib->lookup(keys[i]) == uint32_t(i));
+  if (inserted < slots) REQUIRE(fib->lookup(keys[inserted]) == kFibMiss);
+  CHECK(fib->size() == inserted);
+}
+
+TEST_CASE("cuckoo fib: keys sharing both buckets, table-full per bucket pair", "[fib][cuckoo]") {
+  // Capacity 7 -> two buckets: every key has the same bucket pair, 8 slots.
+  auto fib = CuckooFib::create(7, 1).value();
+  REQUIRE(fib->num_buckets() == 2);
+  const auto keys = make_keys(20, 7);
+  for (int i = 0; i < 8; ++i) REQUIRE(fib->insert(keys[i], uint32_t(i)).ok());
+  const Status st = fib->insert(keys[8], 8);
+  CHECK(st.code() == StatusCode::kCapacity);  // a clear error, nothing dropped
+  for (int i = 0; i < 8; ++i) CHECK(fib->lookup(keys[i]) == uint32_t(i));
+  CHECK(fib->lookup(keys[8]) == kFibMiss);
+  CHECK(fib->lookup(keys[9]) == kFibMiss);
+  CHECK(fib->size() == 8);
+  REQUIRE(fib->erase(keys[3]).ok());
+  REQUIRE(fib->insert(keys[8], 8).ok());
+  CHECK(fib->lookup(keys[3]) == kFibMiss);
+  CHECK(fib->lookup(keys[8]) == 8);
+  CHECK(fib->insert(keys[0], 1).code() == StatusCode::kAlreadyExists);
+  CHECK(fib->insert(keys[11], kFibMiss).code() == StatusCode::kInvalidArgument);
+  CHECK(fib->update(keys[12], 1).code() == StatusCode::kNotFound);
+}
+
+// Absent keys whose hash is forced equal to a present key's (same buckets,
+// same everything but the key bytes) still miss: the full key decides.
+TEST_CASE("cuckoo fib: absent keys with a present key's hash miss", "[fib][cuckoo]") {
+  auto fib = CuckooFib::create(1000, 1).value();
+  const auto keys = make_keys(50, 9);
+  for (int i = 0; i < 40; ++i) REQUIRE(fib->insert(keys[i], uint32_t(i)).ok());
+  FlowKey q[10];
+  uint64_t hs[10];
+  uint32_t out[10];
+  for (int i = 0; i < 10; ++i) {
+    q[i] = keys[40 + i];
+    hs[i] = fib->hash(keys[i]);
+  }
+  fib->lookup_bulk(q, hs, 10, out);
+  for (int i = 0; i < 10; ++i) CHECK(out[i] == kFibMiss);
+}
+
+TEST_CASE("cuckoo fib: space accounting", "[fib][cuckoo]") {
+  auto fib = CuckooFib::create(1u << 20, 1).value();
+  const double per_slot = double(fib->num_bits()) / double(fib->capacity());
+  CHECK(per_slot < 161.0);  // 128 key + 32 value bits (+ versions)
+  CHECK(fib->capacity() >= (1u << 20));
+}

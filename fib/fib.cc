@@ -1,0 +1,57 @@
+#include "fib/fib.h"
+
+#include <cstring>
+#include <vector>
+
+#include "core/checksum.h"
+
+namespace sb::fib {
+
+namespace {
+constexpr uint32_t kMagic = 0x42494653u;  // "SFIB"
+constexpr uint32_t kFormat = 1;
+struct Header {
+  uint32_t magic, format, kind, reserved;
+  uint64_t hash_seed, count;
+};
+static_assert(sizeof(Header) == 32);
+constexpr size_t kPair = 16 + 4;
+}  // namespace
+
+std::string Fib::serialize() const {
+  Header hd{kMagic, kFormat, uint32_t(kind()), 0, hash_seed_, size()};
+  std::string out(reinterpret_cast<const char*>(&hd), sizeof hd);
+  out.reserve(sizeof hd + size() * kPair + 8);
+  for_each([&](const FlowKey& k, uint32_t v) {
+    out.append(reinterpret_cast<const char*>(k.bytes), 16);
+    out.append(reinterpret_cast<const char*>(&v), 4);
+  });
+  const uint64_t sum = checksum64(out.data(), out.size());
+  out.append(reinterpret_cast<const char*>(&sum), 8);
+  return out;
+}
+
+Status Fib::deserialize(std::string_view bytes) {
+  if (bytes.size() < sizeof(Header) + 8) return Status::Corrupt("fib image: truncated");
+  uint64_t sum;
+  std::memcpy(&sum, bytes.data() + bytes.size() - 8, 8);
+  if (checksum64(bytes.data(), bytes.size() - 8) != sum) return Status::Corrupt("fib image: checksum mismatch");
+  Header hd;
+  std::memcpy(&hd, bytes.data(), sizeof hd);
+  if (hd.magic != kMagic) return Status::Corrupt("fib image: bad magic");
+  if (hd.format != kFormat) return Status::Corrupt("fib image: unknown format " + std::to_string(hd.format));
+  if (hd.kind != uint32_t(kind())) return Status::Corrupt("fib image: written by another backend");
+  if (hd.hash_seed != hash_seed_) return Status::InvalidArgument("fib image: different hash seed");
+  if (bytes.size() != sizeof hd + hd.count * kPair + 8) return Status::Corrupt("fib image: length mismatch");
+  if (size() != 0) return Status::FailedPrecondition("fib image: target fib is not empty");
+  std::vector<FlowKey> keys(hd.count);
+  std::vector<uint32_t> vals(hd.count);
+  const char* p = bytes.data() + sizeof hd;
+  for (uint64_t i = 0; i < hd.count; ++i, p += kPair) {
+    std::memcpy(keys[i].bytes, p, 16);
+    std::memcpy(&vals[i], p + 16, 4);
+  }
+  return build(keys.data(), vals.data(), keys.size());
+}
+
+}  // namespace sb::fib

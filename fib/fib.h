@@ -1,0 +1,98 @@
+// fib/fib.h: the partial FIB interface both backends implement:
+// flow key -> 32-bit value (the session index), EXACT: a key never inserted
+// (or erased) answers kFibMiss, whatever its hash.
+//
+//   OthelloFib  (fib/othello_fib.h)  Othello query arrays -> candidate index,
+//               confirmed by comparing the full key in the session record.
+//   CuckooFib   (fib/cuckoo_fib.h)   (2,4) cuckoo buckets of full keys and a
+//               separate value array indexed by slot number.
+//
+// CONTRACT
+//   - lookup_bulk() takes the keys AND their precomputed hashes
+//     (hashes[i] = hash_key(keys[i], hash_seed()), the packet's one hash),
+//     n <= kMaxBurst. Any number of threads may call it concurrently with
+//     one control thread calling insert/update/erase; readers never block
+//     the writer and never see a torn entry (each backend says how).
+//     At most one virtual call per burst.
+//   - insert/update/erase come from one control thread (external sync).
+//     insert of a present key: kAlreadyExists; update/erase of an absent
+//     key: kNotFound; a full table: kCapacity (the entry is NOT inserted and
+//     nothing else is dropped). Non-canonical keys (bytes 13..15 != 0):
+//     kInvalidArgument; lookups of such keys miss.
+//   - num_bits(): everything a data-plane lookup touches (including
+//     versions and fallback tables), at the structure's capacity.
+//   - serialize(): magic, format version, backend kind, hash seed, the
+//     (key, value) pairs and an XXH3 checksum; deserialize() rejects a bad
+//     magic, kind, version, length or checksum with kCorrupt and rebuilds.
+#pragma once
+
+#include <atomic>
+#include <cstddef>
+#include <cstdint>
+#include <functional>
+#include <string>
+#include <string_view>
+
+#include "core/flow_key.h"
+#include "core/hash.h"
+#include "core/prefetch.h"
+#include "core/status.h"
+
+namespace sb::fib {
+
+inline constexpr uint32_t kFibMiss = 0xffffffffu;
+
+enum class FibKind : uint32_t { kOthello = 1, kCuckoo = 2 };
+
+class Fib {
+ public:
+  virtual ~Fib() = default;
+  virtual FibKind kind() const = 0;
+  virtual const char* name() const = 0;
+  uint64_t hash_seed() const { return hash_seed_; }
+  uint64_t hash(const FlowKey& k) const { return hash_key(k, hash_seed_); }
+
+  // ---- data plane ----
+  virtual void lookup_bulk(const FlowKey* keys, const uint64_t* hashes, size_t n,
+                           uint32_t* out) const = 0;
+  uint32_t lookup(const FlowKey& key) const {
+    const uint64_t h = hash(key);
+    uint32_t v;
+    lookup_bulk(&key, &h, 1, &v);
+    return v;
+  }
+
+  // ---- control thread ----
+  // Bulk load into an EMPTY fib (faster than n inserts).
+  virtual Status build(const FlowKey* keys, const uint32_t* values, size_t n) = 0;
+  // The *_hashed forms take the key's hash (tests use them to force
+  // collisions); REQUIRES h == hash(key) in production.
+  virtual Status insert_hashed(const FlowKey& key, uint64_t h, uint32_t value) = 0;
+  virtual Status update_hashed(const FlowKey& key, uint64_t h, uint32_t value) = 0;
+  virtual Status erase_hashed(const FlowKey& key, uint64_t h) = 0;
+  Status insert(const FlowKey& key, uint32_t value) { return insert_hashed(key, hash(key), value); }
+  Status update(const FlowKey& key, uint32_t value) { return update_hashed(key, hash(key), value); }
+  Status erase(const FlowKey& key) { return erase_hashed(key, hash(key)); }
+
+  virtual size_t size() const = 0;
+  virtual uint64_t capacity() const = 0;
+  virtual uint64_t num_bits() const = 0;
+  // Every (key, value), in no particular order (control thread).
+  virtual void for_each(const std::function<void(const FlowKey&, uint32_t)>& f) const = 0;
+
+  // Reads that overlapped a write and were redone (a relaxed counter bumped
+  // only on that slow path; tests use it to prove the retry path ran).
+  uint64_t read_retries() const { return retries_.load(std::memory_order_relaxed); }
+
+  std::string serialize() const;
+  // Into an EMPTY fib of the same kind and hash seed.
+  Status deserialize(std::string_view bytes);
+
+ protected:
+  explicit Fib(uint64_t hash_seed) : hash_seed_(hash_seed) {}
+  void count_retry() const { retries_.fetch_add(1, std::memory_order_relaxed); }
+  uint64_t hash_seed_;
+  mutable std::atomic<uint64_t> retries_{0};
+};
+
+}  // namespace sb::fib

@@ -1,0 +1,312 @@
+// Tests every FIB backend through the common interface (fib/fib.h).
+#include "fib/fib.h"
+
+#include <catch2/catch.hpp>
+
+#include <atomic>
+#include <chrono>
+#include <cstring>
+#include <thread>
+#include <unordered_map>
+#include <vector>
+
+#include "core/keygen.h"
+#include "core/test_util.h"
+#include "fib/cuckoo_fib.h"
+#include "fib/othello_fib.h"
+#include "fib/session_table.h"
+
+using namespace sb;
+using namespace sb::fib;
+
+namespace {
+
+struct KeyHasher {
+  size_t operator()(const FlowKey& k) const { return size_t(hash_key(k, 0)); }
+};
+
+// A session table plus a FIB over it (the Othello FIB verifies against the
+// table; the cuckoo FIB holds the keys itself and ignores it).
+struct Env {
+  std::unique_ptr<SessionTable> table;
+  std::unique_ptr<Fib> fib;
+};
+
+Env make_env(FibKind kind, uint32_t capacity, uint64_t hash_seed) {
+  Env e;
+  e.table = SessionTable::create(capacity).value();
+  if (kind == FibKind::kOthello) {
+    auto f = OthelloFib::create(e.table.get(), hash_seed);
+    REQUIRE(f.ok());
+    e.fib = std::move(f).value();
+  } else {
+    auto f = CuckooFib::create(capacity, hash_seed);
+    REQUIRE(f.ok());
+    e.fib = std::move(f).value();
+  }
+  return e;
+}
+
+// Bulk lookup of n keys in bursts of 32 (hashes computed like the packet path).
+std::vector<uint32_t> lookup_all(const Fib& f, const std::vector<FlowKey>& keys) {
+  std::vector<uint32_t> out(keys.size());
+  uint64_t h[kMaxBurst];
+  for (size_t i = 0; i < keys.size(); i += 32) {
+    const size_t m = std::min<size_t>(32, keys.size() - i);
+    for (size_t k = 0; k < m; ++k) h[k] = f.hash(keys[i + k]);
+    f.lookup_bulk(&keys[i], h, m, &out[i]);
+  }
+  return out;
+}
+
+void exact_at(FibKind kind, size_t n, uint64_t seed) {
+  Env e = make_env(kind, uint32_t(n), seed);
+  const auto keys = make_keys(n, seed);
+  std::vector<uint32_t> idx(n);
+  for (size_t i = 0; i < n; ++i) idx[i] = e.table->add({keys[i], uint32_t(i), 0, 5}).value();
+  REQUIRE(e.fib->build(keys.data(), idx.data(), n).ok());
+  CHECK(e.fib->size() == n);
+  const auto got = lookup_all(*e.fib, keys);
+  size_t wrong = 0;
+  for (size_t i = 0; i < n; ++i) wrong += got[i] != idx[i];
+  CHECK(wrong == 0);
+  const auto absent = make_absent_keys(n, seed);
+  const auto miss = lookup_all(*e.fib, absent);
+  size_t fp = 0;
+  for (size_t i = 0; i < n; ++i) fp += miss[i] != kFibMiss;
+  CHECK(fp == 0);
+  // Sequential keys (one subscriber pool) as well.
+  const auto seq = make_absent_keys(n / 4, seed, KeyPattern::kSequential);
+  const auto miss2 = lookup_all(*e.fib, seq);
+  for (size_t i = 0; i < seq.size(); ++i) fp += miss2[i] != kFibMiss;
+  CHECK(fp == 0);
+}
+
+const FibKind kKinds[] = {FibKind::kOthello, FibKind::kCuckoo};
+const char* kind_name(FibKind k) { return k == FibKind::kOthello ? "othello" : "cuckoo"; }
+
+}  // namespace
+
+TEST_CASE("fib: every key found, absent keys miss, 1M keys", "[fib]") {
+  const uint64_t seed = test_seed(21);
+  for (FibKind k : kKinds) {
+    INFO(kind_name(k));
+    exact_at(k, 1u << 20, seed);
+  }
+}
+
+TEST_CASE("fib: every key found, absent keys miss, 16M keys", "[fib][large]") {
+  const uint64_t seed = test_seed(22);
+  for (FibKind k : kKinds) {
+    INFO(kind_name(k));
+    exact_at(k, 16u << 20, seed);
+  }
+}
+
+TEST_CASE("fib: model-based insert/update/erase vs unordered_map", "[fib]") {
+  const uint64_t seed = test_seed(23);
+  for (FibKind kind : kKinds) {
+    INFO(kind_name(kind));
+    const uint32_t cap = 3000;
+    Env e = make_env(kind, cap + 64, seed);
+    Rng rng(seed);
+    std::unordered_map<FlowKey, uint32_t, KeyHasher> model;
+    std::vector<FlowKey> pool = make_keys(6000, seed);  // keys come and go
+    const auto absent = make_absent_keys(2000, seed);
+    for (int round = 0; round < 40000; ++round) {
+      const FlowKey& key = pool[rng.below(pool.size())];
+      const uint64_t op = rng.below(3);
+      auto it = model.find(key);
+      if (op == 0) {  // insert
+        if (it != model.end()) {
+          CHECK(e.fib->insert(key, it->second).code() == StatusCode::kAlreadyExists);
+          continue;
+        }
+        if (model.size() >= cap) continue;
+        const uint32_t s = e.table->add({key, 1, 2, 5}).value();
+        REQUIRE(e.fib->insert(key, s).ok());
+        model[key] = s;
+      } else if (op == 1) {  // update: a new session for the key, make-before-break
+        if (it == model.end()) {
+          CHECK(e.fib->erase(key).code() == StatusCode::kNotFound);
+          continue;
+        }
+        const uint32_t s = e.table->add({key, 3, 4, 6}).value();
+        REQUIRE(e.fib->update(key, s).ok());
+        REQUIRE(e.table->remove(it->second).ok());
+        it->second = s;
+      } else {  // erase, then free the record
+        if (it == model.end()) {
+          CHECK(e.fib->erase(key).code() == StatusCode::kNotFound);
+          continue;
+        }
+        REQUIRE(e.fib->erase(key).ok());
+        REQUIRE(e.table->remove(it->second).ok());
+        model.erase(it);
+      }
+      REQUIRE(e.fib->size() == model.size());
+      if (round % 4000 == 0 || round == 39999) {
+        const auto got = lookup_all(*e.fib, pool);
+        for (size_t i = 0; i < pool.size(); ++i) {
+          auto m = model.find(pool[i]);
+          REQUIRE(got[i] == (m == model.end() ? kFibMiss : m->second));
+        }
+        for (uint32_t v : lookup_all(*e.fib, absent)) REQUIRE(v == kFibMiss);
+      }
+    }
+    if (kind == FibKind::kOthello) {
+      auto* of = static_cast<OthelloFib*>(e.fib.get());
+      INFO("reconstructions " << of->control().stats().reconstructions);
+      REQUIRE(of->control().check().ok());
+    }
+  }
+}
+
+TEST_CASE("fib: serialization round trip, corrupt input rejected", "[fib]") {
+  const uint64_t seed = test_seed(24);
+  for (FibKind kind : kKinds) {
+    INFO(kind_name(kind));
+    const size_t n = 20000;
+    Env e = make_env(kind, uint32_t(n), seed);
+    const auto keys = make_keys(n, seed);
+    std::vector<uint32_t> idx(n);
+    for (size_t i = 0; i < n; ++i) idx[i] = e.table->add({keys[i], 0, 0, 0}).value();
+    REQUIRE(e.fib->build(keys.data(), idx.data(), n).ok());
+    const std::string img = e.fib->serialize();
+    // A second fib over the same table.
+    std::unique_ptr<Fib> g;
+    if (kind == FibKind::kOthello)
+      g = OthelloFib::create(e.table.get(), seed).value();
+    else
+      g = CuckooFib::create(n, seed).value();
+    std::string bad = img;
+    bad[bad.size() / 2] ^= 0x10;
+    CHECK(g->deserialize(bad).code() == StatusCode::kCorrupt);
+    CHECK(g->deserialize(img.substr(0, img.size() - 3)).code() == StatusCode::kCorrupt);
+    CHECK(g->deserialize("garbage that is long enough to hold a header....").code() ==
+          StatusCode::kCorrupt);
+    REQUIRE(g->deserialize(img).ok());
+    CHECK(g->size() == n);
+    const auto got = lookup_all(*g, keys);
+    for (size_t i = 0; i < n; ++i) REQUIRE(got[i] == idx[i]);
+    // The other backend's image is refused.
+    std::unique_ptr<Fib> other;
+    if (kind == FibKind::kOthello)
+      other = CuckooFib::create(n, seed).value();
+    else
+      other = OthelloFib::create(e.table.get(), seed).value();
+    CHECK(other->deserialize(img).code() == StatusCode::kCorrupt);
+  }
+}
+
+TEST_CASE("fib: table-full and invalid input are clear errors", "[fib]") {
+  for (FibKind kind : kKinds) {
+    INFO(kind_name(kind));
+    Env e = make_env(kind, 100, 1);
+    FlowKey bad = make_keys(1, 1)[0];
+    bad.bytes[14] = 7;
+    CHECK(e.fib->insert(bad, 0).code() == StatusCode::kInvalidArgument);
+    CHECK(e.fib->lookup(bad) == kFibMiss);
+    FlowKey poison;
+    std::memset(poison.bytes, 0xff, 16);
+    CHECK(e.fib->lookup(poison) == kFibMiss);  // the empty-slot / free-record marker
+  }
+}
+
+// One writer (inserts, erases, make-before-break updates) and two readers
+// doing bulk lookups. Stable keys must always hit their session, toggled
+// keys one of their two sessions, absent keys must miss. The stall hook
+// holds the writer inside its write window until a reader has retried.
+TEST_CASE("fib: concurrent readers with a stalled writer", "[fib][tsan]") {
+  const uint64_t seed = test_seed(25);
+  for (FibKind kind : kKinds) {
+    INFO(kind_name(kind));
+    const uint32_t cap = 4000;
+    Env e = make_env(kind, cap, seed);
+    const size_t stable = 1200, toggled = 300;
+    const auto keys = make_keys(stable + toggled + 1500, seed);
+    const auto absent = make_absent_keys(500, seed);
+    std::vector<uint32_t> s0(stable + toggled), s1(stable + toggled);
+    for (size_t i = 0; i < stable + toggled; ++i) {
+      s0[i] = e.table->add({keys[i], 0, 0, 0}).value();
+      if (i >= stable) s1[i] = e.table->add({keys[i], 1, 1, 1}).value();  // second live record
+      REQUIRE(e.fib->insert(keys[i], s0[i]).ok());
+    }
+    std::atomic<bool> stop{false};
+    std::atomic<uint64_t> wrong{0}, reads{0};
+    std::atomic<int> stalls{15};
+    auto hook = [&] {
+      if (stalls.load() <= 0) return;
+      --stalls;
+      const uint64_t r0 = e.fib->read_retries();
+      const auto t0 = std::chrono::steady_clock::now();
+      while (e.fib->read_retries() == r0 &&
+             std::chrono::steady_clock::now() - t0 < std::chrono::milliseconds(300))
+        std::this_thread::yield();
+    };
+    if (kind == FibKind::kOthello)
+      static_cast<OthelloFib*>(e.fib.get())->set_write_stall_hook(hook);
+    else
+      static_cast<CuckooFib*>(e.fib.get())->set_write_stall_hook(hook);
+    auto reader = [&](uint64_t rs) {
+      Rng rng(rs);
+      uint64_t bad = 0, n = 0;
+      FlowKey q[32];
+      uint64_t h[32];
+      size_t which[32];
+      uint32_t out[32];
+      while (!stop.load(std::memory_order_relaxed)) {
+        for (int k = 0; k < 32; ++k) {
+          const size_t r = rng.below(stable + toggled + absent.size());
+          which[k] = r;
+          q[k] = r < stable + toggled ? keys[r] : absent[r - stable - toggled];
+          h[k] = e.fib->hash(q[k]);
+        }
+        e.fib->lookup_bulk(q, h, 32, out);
+        for (int k = 0; k < 32; ++k) {
+          const size_t r = which[k];
+          bool ok;
+          if (r < stable) ok = out[k] == s0[r];
+          else if (r < stable + toggled) ok = out[k] == s0[r] || out[k] == s1[r];
+          else ok = out[k] == kFibMiss;
+          bad += !ok;
+        }
+        n += 32;
+      }
+      wrong += bad;
+      reads += n;
+    };
+    std::thread r1(reader, seed + 1), r2(reader, seed + 2);
+    Rng rng(seed);
+    std::vector<std::pair<FlowKey, uint32_t>> churn;
+    size_t next = stable + toggled;
+    std::vector<uint8_t> at_s1(stable + toggled, 0);
+    for (int round = 0; round < 4000; ++round) {
+      const uint64_t op = rng.below(3);
+      if (op == 0) {
+        const size_t i = stable + rng.below(toggled);
+        at_s1[i] ^= 1;
+        REQUIRE(e.fib->update(keys[i], at_s1[i] ? s1[i] : s0[i]).ok());
+      } else if (op == 1 && next < keys.size() && e.table->size() < cap) {
+        const uint32_t s = e.table->add({keys[next], 0, 0, 0}).value();
+        REQUIRE(e.fib->insert(keys[next], s).ok());
+        churn.push_back({keys[next], s});
+        ++next;
+      } else if (!churn.empty()) {
+        const size_t j = rng.below(churn.size());
+        REQUIRE(e.fib->erase(churn[j].first).ok());
+        REQUIRE(e.table->remove(churn[j].second).ok());
+        churn[j] = churn.back();
+        churn.pop_back();
+      }
+      if (round % 32 == 0) std::this_thread::yield();
+    }
+    stop = true;
+    r1.join();
+    r2.join();
+    INFO("reads " << reads << " retries " << e.fib->read_retries());
+    CHECK(wrong == 0);
+    CHECK(reads > 0);
+    CHECK(e.fib->read_retries() > 0);
+  }
+}

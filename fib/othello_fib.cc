@@ -1,0 +1,190 @@
+#include "fib/othello_fib.h"
+
+#include <immintrin.h>
+
+#include <cstring>
+#include <vector>
+
+namespace sb::fib {
+
+Result<std::unique_ptr<OthelloFib>> OthelloFib::create(const SessionTable* table, uint64_t hash_seed,
+                                                       uint32_t othello_seed) {
+  if (table == nullptr) return Status::InvalidArgument("othello fib: no session table");
+  std::unique_ptr<OthelloFib> f(new OthelloFib(table, hash_seed));
+  f->othello_seed_ = othello_seed;
+  for (auto& e : f->fallback_) e = {~0ULL, ~0ULL, kFibMiss};
+  SB_RETURN_IF_ERROR(f->build(nullptr, nullptr, 0));
+  return f;
+}
+
+uint64_t OthelloFib::num_bits() const {
+  return q_.num_bits() + uint64_t(kFallbackMax) * sizeof(FallbackEntry) * 8 + 32 + 32;
+}
+
+Status OthelloFib::check_record(const FlowKey& key, uint32_t value) const {
+  if (!key.canonical()) return Status::InvalidArgument("othello fib: key bytes 13..15 must be zero");
+  if (!table_->key_equals(value, key))
+    return Status::InvalidArgument("othello fib: session " + std::to_string(value) +
+                                   " is not a live record of this key");
+  return Status::Ok();
+}
+
+bool OthelloFib::owns(uint64_t h, const FlowKey& key) const {
+  auto v = ctl_.value_of(h);
+  return v.ok() && table_->key_equals(uint32_t(*v), key);
+}
+
+Status OthelloFib::build(const FlowKey* keys, const uint32_t* values, size_t n) {
+  if (ctl_.shape().m_a != 0 && size() != 0) return Status::FailedPrecondition("othello fib: build needs an empty fib");
+  std::vector<uint64_t> h(n), v(n);
+  for (size_t i = 0; i < n; ++i) {
+    SB_RETURN_IF_ERROR(check_record(keys[i], values[i]));
+    h[i] = hash(keys[i]);
+    v[i] = values[i];
+  }
+  OthelloControl::Options o;
+  o.capacity = table_->capacity();
+  o.value_bits = table_->index_bits();
+  o.seed = othello_seed_;
+  Status st = ctl_.construct(o, h.data(), v.data(), n);
+  if (st.code() == StatusCode::kAlreadyExists) {
+    // Two keys share a 64-bit hash: build empty, then insert one by one so
+    // the collision goes to the fallback table.
+    SB_RETURN_IF_ERROR(ctl_.construct(o, nullptr, nullptr, 0));
+    ctl_.publish(&q_);
+    for (size_t i = 0; i < n; ++i) SB_RETURN_IF_ERROR(insert(keys[i], values[i]));
+    return Status::Ok();
+  }
+  SB_RETURN_IF_ERROR(st);
+  ctl_.publish(&q_);
+  return Status::Ok();
+}
+
+int OthelloFib::fallback_find(const FlowKey& key) const {
+  for (unsigned i = 0; i < kFallbackMax; ++i)
+    if (fallback_[i].value != kFibMiss && fallback_[i].lo == key.lo() && fallback_[i].hi == key.hi())
+      return int(i);
+  return -1;
+}
+
+void OthelloFib::fallback_write(int slot, uint64_t lo, uint64_t hi, uint64_t value) {
+  FallbackEntry& e = fallback_[slot];
+  fallback_ver_.write_begin();
+  store_relaxed(&e.lo, lo);
+  store_relaxed(&e.hi, hi);
+  store_relaxed(&e.value, value);
+  fallback_ver_.write_end();
+}
+
+uint32_t OthelloFib::fallback_lookup(const FlowKey& key) const {
+  if ((key.hi() >> 40) != 0) return kFibMiss;
+  for (;;) {
+    const uint32_t s = fallback_ver_.read_begin();
+    uint64_t r = kFibMiss;
+    for (unsigned i = 0; i < kFallbackMax; ++i) {
+      const FallbackEntry& e = fallback_[i];
+      if (load_relaxed(&e.lo) == key.lo() && load_relaxed(&e.hi) == key.hi())
+        r = load_relaxed(&e.value);
+    }
+    if (!fallback_ver_.read_retry(s)) return uint32_t(r);
+  }
+}
+
+Status OthelloFib::insert_hashed(const FlowKey& key, uint64_t h, uint32_t value) {
+  SB_RETURN_IF_ERROR(check_record(key, value));
+  if (fallback_n_.load(std::memory_order_relaxed) != 0 && fallback_find(key) >= 0)
+    return Status::AlreadyExists("othello fib: key present");
+  if (ctl_.contains(h)) {
+    if (owns(h, key)) return Status::AlreadyExists("othello fib: key present");
+    // A different key with the same 64-bit hash: the fallback table.
+    for (unsigned i = 0; i < kFallbackMax; ++i)
+      if (fallback_[i].value == kFibMiss) {
+        fallback_write(int(i), key.lo(), key.hi(), value);
+        fallback_n_.fetch_add(1, std::memory_order_relaxed);
+        return Status::Ok();
+      }
+    return Status::Capacity("othello fib: hash-collision fallback table full");
+  }
+  SB_RETURN_IF_ERROR(ctl_.add(h, value));
+  ctl_.publish(&q_);
+  return Status::Ok();
+}
+
+Status OthelloFib::update_hashed(const FlowKey& key, uint64_t h, uint32_t value) {
+  SB_RETURN_IF_ERROR(check_record(key, value));
+  if (fallback_n_.load(std::memory_order_relaxed) != 0) {
+    const int s = fallback_find(key);
+    if (s >= 0) {
+      fallback_write(s, key.lo(), key.hi(), value);
+      return Status::Ok();
+    }
+  }
+  if (!owns(h, key)) return Status::NotFound("othello fib: key not present");
+  SB_RETURN_IF_ERROR(ctl_.alter(h, value));
+  ctl_.publish(&q_);
+  return Status::Ok();
+}
+
+Status OthelloFib::erase_hashed(const FlowKey& key, uint64_t h) {
+  if (fallback_n_.load(std::memory_order_relaxed) != 0) {
+    const int s = fallback_find(key);
+    if (s >= 0) {
+      fallback_write(s, ~0ULL, ~0ULL, kFibMiss);
+      fallback_n_.fetch_sub(1, std::memory_order_relaxed);
+      return Status::Ok();
+    }
+  }
+  if (!owns(h, key)) return Status::NotFound("othello fib: key not present");
+  SB_RETURN_IF_ERROR(ctl_.erase(h));
+  ctl_.publish(&q_);  // erase changes no entry; keeps the protocol uniform
+  return Status::Ok();
+}
+
+void OthelloFib::lookup_bulk(const FlowKey* keys, const uint64_t* hashes, size_t n,
+                             uint32_t* out) const {
+  OthelloQuery::Pos pos[kMaxBurst];
+  uint32_t idx[kMaxBurst];
+  for (;;) {
+    const OthelloQuery::Batch b = q_.batch_begin();
+    for (size_t i = 0; i < n; ++i) {  // phase 1: positions, prefetch A and B
+      pos[i] = q_.pos(b, hashes[i]);
+      q_.prefetch(pos[i]);
+    }
+    for (size_t i = 0; i < n; ++i) {  // phase 2: candidate index, prefetch record
+      uint64_t x;
+      while (!q_.try_value(pos[i], &x)) {  // Algorithm 3: region being written
+        count_retry();
+        _mm_pause();
+      }
+      idx[i] = uint32_t(x);
+      table_->prefetch(idx[i]);
+    }
+    if (!q_.batch_retry(b)) break;  // a reconstruction reloaded the arrays
+    count_retry();
+  }
+  for (size_t i = 0; i < n; ++i)  // phase 3: full-key verification
+    out[i] = table_->key_equals(idx[i], keys[i]) ? idx[i] : kFibMiss;
+  if (fallback_n_.load(std::memory_order_relaxed) != 0) [[unlikely]]
+    for (size_t i = 0; i < n; ++i)
+      if (out[i] == kFibMiss) out[i] = fallback_lookup(keys[i]);
+}
+
+void OthelloFib::for_each(const std::function<void(const FlowKey&, uint32_t)>& f) const {
+  // The control structure keeps (hash, value); the key is in the record.
+  const uint64_t cap = table_->capacity();
+  for (uint32_t i = 0; i < cap; ++i) {
+    SessionRecord r;
+    if (!table_->read(i, &r)) continue;
+    auto v = ctl_.value_of(hash(r.key));
+    if (v.ok() && *v == i) f(r.key, i);
+  }
+  for (unsigned i = 0; i < kFallbackMax; ++i)
+    if (fallback_[i].value != kFibMiss) {
+      FlowKey k;
+      std::memcpy(k.bytes, &fallback_[i].lo, 8);
+      std::memcpy(k.bytes + 8, &fallback_[i].hi, 8);
+      f(k, uint32_t(fallback_[i].value));
+    }
+}
+
+}  // namespace sb::fib

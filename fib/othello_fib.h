@@ -1,0 +1,99 @@
+// fib/othello_fib.h: the Othello partial FIB (Concise, ToN 2018 §IV-§V,
+// with the session-table verification ScaleBricks' FIB needs).
+//
+// LOOKUP (per burst, three phases, each a pass over the burst)
+//   1. positions ha(k), hb(k) from the packet's hash; prefetch A[ha], B[hb]
+//   2. idx = A[ha] xor B[hb] (Algorithm 3 version check); prefetch
+//      record[idx] of the session table
+//   3. hit iff idx < capacity and record[idx] holds exactly this key
+//      (versioned 16-byte compare); else kFibMiss.
+//   Lines touched per key: A and B (independent, in parallel) then the
+//   record: TWO dependent rounds, three lines. The record line is the one
+//   the packet path reads next anyway (teid_dl, enb_ip for the GTP-U
+//   header), so in the pipeline the verification costs no extra miss.
+//
+// EXACTNESS: Othello returns an arbitrary l-bit value for a key it does
+// not hold: an index >= capacity (rejected by the range check), a free
+// record (poison key, never equal to a canonical key), or the live record
+// of another key (the full-key compare rejects it). Zero false positives,
+// no probability involved. Keys whose 64-bit hash equals a present key's
+// hash (expected 2^-17 pairs at 16M keys) go to a small full-key fallback
+// table (kFallbackMax entries, probed only when non-empty, after a miss).
+//
+// SPACE (data plane): Othello query (m_a + m_b) l bits with m_a =
+// ceil(1.33 c), m_b = c, l = ceil(log2 c) for session capacity c, + 1025
+// 32-bit versions + fallback (kFallbackMax x 24 bytes): index bits per key
+// = 2.33 l at full load. The session records (256 bits each, counted in
+// total_bits) are needed by every FIB anyway. Control side: OthelloControl
+// (~32 bytes per key + its own copy of A and B).
+//
+// CONCURRENCY: one control thread (insert/update/erase/build); readers any
+// time. Each update applies its Othello change list to the query arrays
+// with Algorithm 2 (region versions); a reconstruction reloads them under
+// the epoch version (readers wait for the copy, O(n) words, rare: expected
+// once per ~n/8 adds). Record reads use the session table's stripes.
+// REQUIRES (the session table is the authority): an index is in the FIB
+// only while its record is live and holds the key (insert/update check it),
+// and after erase(k) the caller removes k's record(s) (SessionTable::remove,
+// as the session life cycle does anyway). Othello keeps answering the erased
+// key's old index until the arrays are recoloured, so a record left live
+// with key k would still verify; a removed record never does.
+// Verification is what makes the answer exact, not the Othello arrays.
+#pragma once
+
+#include <atomic>
+#include <memory>
+
+#include "core/othello.h"
+#include "fib/fib.h"
+#include "fib/session_table.h"
+
+namespace sb::fib {
+
+class OthelloFib final : public Fib {
+ public:
+  static constexpr unsigned kFallbackMax = 16;
+
+  // table: not owned, must outlive the fib; its capacity is the FIB's.
+  static Result<std::unique_ptr<OthelloFib>> create(const SessionTable* table, uint64_t hash_seed,
+                                                    uint32_t othello_seed = 1);
+
+  FibKind kind() const override { return FibKind::kOthello; }
+  const char* name() const override { return "othello"; }
+  void lookup_bulk(const FlowKey* keys, const uint64_t* hashes, size_t n,
+                   uint32_t* out) const override;
+  Status build(const FlowKey* keys, const uint32_t* values, size_t n) override;
+  Status insert_hashed(const FlowKey& key, uint64_t h, uint32_t value) override;
+  Status update_hashed(const FlowKey& key, uint64_t h, uint32_t value) override;
+  Status erase_hashed(const FlowKey& key, uint64_t h) override;
+  size_t size() const override { return ctl_.size() + fallback_n_.load(std::memory_order_relaxed); }
+  uint64_t capacity() const override { return table_->capacity(); }
+  uint64_t num_bits() const override;
+  void for_each(const std::function<void(const FlowKey&, uint32_t)>& f) const override;
+
+  const OthelloControl& control() const { return ctl_; }
+  const OthelloQuery& query() const { return q_; }
+  size_t fallback_size() const { return fallback_n_.load(std::memory_order_relaxed); }
+  void set_write_stall_hook(std::function<void()> f) { q_.set_write_stall_hook(std::move(f)); }
+
+ private:
+  struct FallbackEntry {
+    uint64_t lo, hi, value;  // value kFibMiss = unused
+  };
+  OthelloFib(const SessionTable* t, uint64_t seed) : Fib(seed), table_(t) {}
+  int fallback_find(const FlowKey& key) const;  // control side
+  uint32_t fallback_lookup(const FlowKey& key) const;  // data plane, versioned
+  void fallback_write(int slot, uint64_t lo, uint64_t hi, uint64_t value);
+  Status check_record(const FlowKey& key, uint32_t value) const;
+  bool owns(uint64_t h, const FlowKey& key) const;  // ctl holds key under hash h
+
+  const SessionTable* table_;
+  OthelloControl ctl_;
+  OthelloQuery q_;
+  uint32_t othello_seed_ = 1;
+  FallbackEntry fallback_[kFallbackMax];
+  std::atomic<uint32_t> fallback_n_{0};
+  SeqVersion fallback_ver_;
+};
+
+}  // namespace sb::fib

@@ -1,0 +1,128 @@
+#include "fib/othello_fib.h"
+
+#include <catch2/catch.hpp>
+
+#include "core/keygen.h"
+#include "core/test_util.h"
+
+using namespace sb;
+using namespace sb::fib;
+
+// Absent keys whose Othello answer is (a) an index past the table, (b) a
+// free record, (c) the live record of another key: all must miss.
+TEST_CASE("othello fib: adversarial answers for absent keys all miss", "[fib][othello]") {
+  const uint64_t seed = test_seed(31);
+  const uint32_t cap = 1000;  // l = 10 bits: answers 1000..1023 are out of range
+  auto table = SessionTable::create(cap).value();
+  auto fib = OthelloFib::create(table.get(), seed).value();
+  const auto keys = make_keys(600, seed);
+  for (const auto& k : keys) {
+    const uint32_t s = table->add({k, 0, 0, 0}).value();
+    REQUIRE(fib->insert(k, s).ok());
+  }
+  // Free some records (their keys erased first), leaving free slots inside
+  // the index range.
+  for (size_t i = 0; i < 100; ++i) {
+    REQUIRE(fib->erase(keys[i]).ok());
+    REQUIRE(table->remove(uint32_t(i)).ok());
+  }
+  const auto absent = make_absent_keys(200000, seed);
+  size_t out_of_range = 0, free_rec = 0, other_live = 0;
+  for (const auto& k : absent) {
+    const uint64_t raw = fib->query().lookup(fib->hash(k));
+    if (raw >= cap) ++out_of_range;
+    else if (!table->live(uint32_t(raw))) ++free_rec;
+    else ++other_live;
+    REQUIRE(fib->lookup(k) == kFibMiss);
+  }
+  // Erased keys too: their old index now points at a free record.
+  for (size_t i = 0; i < 100; ++i) REQUIRE(fib->lookup(keys[i]) == kFibMiss);
+  INFO("out of range " << out_of_range << ", free " << free_rec << ", other live " << other_live);
+  CHECK(out_of_range > 0);
+  CHECK(free_rec > 0);
+  CHECK(other_live > 0);
+}
+
+TEST_CASE("othello fib: keys with equal 64-bit hashes use the fallback table", "[fib][othello]") {
+  auto table = SessionTable::create(100).value();
+  auto fib = OthelloFib::create(table.get(), 1).value();
+  const auto keys = make_keys(20, 3);
+  std::vector<uint32_t> s(20);
+  for (int i = 0; i < 20; ++i) s[i] = table->add({keys[i], 0, 0, 0}).value();
+  const uint64_t h = 0x1234567890abcdefULL;  // forced: every key "hashes" to h
+  REQUIRE(fib->insert_hashed(keys[0], h, s[0]).ok());
+  REQUIRE(fib->insert_hashed(keys[1], h, s[1]).ok());
+  REQUIRE(fib->insert_hashed(keys[2], h, s[2]).ok());
+  CHECK(fib->fallback_size() == 2);
+  CHECK(fib->insert_hashed(keys[1], h, s[1]).code() == StatusCode::kAlreadyExists);
+  CHECK(fib->size() == 3);
+  FlowKey q[4] = {keys[0], keys[1], keys[2], keys[3]};
+  uint64_t hs[4] = {h, h, h, h};
+  uint32_t out[4];
+  fib->lookup_bulk(q, hs, 4, out);
+  CHECK(out[0] == s[0]);
+  CHECK(out[1] == s[1]);
+  CHECK(out[2] == s[2]);
+  CHECK(out[3] == kFibMiss);  // same hash, never inserted
+  REQUIRE(fib->update_hashed(keys[2], h, s[5]).code() == StatusCode::kInvalidArgument);  // record of another key
+  REQUIRE(fib->erase_hashed(keys[0], h).ok());  // the Othello-held one
+  REQUIRE(table->remove(s[0]).ok());            // contract: erase, then free the record
+  REQUIRE(fib->erase_hashed(keys[1], h).ok());  // a fallback one
+  fib->lookup_bulk(q, hs, 4, out);
+  CHECK(out[0] == kFibMiss);
+  CHECK(out[1] == kFibMiss);
+  CHECK(out[2] == s[2]);
+  CHECK(fib->fallback_size() == 1);
+  // The fallback is bounded and says so.
+  std::vector<FlowKey> more = make_keys(40, 4);
+  Status last;
+  for (int i = 0; i < 40 && last.ok(); ++i) {
+    auto r = table->add({more[i], 0, 0, 0});
+    REQUIRE(r.ok());
+    last = fib->insert_hashed(more[i], h, *r);
+  }
+  CHECK(last.code() == StatusCode::kCapacity);
+}
+
+TEST_CASE("othello fib: reconstruction forced by inserts, all answers stay exact", "[fib][othello]") {
+  const uint64_t seed = test_seed(33);
+  const uint32_t cap = 2000;
+  auto table = SessionTable::create(cap).value();
+  auto fib = OthelloFib::create(table.get(), seed).value();
+  const auto keys = make_keys(cap, seed);
+  std::vector<uint32_t> s(cap);
+  // Fill to capacity, then churn (erase one, add a fresh one) at full load:
+  // near m_b = n the graph is close to critical, and some adds close a
+  // cycle (Case I) and reconstruct with a new seed.
+  for (uint32_t i = 0; i < cap; ++i) {
+    s[i] = table->add({keys[i], 0, 0, 0}).value();
+    REQUIRE(fib->insert(keys[i], s[i]).ok());
+  }
+  Rng rng(seed);
+  std::vector<FlowKey> live(keys.begin(), keys.end());
+  const auto fresh = make_absent_keys(200000, seed + 1);
+  size_t next = 0;
+  while (fib->control().stats().reconstructions < 2 && next < fresh.size()) {
+    const size_t j = rng.below(live.size());
+    const uint32_t idx = fib->lookup(live[j]);
+    REQUIRE(idx != kFibMiss);
+    REQUIRE(fib->erase(live[j]).ok());
+    REQUIRE(table->remove(idx).ok());
+    const uint32_t t = table->add({fresh[next], 0, 0, 0}).value();
+    REQUIRE(fib->insert(fresh[next], t).ok());
+    live[j] = fresh[next++];
+  }
+  INFO("reconstructions " << fib->control().stats().reconstructions << " after " << next
+                          << " churn rounds");
+  CHECK(fib->control().stats().reconstructions >= 2);
+  REQUIRE(fib->control().check().ok());
+  for (const auto& k : live) {
+    const uint32_t idx = fib->lookup(k);
+    REQUIRE(idx != kFibMiss);
+    REQUIRE(table->key_equals(idx, k));
+  }
+  for (const auto& k : make_absent_keys(5000, seed)) REQUIRE(fib->lookup(k) == kFibMiss);
+  // index bits per key at capacity: 2.33 l (+ versions, fallback).
+  const double bpk = double(fib->num_bits()) / cap;
+  CHECK(bpk <= 2.33 * 11 + 0.1 + 20);  // small n: the fixed 40 KiB of versions dominate
+}

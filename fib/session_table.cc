@@ -1,0 +1,149 @@
+#include "fib/session_table.h"
+
+#include <cstring>
+#include <memory>
+#include <new>
+
+namespace sb::fib {
+
+namespace {
+constexpr uint64_t kPoison = ~0ULL;
+constexpr uint64_t kLive = 1;  // flags bit 0
+
+uint64_t word3(uint32_t teid_ul, uint8_t bearer, uint8_t flags, uint16_t gen) {
+  return uint64_t(teid_ul) | uint64_t(bearer) << 32 | uint64_t(flags) << 40 | uint64_t(gen) << 48;
+}
+}  // namespace
+
+Result<std::unique_ptr<SessionTable>> SessionTable::create(uint32_t capacity, unsigned lcores,
+                                                           uint32_t node_id) {
+  if (capacity == 0 || capacity > (1u << 27))
+    return Status::InvalidArgument("session table: capacity must be 1..2^27");
+  if (lcores == 0 || lcores > 256) return Status::InvalidArgument("session table: lcores must be 1..256");
+  if (node_id >= (1u << kNodeBits)) return Status::InvalidArgument("session table: node id must be < 32");
+  std::unique_ptr<SessionTable> t(new SessionTable());
+  t->capacity_ = capacity;
+  t->lcores_ = lcores;
+  t->node_id_ = node_id;
+  t->index_bits_ = 1;
+  while ((1ULL << t->index_bits_) < capacity) ++t->index_bits_;
+  try {
+    t->rec_.allocate(size_t(capacity) * 4);
+    t->counters_.allocate(size_t(capacity) * lcores);
+  } catch (const std::bad_alloc&) {
+    return Status::Capacity("session table: cannot map memory for " + std::to_string(capacity) +
+                            " sessions");
+  }
+  for (uint32_t i = 0; i < capacity; ++i) {
+    uint64_t* w = t->words(i);
+    w[0] = w[1] = kPoison;
+  }
+  t->free_.resize(capacity);
+  for (uint32_t i = 0; i < capacity; ++i) t->free_[i] = capacity - 1 - i;  // pop gives 0, 1, ...
+  return t;
+}
+
+uint32_t SessionTable::encode_teid_ul(uint32_t idx, uint16_t generation) const {
+  const unsigned gen_bits = 32 - kNodeBits - index_bits_;
+  const uint32_t g = gen_bits == 0 ? 0 : uint32_t(generation) & uint32_t(low_mask(gen_bits));
+  return node_id_ << (32 - kNodeBits) | g << index_bits_ | idx;
+}
+
+bool SessionTable::validate_teid_ul(uint32_t teid_ul, uint32_t* idx) const {
+  if ((teid_ul >> (32 - kNodeBits)) != node_id_) return false;
+  const uint32_t i = teid_ul & uint32_t(low_mask(index_bits_));
+  SessionRecord r;
+  if (!read(i, &r)) return false;
+  if (r.teid_ul != teid_ul) return false;
+  *idx = i;
+  return true;
+}
+
+void SessionTable::write_record(uint32_t idx, const uint64_t w[4]) {
+  SeqVersion& v = ver_.at(idx);
+  uint64_t* p = words(idx);
+  v.write_begin();
+  for (int i = 0; i < 4; ++i) store_relaxed(p + i, w[i]);
+  v.write_end();
+}
+
+Result<uint32_t> SessionTable::add(const SessionInfo& s) {
+  if (!s.key.canonical()) return Status::InvalidArgument("session table: key bytes 13..15 must be zero");
+  if (free_.empty())
+    return Status::Capacity("session table full: " + std::to_string(capacity_) + " sessions");
+  const uint32_t idx = free_.back();
+  free_.pop_back();
+  const uint64_t* old = words(idx);
+  const uint16_t gen = uint16_t((old[3] >> 48) + 1);
+  const uint64_t w[4] = {s.key.lo(), s.key.hi(), uint64_t(s.teid_dl) | uint64_t(s.enb_ip) << 32,
+                         word3(encode_teid_ul(idx, gen), s.bearer, kLive, gen)};
+  write_record(idx, w);
+  for (unsigned c = 0; c < lcores_; ++c) {  // a fresh session starts at zero
+    uint64_t* p = &counters_[size_t(c) * capacity_ + idx].packets;
+    store_relaxed(p, 0);
+    store_relaxed(p + 1, 0);
+  }
+  ++size_;
+  return idx;
+}
+
+Status SessionTable::modify(uint32_t idx, const SessionInfo& s) {
+  if (!live(idx)) return Status::NotFound("session table: index " + std::to_string(idx) + " not live");
+  const uint64_t* p = words(idx);
+  if (p[0] != s.key.lo() || p[1] != s.key.hi())
+    return Status::InvalidArgument("session table: modify cannot change the key");
+  const uint64_t w3 = p[3];
+  const uint64_t w[4] = {p[0], p[1], uint64_t(s.teid_dl) | uint64_t(s.enb_ip) << 32,
+                         (w3 & ~(0xffULL << 32)) | uint64_t(s.bearer) << 32};
+  write_record(idx, w);
+  return Status::Ok();
+}
+
+Status SessionTable::remove(uint32_t idx) {
+  if (!live(idx)) return Status::NotFound("session table: index " + std::to_string(idx) + " not live");
+  const uint64_t* p = words(idx);
+  const uint64_t w[4] = {kPoison, kPoison, 0, p[3] & (0xffffULL << 48)};  // keep the generation
+  write_record(idx, w);
+  free_.push_back(idx);
+  --size_;
+  return Status::Ok();
+}
+
+bool SessionTable::live(uint32_t idx) const {
+  if (idx >= capacity_) return false;
+  return ((load_relaxed(words(idx) + 3) >> 40) & kLive) != 0;
+}
+
+bool SessionTable::read(uint32_t idx, SessionRecord* out) const {
+  if (idx >= capacity_) return false;
+  const uint64_t* p = words(idx);
+  const SeqVersion& v = ver_.at(idx);
+  uint64_t w[4];
+  for (;;) {
+    const uint32_t s = v.read_begin();
+    for (int i = 0; i < 4; ++i) w[i] = load_relaxed(p + i);
+    if (!v.read_retry(s)) break;
+  }
+  if (((w[3] >> 40) & kLive) == 0) return false;
+  std::memcpy(out->key.bytes, &w[0], 8);
+  std::memcpy(out->key.bytes + 8, &w[1], 8);
+  out->teid_dl = uint32_t(w[2]);
+  out->enb_ip = uint32_t(w[2] >> 32);
+  out->teid_ul = uint32_t(w[3]);
+  out->bearer = uint8_t(w[3] >> 32);
+  out->generation = uint16_t(w[3] >> 48);
+  return true;
+}
+
+SessionCounters SessionTable::counters(uint32_t idx) const {
+  SessionCounters sum;
+  if (idx >= capacity_) return sum;
+  for (unsigned c = 0; c < lcores_; ++c) {
+    const uint64_t* p = &counters_[size_t(c) * capacity_ + idx].packets;
+    sum.packets += load_relaxed(p);
+    sum.bytes += load_relaxed(p + 1);
+  }
+  return sum;
+}
+
+}  // namespace sb::fib

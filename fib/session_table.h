@@ -1,0 +1,153 @@
+// fib/session_table.h: the node's session records, addressed by a stable
+// 32-bit session index (ARCHITECTURE.md "Shared definitions: Sessions").
+//
+// LAYOUT
+//   records   capacity x 32 bytes, 32-byte aligned (a record never straddles
+//             a cache line; two records per line):
+//               word 0  key bytes 0..7        word 1  key bytes 8..15
+//               word 2  teid_dl | enb_ip << 32
+//               word 3  teid_ul | bearer << 32 | flags << 40 | generation << 48
+//             A free record holds the poison key (all bytes 0xff): canonical
+//             keys have bytes 13..15 zero, so no lookup ever matches it.
+//   free list a stack of free indexes; an index is taken by add() and given
+//             back by remove() only: indexes are stable for a session's life
+//             (no compaction, no moves).
+//   versions  8192 striped 32-bit seqlock versions (record i -> stripe
+//             i mod 8192), so the data plane reads a record (key compare,
+//             teid_dl/enb_ip) consistently while the control thread
+//             rewrites it.
+//   counters  per-lcore arrays of {packets, bytes} (16 B) indexed by session
+//             index; each lcore writes only its own array (no atomics RMW,
+//             no sharing), reads sum over lcores.
+//
+// teid_ul = node_id << (32 - kNodeBits) | generation << index_bits | index
+// (kNodeBits = 5, index_bits = ceil(log2 capacity), generation takes the
+// bits in between, modulo). Decoding it gives node and index without a
+// table; validate() checks index liveness and the generation bits.
+//
+// SPACE: capacity x (32 + 16 x lcores) bytes + 32 KiB of versions. The
+// counters dominate with several lcores (16M sessions x 4 lcores: 1 GiB of
+// counters next to 512 MiB of records).
+//
+// THREAD SAFETY: one control thread calls add/modify/remove; any number of
+// data-plane threads call read/key_equals/prefetch/teid_dl...; lcore c is the
+// only caller of count(c, ...). counters() may run anywhere (sums relaxed
+// loads; a concurrent increment may or may not be included). After remove()
+// an index may be reused at once: callers must have removed every FIB entry
+// pointing to it first (the FIBs verify the key anyway, so a stale index
+// answers "miss", never another session's record).
+#pragma once
+
+#include <cstdint>
+#include <memory>
+#include <vector>
+
+#include "core/bit_array.h"
+#include "core/flow_key.h"
+#include "core/large_array.h"
+#include "core/prefetch.h"
+#include "core/seqlock.h"
+#include "core/status.h"
+
+namespace sb::fib {
+
+// What the control plane provides for a session.
+struct SessionInfo {
+  FlowKey key{};
+  uint32_t teid_dl = 0;  // the eNodeB's downlink TEID
+  uint32_t enb_ip = 0;   // host order
+  uint8_t bearer = 0;    // EPS bearer id
+};
+
+// A consistent copy of one record.
+struct SessionRecord {
+  FlowKey key{};
+  uint32_t teid_dl = 0;
+  uint32_t enb_ip = 0;
+  uint32_t teid_ul = 0;
+  uint8_t bearer = 0;
+  uint16_t generation = 0;
+};
+
+struct SessionCounters {
+  uint64_t packets = 0;
+  uint64_t bytes = 0;
+};
+
+class SessionTable {
+ public:
+  static constexpr unsigned kNodeBits = 5;
+  static constexpr uint32_t kStripes = 8192;
+
+  // capacity >= 1, <= 2^27 (index bits + node bits must fit a TEID);
+  // lcores >= 1 counter arrays; node_id < 32.
+  static Result<std::unique_ptr<SessionTable>> create(uint32_t capacity, unsigned lcores = 1,
+                                                      uint32_t node_id = 0);
+
+  // ---- control thread ----
+  // Takes a free index; kCapacity when full, kInvalidArgument for a
+  // non-canonical key. The generation of the index is bumped.
+  Result<uint32_t> add(const SessionInfo& s);
+  // Rewrites teid_dl, enb_ip, bearer (the key must stay the same).
+  Status modify(uint32_t idx, const SessionInfo& s);
+  Status remove(uint32_t idx);
+
+  // ---- any thread ----
+  bool live(uint32_t idx) const;
+  // Consistent copy; false if idx is out of range or free.
+  bool read(uint32_t idx, SessionRecord* out) const;
+  // Data-plane key check: true iff idx < capacity, the record is live and
+  // holds exactly `key`. Versioned; never blocks the writer.
+  bool key_equals(uint32_t idx, const FlowKey& key) const {
+    if (idx >= capacity_) return false;
+    const uint64_t* w = words(idx);
+    const SeqVersion& v = ver_.at(idx);
+    for (;;) {
+      const uint32_t s = v.read_begin();
+      // The canonical test keeps a non-canonical query (e.g. the all-0xff
+      // poison) from matching a free record.
+      const bool eq = (load_relaxed(w) == key.lo()) & (load_relaxed(w + 1) == key.hi()) &
+                      ((key.hi() >> 40) == 0);
+      if (!v.read_retry(s)) return eq;
+    }
+  }
+  void prefetch(uint32_t idx) const {
+    if (idx < capacity_) prefetch_r(words(idx));
+  }
+  // Upstream check: teid_ul names this node, a live index and its generation.
+  bool validate_teid_ul(uint32_t teid_ul, uint32_t* idx) const;
+
+  // Counters: lcore c < lcores() only; single writer per lcore.
+  void count(unsigned lcore, uint32_t idx, uint32_t bytes) {
+    SessionCounters* c = &counters_[size_t(lcore) * capacity_ + idx];
+    uint64_t* p = &c->packets;
+    store_relaxed(p, load_relaxed(p) + 1);
+    store_relaxed(p + 1, load_relaxed(p + 1) + bytes);
+  }
+  SessionCounters counters(uint32_t idx) const;
+
+  uint32_t capacity() const { return capacity_; }
+  uint32_t size() const { return size_; }
+  unsigned lcores() const { return lcores_; }
+  unsigned index_bits() const { return index_bits_; }
+  uint32_t node_id() const { return node_id_; }
+  uint32_t encode_teid_ul(uint32_t idx, uint16_t generation) const;
+  // Records + versions (what lookups touch), and the counters apart.
+  uint64_t record_bits() const { return uint64_t(capacity_) * 256 + uint64_t(kStripes) * 32; }
+  uint64_t counter_bits() const { return uint64_t(capacity_) * lcores_ * 128; }
+
+ private:
+  SessionTable() = default;
+  const uint64_t* words(uint32_t idx) const { return &rec_[size_t(idx) * 4]; }
+  uint64_t* words(uint32_t idx) { return &rec_[size_t(idx) * 4]; }
+  void write_record(uint32_t idx, const uint64_t w[4]);
+
+  uint32_t capacity_ = 0, size_ = 0, node_id_ = 0;
+  unsigned lcores_ = 1, index_bits_ = 1;
+  LargeArray<uint64_t> rec_;            // 4 words per record (mmap: 4 KiB+ aligned)
+  LargeArray<SessionCounters> counters_;
+  std::vector<uint32_t> free_;
+  SeqStripes ver_{kStripes};
+};
+
+}  // namespace sb::fib

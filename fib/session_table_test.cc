@@ -1,0 +1,100 @@
+#include "fib/session_table.h"
+
+#include <catch2/catch.hpp>
+
+#include <thread>
+#include <unordered_map>
+
+#include "core/keygen.h"
+#include "core/test_util.h"
+
+using namespace sb;
+using namespace sb::fib;
+
+TEST_CASE("session table: stable indexes, free list, full table", "[session]") {
+  auto t = SessionTable::create(100, 2, 3).value();
+  const auto keys = make_keys(200, 1);
+  std::vector<uint32_t> idx;
+  for (int i = 0; i < 100; ++i) {
+    auto r = t->add({keys[i], uint32_t(1000 + i), uint32_t(0xc6120000 + i), 5});
+    REQUIRE(r.ok());
+    CHECK(*r == uint32_t(i));  // fresh table hands out 0, 1, 2, ...
+    idx.push_back(*r);
+  }
+  auto full = t->add({keys[150], 1, 1, 5});
+  CHECK(full.status().code() == StatusCode::kCapacity);
+  CHECK(t->size() == 100);
+  // Remove some; the others keep their index and contents.
+  for (int i = 0; i < 100; i += 3) REQUIRE(t->remove(idx[i]).ok());
+  CHECK(t->remove(idx[0]).code() == StatusCode::kNotFound);
+  for (int i = 0; i < 100; ++i) {
+    SessionRecord r;
+    if (i % 3 == 0) {
+      CHECK_FALSE(t->read(idx[i], &r));
+      CHECK_FALSE(t->key_equals(idx[i], keys[i]));
+      continue;
+    }
+    REQUIRE(t->read(idx[i], &r));
+    CHECK(r.key == keys[i]);
+    CHECK(r.teid_dl == uint32_t(1000 + i));
+    CHECK(r.enb_ip == uint32_t(0xc6120000 + i));
+    CHECK(r.bearer == 5);
+    CHECK(t->key_equals(idx[i], keys[i]));
+    uint32_t back = 0;
+    CHECK(t->validate_teid_ul(r.teid_ul, &back));
+    CHECK(back == idx[i]);
+    CHECK((r.teid_ul >> 27) == 3u);  // node id
+  }
+  // Reuse bumps the generation, so an old teid_ul no longer validates.
+  SessionRecord old;
+  REQUIRE(t->read(idx[1], &old));
+  REQUIRE(t->remove(idx[1]).ok());
+  auto again = t->add({keys[160], 7, 7, 1});
+  REQUIRE(again.ok());
+  CHECK(*again == idx[1]);  // LIFO free list
+  SessionRecord fresh;
+  REQUIRE(t->read(*again, &fresh));
+  CHECK(fresh.generation == uint16_t(old.generation + 1));
+  uint32_t back;
+  CHECK_FALSE(t->validate_teid_ul(old.teid_ul, &back));
+  CHECK(t->validate_teid_ul(fresh.teid_ul, &back));
+  // Modify keeps the key; changing it is refused.
+  CHECK(t->modify(*again, {keys[160], 99, 98, 2}).ok());
+  REQUIRE(t->read(*again, &fresh));
+  CHECK(fresh.teid_dl == 99);
+  CHECK(t->modify(*again, {keys[161], 1, 1, 1}).code() == StatusCode::kInvalidArgument);
+  // Non-canonical keys are refused; the poison never matches.
+  FlowKey bad = keys[170];
+  bad.bytes[15] = 1;
+  CHECK(t->add({bad, 1, 1, 1}).status().code() == StatusCode::kInvalidArgument);
+  FlowKey poison;
+  std::memset(poison.bytes, 0xff, 16);
+  CHECK_FALSE(t->key_equals(idx[0], poison));
+  CHECK_FALSE(t->key_equals(1000, keys[0]));
+}
+
+TEST_CASE("session table: per-lcore counters are summed on read", "[session][tsan]") {
+  auto t = SessionTable::create(1000, 2).value();
+  const auto keys = make_keys(10, 2);
+  const uint32_t a = t->add({keys[0], 1, 1, 1}).value();
+  const uint32_t b = t->add({keys[1], 1, 1, 1}).value();
+  std::thread l0([&] { for (int i = 0; i < 100000; ++i) t->count(0, a, 100); });
+  std::thread l1([&] { for (int i = 0; i < 50000; ++i) { t->count(1, a, 10); t->count(1, b, 1); } });
+  // A reader may sum while the lcores count.
+  uint64_t last = 0;
+  for (int i = 0; i < 1000; ++i) {
+    const uint64_t p = t->counters(a).packets;
+    CHECK(p >= last);
+    last = p;
+  }
+  l0.join();
+  l1.join();
+  CHECK(t->counters(a).packets == 150000);
+  CHECK(t->counters(a).bytes == 100000 * 100 + 50000 * 10);
+  CHECK(t->counters(b).packets == 50000);
+  REQUIRE(t->remove(a).ok());
+  const uint32_t c = t->add({keys[2], 1, 1, 1}).value();
+  CHECK(c == a);
+  CHECK(t->counters(c).packets == 0);  // a new session starts from zero
+  CHECK(t->counter_bits() == 1000ull * 2 * 128);
+}
