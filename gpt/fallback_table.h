@@ -1,0 +1,85 @@
+// gpt/fallback_table.h: the small exact table of keys whose group has no
+// separating hash function (ScaleBricks §4.1 "a fallback mechanism ...
+// store the keys explicitly in a separate, small hash table"), including
+// keys whose 64-bit hashes collide with a different value.
+//
+// Layout: open addressing, linear probing, power-of-two slots of 32 bytes
+//   { key.lo, key.hi, h, meta }   meta = 0: empty
+//                                 meta = 1<<63 | group << 8 | value
+// where `group` is the owner's global group id (lets a structure drop all
+// entries of one group when the group becomes solvable again). Deletion is
+// backward-shift (no tombstones). Load <= 1/2; growth doubles.
+//
+// Thread safety: one writer, many readers. Every writer operation runs
+// inside the table's own SeqVersion write section; readers run find() as an
+// optimistic read (retrying while the version moves). Growth publishes a new
+// slot array with a release store; the old array is kept until destruction
+// (a reader may still be probing it; it will retry because the version
+// moved), so growth wastes at most the sum of the previous sizes (< the
+// current size). All slot accesses are relaxed atomics (TSan-clean).
+//
+// Space: 256 bits per slot; slots = next pow2 >= 2 * entries (min 16), plus
+// retired arrays; zero when no key ever fell back (the array is lazy).
+#pragma once
+
+#include <atomic>
+#include <cstdint>
+#include <memory>
+#include <vector>
+
+#include "core/flow_key.h"
+#include "core/seqlock.h"
+
+namespace sb::gpt {
+
+// Local salt for the fallback slot index (core/hash.h has none for it yet;
+// see gpt/README.md "asks").
+inline constexpr uint64_t kGptFallbackSalt = 0x3c6ef372fe94f82bULL;
+
+class FallbackTable {
+ public:
+  FallbackTable() = default;
+  ~FallbackTable();
+  FallbackTable(const FallbackTable&) = delete;
+  FallbackTable& operator=(const FallbackTable&) = delete;
+
+  // Reader: true and *value when key is present.
+  bool find(const FlowKey& key, uint64_t h, uint8_t* value) const;
+
+  // Writer: inserts or overwrites key.
+  void put(const FlowKey& key, uint64_t h, uint32_t group, uint8_t value);
+  // Writer: removes every entry whose group is in [g_begin, g_end); returns
+  // how many were removed.
+  size_t erase_groups(uint64_t g_begin, uint64_t g_end);
+  // Writer: removes one key; true when it was present.
+  bool erase(const FlowKey& key, uint64_t h);
+  void clear();
+
+  struct Entry {
+    FlowKey key;
+    uint64_t h;
+    uint32_t group;
+    uint8_t value;
+  };
+  // Snapshot of the entries (writer thread or quiescent).
+  std::vector<Entry> entries() const;
+  size_t size() const { return count_; }
+  uint64_t num_bits() const;
+
+ private:
+  struct Rep {
+    uint64_t mask;
+    std::unique_ptr<uint64_t[]> w;  // 4 words per slot
+  };
+  static uint64_t start(uint64_t h, uint64_t mask);
+  void grow();
+  void put_nolock(Rep* r, const FlowKey& key, uint64_t h, uint64_t meta);
+  bool erase_nolock(const FlowKey& key, uint64_t h);
+
+  std::atomic<Rep*> cur_{nullptr};
+  std::vector<std::unique_ptr<Rep>> reps_;  // reps_.back() is current; older are retired
+  SeqVersion ver_;
+  size_t count_ = 0;
+};
+
+}  // namespace sb::gpt

@@ -1,0 +1,144 @@
+// gpt/gpt.h: the GPT interface every backend implements (SetSep, Ludo).
+//
+// The global partition table maps a flow key to a small value (the handling
+// node id, l = 1..8 bits) with ONE-SIDED error: every inserted key returns
+// its value; an unknown key returns an arbitrary value < 2^l (the FIB on the
+// handling node rejects it). ARCHITECTURE.md "Shared definitions" fixes:
+//
+//   h          = hash_key(key, cluster hash seed), computed once per packet
+//   partition  = top log2(P) bits of h             (partition_of)
+//   sub_id     = the backend's unit inside the partition (SetSep: block,
+//                Ludo: shard), derived from h by remix with the backend's salt
+//
+// Deltas, snapshots and the RIB address (partition, sub_id), whatever the
+// backend, so rib/ and control/ never branch on the backend.
+//
+// Two sides:
+//
+//   GptTable    the query structure every node holds. Lookups are const
+//               and may run on any number of threads concurrently with ONE
+//               writer thread that calls apply()/load_partition() (the
+//               node's control thread). Readers never block and never see a
+//               half-applied delta (each backend documents its seqlock).
+//               Everything else (serialize, num_bits, ...) may run
+//               concurrently with lookups but not with a writer call unless
+//               the backend says so.
+//   GptBuilder  the control side on the RIB owner: keeps its partitions'
+//               (key, value) pairs, builds, and turns single-key changes into
+//               deltas. Not thread-safe (one owner thread); build() may use
+//               worker threads internally. Its table() is a GptTable kept
+//               equal to what a remote node gets by applying the deltas.
+//
+// Data-plane rules: lookups never allocate, throw or log; a batch costs one
+// indirect call (lookup_bulk) when called through this interface, and the
+// concrete classes are `final` so callers that know the backend get direct
+// calls.
+#pragma once
+
+#include <cstddef>
+#include <cstdint>
+#include <memory>
+#include <span>
+#include <vector>
+
+#include "core/flow_key.h"
+#include "core/hash.h"
+#include "core/prefetch.h"
+#include "core/status.h"
+#include "gpt/delta.h"
+
+namespace sb::gpt {
+
+struct GptAddress {
+  uint32_t partition = 0;
+  uint32_t sub_id = 0;
+  friend bool operator==(const GptAddress&, const GptAddress&) = default;
+};
+
+class GptTable {
+ public:
+  virtual ~GptTable() = default;
+
+  virtual Backend backend() const = 0;
+  virtual unsigned value_bits() const = 0;
+  virtual uint64_t hash_seed() const = 0;
+  virtual unsigned log2_partitions() const = 0;
+  virtual uint32_t sub_ids_per_partition() const = 0;
+  // Keys the structure is sized for (fixed at creation).
+  virtual uint64_t capacity() const = 0;
+  virtual GptAddress address_of(uint64_t h) const = 0;
+
+  // h = hash_key(key, hash_seed()). The key itself is read only for keys
+  // that live in the fallback table (rare).
+  virtual uint8_t lookup(const FlowKey& key, uint64_t h) const = 0;
+  // REQUIRES: n <= kMaxBurst. out[i] = lookup(keys[i], hashes[i]).
+  // Returns the number of optimistic-read retries taken (for counters).
+  virtual uint32_t lookup_bulk(const FlowKey* keys, const uint64_t* hashes, size_t n,
+                               uint8_t* out) const = 0;
+
+  // Writer side (single writer). apply() verifies the header, checksum,
+  // backend, shape and payload before touching anything; a rejected delta
+  // leaves the table unchanged.
+  virtual Status apply(std::span<const uint8_t> delta) = 0;
+
+  // Snapshots: the whole structure (self-describing: deserialize_gpt builds
+  // a new table from it) or one partition's part (load_partition replaces
+  // that partition in a table of the same shape, safe against concurrent
+  // lookups). Both carry format version, hash seed and checksum.
+  virtual void serialize(std::vector<uint8_t>* out) const = 0;
+  virtual Status serialize_partition(uint32_t partition, std::vector<uint8_t>* out) const = 0;
+  virtual Status load_partition(std::span<const uint8_t> bytes) = 0;
+
+  // Everything a data-plane node holds for lookups, in bits.
+  virtual uint64_t num_bits() const = 0;
+  virtual uint64_t fallback_keys() const = 0;
+};
+
+// Builds a table from a whole snapshot, dispatching on the backend byte.
+Result<std::unique_ptr<GptTable>> deserialize_gpt(std::span<const uint8_t> bytes);
+
+class GptBuilder {
+ public:
+  virtual ~GptBuilder() = default;
+
+  // Replaces the contents with keys[i] -> values[i] (distinct keys,
+  // values < 2^l, n <= capacity). Deterministic for a given configuration
+  // whatever `threads` is.
+  virtual Status build(const FlowKey* keys, const uint8_t* values, size_t n,
+                       unsigned threads) = 0;
+
+  // Single-key maintenance; each appends the deltas a remote node applies
+  // (zero or more) to *out and has already applied them to table().
+  //   insert: key must be absent (kAlreadyExists), size < capacity (kCapacity)
+  //   change: key must be present (kNotFound)
+  //   erase:  key must be present (kNotFound)
+  virtual Status insert(const FlowKey& key, uint8_t value, DeltaList* out) = 0;
+  virtual Status change(const FlowKey& key, uint8_t value, DeltaList* out) = 0;
+  virtual Status erase(const FlowKey& key, DeltaList* out) = 0;
+
+  // The current value of a stored key (control-plane exact answer).
+  virtual Result<uint8_t> find(const FlowKey& key) const = 0;
+  virtual uint64_t size() const = 0;
+
+  virtual const GptTable& table() const = 0;
+  virtual GptTable& mutable_table() = 0;
+};
+
+// Backend choice by configuration (node config `backends.gpt`). Fields a
+// backend does not use are ignored.
+struct GptConfig {
+  Backend backend = Backend::kSetSep;
+  unsigned value_bits = 2;        // l = ceil(log2 N), 1..8
+  uint64_t capacity = 0;          // sessions the table is sized for
+  unsigned log2_partitions = 10;  // cluster partitions P = 2^log2_partitions
+  uint64_t hash_seed = 1;         // cluster hash seed
+  uint64_t seed = 1;              // construction randomness
+  unsigned index_bits = 16;       // SetSep x
+  unsigned array_bits = 8;        // SetSep m
+};
+Result<std::unique_ptr<GptBuilder>> make_gpt_builder(const GptConfig& cfg);
+// An empty query table of the configured geometry (a node that will be fed
+// snapshots and deltas).
+Result<std::unique_ptr<GptTable>> make_gpt_table(const GptConfig& cfg);
+
+}  // namespace sb::gpt

@@ -1,0 +1,624 @@
+// gpt/setsep.cc: the SetSep query structure (data side): layout, lookups
+// (Algorithm 1), delta application under the per-block seqlock, snapshots.
+#include "gpt/setsep.h"
+
+#include <immintrin.h>
+
+#include <algorithm>
+#include <string>
+
+#include "core/bit_array.h"
+#include "core/checksum.h"
+#include "core/keygen.h"
+#include "core/prefetch.h"
+
+namespace sb::gpt {
+
+namespace {
+
+constexpr uint32_t kMagic = 0x54474253;  // "SBGT"
+constexpr size_t kSnapHeader = 64;
+constexpr uint8_t kSnapWhole = 0, kSnapPartition = 1;
+constexpr size_t kSnapFbEntry = 4 + 16 + 8 + 1;
+
+struct SaltTables {
+  uint64_t g1[256], g2[256];
+  SaltTables() {
+    for (unsigned s = 0; s < 256; ++s) {
+      g1[s] = salt::kGptG1 ^ seed_salt(s);
+      g2[s] = salt::kGptG2 ^ seed_salt(s);
+    }
+  }
+};
+const SaltTables& salts() {
+  static const SaltTables t;
+  return t;
+}
+
+CandidateTable make_candidate_table() {
+  // Column j: a fixed pseudo-random permutation of the buckets folded onto
+  // the groups (perm_j(c) / 4): every group appears exactly 4 times per
+  // column, 16 times in all (§4.4 "each group has the same number of
+  // associated buckets"). Swaps inside a column (which keep that property)
+  // repair buckets whose candidates repeat.
+  CandidateTable t{};
+  Rng rng(0x5e75e95c0ffee001ULL);
+  for (unsigned j = 0; j < kCandidates; ++j) {
+    uint8_t perm[kBucketsPerBlock];
+    for (unsigned c = 0; c < kBucketsPerBlock; ++c) perm[c] = uint8_t(c);
+    for (unsigned c = kBucketsPerBlock - 1; c > 0; --c) std::swap(perm[c], perm[rng.below(c + 1)]);
+    for (unsigned c = 0; c < kBucketsPerBlock; ++c) t.cand[c][j] = uint8_t(perm[c] >> 2);
+    auto clash = [&](unsigned c, uint8_t g) {
+      for (unsigned q = 0; q < j; ++q)
+        if (t.cand[c][q] == g) return true;
+      return false;
+    };
+    for (unsigned c = 0; c < kBucketsPerBlock; ++c) {
+      while (clash(c, t.cand[c][j])) {
+        const unsigned d = unsigned(rng.below(kBucketsPerBlock));
+        if (d == c) continue;
+        if (!clash(c, t.cand[d][j]) && !clash(d, t.cand[c][j])) std::swap(t.cand[c][j], t.cand[d][j]);
+      }
+    }
+  }
+  unsigned fill[kGroupsPerBlock] = {};
+  for (unsigned c = 0; c < kBucketsPerBlock; ++c)
+    for (unsigned j = 0; j < kCandidates; ++j) {
+      const unsigned g = t.cand[c][j];
+      t.members[g][fill[g]++] = {uint8_t(c), uint8_t(j)};
+    }
+  return t;
+}
+
+uint32_t blocks_per_partition(uint64_t capacity, unsigned log2p) {
+  const uint64_t per_part = kKeysPerBlock << log2p;
+  const uint64_t b = (capacity + per_part - 1) / per_part;
+  return uint32_t(std::max<uint64_t>(1, b));
+}
+
+uint32_t shape_of(unsigned l, unsigned x, unsigned m, unsigned log2p, uint32_t B, uint64_t hs) {
+  uint8_t b[24] = {};
+  b[0] = uint8_t(Backend::kSetSep);
+  b[1] = uint8_t(l);
+  b[2] = uint8_t(x);
+  b[3] = uint8_t(m);
+  b[4] = uint8_t(log2p);
+  put_u32(b + 8, B);
+  put_u64(b + 16, hs);
+  return checksum32(b, sizeof b);
+}
+
+inline void cpu_relax() { _mm_pause(); }
+
+}  // namespace
+
+const CandidateTable& candidate_table() {
+  static const CandidateTable t = make_candidate_table();
+  return t;
+}
+
+uint64_t g1_salt(unsigned seed) { return salts().g1[seed & 255]; }
+uint64_t g2_salt(unsigned seed) { return salts().g2[seed & 255]; }
+
+Status SetSepConfig::validate() const {
+  if (value_bits < 1 || value_bits > 8)
+    return Status::InvalidArgument("setsep: value_bits " + std::to_string(value_bits) + " not in 1..8");
+  if (index_bits < 2 || index_bits > 16)
+    return Status::InvalidArgument("setsep: index_bits " + std::to_string(index_bits) + " not in 2..16");
+  if (array_bits != 2 && array_bits != 4 && array_bits != 8 && array_bits != 16)
+    return Status::InvalidArgument("setsep: array_bits " + std::to_string(array_bits) +
+                                   " not one of 2, 4, 8, 16");
+  if (log2_partitions > 16)
+    return Status::InvalidArgument("setsep: log2_partitions " + std::to_string(log2_partitions) + " > 16");
+  if (capacity == 0) return Status::InvalidArgument("setsep: capacity must be > 0");
+  if (capacity > (uint64_t(1) << 36))
+    return Status::InvalidArgument("setsep: capacity " + std::to_string(capacity) + " > 2^36 keys");
+  if (greedy_runs < 1) return Status::InvalidArgument("setsep: greedy_runs must be >= 1");
+  if (max_block_seeds < 1 || max_block_seeds > 256)
+    return Status::InvalidArgument("setsep: max_block_seeds not in 1..256");
+  return Status::Ok();
+}
+
+// ---- construction -------------------------------------------------------------
+
+Status SetSep::init(const SetSepConfig& cfg) {
+  SB_RETURN_IF_ERROR(cfg.validate());
+  l_ = cfg.value_bits;
+  x_ = cfg.index_bits;
+  m_ = cfg.array_bits;
+  log2p_ = cfg.log2_partitions;
+  F_ = x_ + m_;
+  W_ = l_ * F_;
+  shift_ = 32 - unsigned(__builtin_ctz(m_));
+  B_ = blocks_per_partition(cfg.capacity, log2p_);
+  nblocks_ = uint64_t(B_) << log2p_;
+  capacity_ = cfg.capacity;
+  hash_seed_ = cfg.hash_seed;
+  xmask_ = (1u << x_) - 1;
+  marker_ = xmask_;
+  mmask_ = m_ >= 32 ? ~0u : (1u << m_) - 1;
+  shape_ = shape_of(l_, x_, m_, log2p_, B_, hash_seed_);
+  choices_.allocate(nblocks_ * 8);
+  groups_.allocate(nblocks_ * W_ + 1);
+  meta_.allocate(nblocks_);
+  (void)candidate_table();
+  (void)salts();
+  return Status::Ok();
+}
+
+Result<std::unique_ptr<SetSep>> SetSep::create(const SetSepConfig& cfg) {
+  std::unique_ptr<SetSep> t(new SetSep());
+  SB_RETURN_IF_ERROR(t->init(cfg));
+  return t;
+}
+
+// ---- lookups ----------------------------------------------------------------
+
+GptAddress SetSep::address_of(uint64_t h) const {
+  const uint64_t blk = block_of(h);
+  return {uint32_t(blk / B_), uint32_t(blk % B_)};
+}
+
+unsigned SetSep::choice_of(uint64_t blk, unsigned bucket) const {
+  const uint64_t w = load_relaxed(choices_.data() + blk * 8 + (bucket >> 5));
+  return unsigned(w >> ((bucket & 31) * 2)) & 3u;
+}
+
+bool SetSep::record_is_fallback(const uint64_t* words, uint64_t pos) const {
+  return read_bits(words, pos, x_) == marker_;
+}
+
+bool SetSep::group_is_fallback(uint64_t blk, unsigned g) const {
+  return record_is_fallback(groups_.data(), record_pos(blk, g));
+}
+
+uint64_t SetSep::fallback_groups() const {
+  uint64_t n = 0;
+  for (uint64_t b = 0; b < nblocks_; ++b)
+    for (unsigned g = 0; g < kGroupsPerBlock; ++g) n += group_is_fallback(b, g);
+  return n;
+}
+
+// LookupSingleKey of Algorithm 1: evaluate the group's l hash functions.
+inline uint8_t SetSep::eval(const FlowKey& key, uint64_t h, uint32_t seed, uint64_t blk,
+                            unsigned g) const {
+  const uint64_t pos = record_pos(blk, g);
+  const uint64_t* w = groups_.data() + (pos >> 6);
+  const unsigned off = unsigned(pos & 63);
+  const SaltTables& st = salts();
+  const uint32_t g1 = uint32_t(remix(h, st.g1[seed & 255]) >> 32);
+  const uint32_t g2 = uint32_t(remix(h, st.g2[seed & 255]) >> 32);
+  uint32_t v = 0;
+  for (unsigned j = 0; j < l_; ++j) {
+    const unsigned bp = off + j * F_;
+    const uint64_t* p = w + (bp >> 6);
+    const unsigned o = bp & 63;
+    uint64_t f = load_relaxed(p) >> o;
+    if (o + F_ > 64) f |= load_relaxed(p + 1) << (64 - o);
+    const uint32_t idx = uint32_t(f) & xmask_;
+    if (j == 0 && idx == marker_) {
+      uint8_t fv = 0;
+      fallback_.find(key, h, &fv);  // absent: arbitrary answer (0)
+      return fv;
+    }
+    const uint32_t arr = uint32_t(f >> x_) & mmask_;
+    const uint32_t slot = (g1 + idx * g2) >> shift_;
+    v |= ((arr >> slot) & 1u) << j;
+  }
+  return uint8_t(v);
+}
+
+uint8_t SetSep::lookup_counted(const FlowKey& key, uint64_t h, uint32_t* retries) const {
+  const uint64_t blk = block_of(h);
+  const unsigned c = bucket_of(h);
+  const CandidateTable& ct = candidate_table();
+  for (;;) {
+    const uint32_t s = meta_load(blk);
+    if (s & 1u) { ++*retries; cpu_relax(); continue; }
+    const unsigned g = ct.cand[c][choice_of(blk, c)];
+    const uint8_t v = eval(key, h, s >> 24, blk, g);
+    std::atomic_thread_fence(std::memory_order_acquire);
+    if (meta_relaxed(blk) == s) return v;
+    ++*retries;
+  }
+}
+
+uint8_t SetSep::lookup(const FlowKey& key, uint64_t h) const {
+  uint32_t r = 0;
+  return lookup_counted(key, h, &r);
+}
+
+// Algorithm 1 (§5.1): stage 1 computes the bucket and prefetches the
+// block's choice line (and its meta word); stage 2 reads the choice, maps
+// it to the group and prefetches the group record; stage 3 evaluates. The
+// seqlock check closes the batch; keys whose block moved are redone one by
+// one.
+uint32_t SetSep::lookup_bulk(const FlowKey* keys, const uint64_t* hashes, size_t n,
+                             uint8_t* out) const {
+  uint64_t blk[kMaxBurst];
+  uint32_t ver[kMaxBurst];
+  uint8_t bkt[kMaxBurst], grp[kMaxBurst];
+  const uint64_t* ch = choices_.data();
+  const uint64_t* gw = groups_.data();
+  const CandidateTable& ct = candidate_table();
+  for (size_t i = 0; i < n; ++i) {
+    const uint64_t h = hashes[i];
+    const uint64_t b = block_of(h);
+    const unsigned c = bucket_of(h);
+    blk[i] = b;
+    bkt[i] = uint8_t(c);
+    prefetch_r(ch + b * 8 + (c >> 5));
+    prefetch_r(meta_.data() + b);
+  }
+  for (size_t i = 0; i < n; ++i) {
+    const uint64_t b = blk[i];
+    const unsigned c = bkt[i];
+    ver[i] = meta_load(b);
+    const unsigned g = ct.cand[c][choice_of(b, c)];
+    grp[i] = uint8_t(g);
+    const uint64_t pos = record_pos(b, g);
+    prefetch_r(gw + (pos >> 6));
+    prefetch_r(gw + ((pos + W_ - 1) >> 6));
+  }
+  for (size_t i = 0; i < n; ++i) out[i] = eval(keys[i], hashes[i], ver[i] >> 24, blk[i], grp[i]);
+  std::atomic_thread_fence(std::memory_order_acquire);
+  uint32_t retries = 0;
+  for (size_t i = 0; i < n; ++i) {
+    if ((ver[i] & 1u) || meta_relaxed(blk[i]) != ver[i]) {
+      ++retries;
+      out[i] = lookup_counted(keys[i], hashes[i], &retries);
+    }
+  }
+  return retries;
+}
+
+// ---- writer primitives ------------------------------------------------------
+
+void SetSep::block_write_begin(uint64_t blk, uint8_t seed) {
+  const uint32_t w = __atomic_load_n(&meta_[blk], __ATOMIC_RELAXED);
+  const uint32_t ver = (w + 1) & 0xffffffu;  // odd: writing (2^24 is even: parity survives the wrap)
+  __atomic_store_n(&meta_[blk], ver | (uint32_t(seed) << 24), __ATOMIC_RELAXED);
+  std::atomic_thread_fence(std::memory_order_release);
+}
+
+void SetSep::block_write_end(uint64_t blk) {
+  const uint32_t w = __atomic_load_n(&meta_[blk], __ATOMIC_RELAXED);
+  const uint32_t ver = (w + 1) & 0xffffffu;
+  __atomic_store_n(&meta_[blk], ver | (w & 0xff000000u), __ATOMIC_RELEASE);
+}
+
+void SetSep::put_choices(uint64_t blk, const uint8_t* choice) {
+  uint64_t* dst = choices_.data() + blk * 8;
+  for (unsigned k = 0; k < 8; ++k) {
+    uint64_t w = 0;
+    for (unsigned t = 0; t < 32; ++t) w |= uint64_t(choice[k * 32 + t] & 3u) << (2 * t);
+    store_relaxed(dst + k, w);
+  }
+}
+
+void SetSep::put_record(uint64_t blk, unsigned g, const uint64_t* src, uint64_t src_pos) {
+  uint64_t* dst = groups_.data();
+  const uint64_t pos = record_pos(blk, g);
+  for (unsigned done = 0; done < W_;) {
+    const unsigned w = std::min(64u, W_ - done);
+    write_bits(dst, pos + done, w, read_bits(src, src_pos + done, w));
+    done += w;
+  }
+}
+
+// ---- deltas -----------------------------------------------------------------
+//
+// SetSep payloads (format version 1; kinds below), little-endian:
+//   kind 1, group delta: u8 seed, u8 group, record (ceil(W/8) bytes, bit 0
+//           of the record = bit 0 of byte 0), u16 n, n x {key 16, h 8, value 1}
+//           (n > 0 only when the record is a fallback record)
+//   kind 2, block delta: u8 seed, 256 x u8 choice (packed 4 per byte: 64
+//           bytes), 64 records (W * 8 bytes, the block's record words),
+//           u16 n, n x {u8 group, key 16, h 8, value 1}
+
+namespace {
+constexpr uint8_t kKindGroup = 1, kKindBlock = 2;
+}
+
+Status SetSep::apply(std::span<const uint8_t> delta) {
+  DeltaHeader h;
+  std::span<const uint8_t> payload;
+  SB_RETURN_IF_ERROR(parse_delta(delta, &h, &payload));
+  if (h.backend != Backend::kSetSep)
+    return Status::InvalidArgument(std::string("setsep apply: delta is for backend ") +
+                                   backend_name(h.backend));
+  if (h.format_version != kSetSepFormatVersion)
+    return Status::InvalidArgument("setsep apply: format version " + std::to_string(h.format_version) +
+                                   " (this build reads " + std::to_string(kSetSepFormatVersion) + ")");
+  if (h.shape != shape_)
+    return Status::InvalidArgument("setsep apply: delta shape " + std::to_string(h.shape) +
+                                   " differs from the table's " + std::to_string(shape_) +
+                                   " (other value bits, x+m, partitions, capacity or hash seed)");
+  if (h.partition >= (1u << log2p_) || h.sub_id >= B_)
+    return Status::InvalidArgument("setsep apply: address (" + std::to_string(h.partition) + ", " +
+                                   std::to_string(h.sub_id) + ") out of range");
+  if (h.kind == kKindGroup) return apply_group(h, payload);
+  if (h.kind == kKindBlock) return apply_block(h, payload);
+  return Status::InvalidArgument("setsep apply: unknown delta kind " + std::to_string(h.kind));
+}
+
+Status SetSep::apply_group(const DeltaHeader& h, std::span<const uint8_t> payload) {
+  const uint64_t blk = uint64_t(h.partition) * B_ + h.sub_id;
+  const size_t rec_bytes = (W_ + 7) / 8;
+  ByteReader r(payload);
+  const uint8_t seed = r.u8();
+  const uint8_t g = r.u8();
+  const uint8_t* rec = r.take(rec_bytes);
+  const uint8_t* np = r.take(2);
+  if (!r.ok()) return Status::Corrupt("setsep group delta: truncated payload");
+  const unsigned n = get_u16(np);
+  const uint8_t* items = r.take(size_t(n) * 25);
+  if (!r.ok() || r.remaining() != 0)
+    return Status::Corrupt("setsep group delta: payload length does not match its contents");
+  if (g >= kGroupsPerBlock) return Status::Corrupt("setsep group delta: group " + std::to_string(g) + " >= 64");
+  if (seed != block_seed(blk))
+    return Status::FailedPrecondition("setsep group delta for block seed " + std::to_string(seed) +
+                                      " but the block has seed " + std::to_string(block_seed(blk)) +
+                                      " (a block delta was missed)");
+  uint64_t words[5] = {};
+  std::memcpy(words, rec, rec_bytes);
+  if (W_ % 8) words[W_ / 64] &= low_mask(W_ % 64);
+  const bool fb = record_is_fallback(words, 0);
+  if (!fb && n != 0) return Status::Corrupt("setsep group delta: fallback keys for a solved group");
+  for (unsigned k = 0; k < n; ++k)
+    if (items[k * 25 + 24] >> l_) return Status::Corrupt("setsep group delta: fallback value out of range");
+  const uint64_t gid = blk * kGroupsPerBlock + g;
+  block_write_begin(blk, seed);
+  if (fallback_.size() && group_is_fallback(blk, g)) fallback_.erase_groups(gid, gid + 1);
+  for (unsigned k = 0; k < n; ++k) {
+    FlowKey key;
+    std::memcpy(key.bytes, items + k * 25, 16);
+    fallback_.put(key, get_u64(items + k * 25 + 16), uint32_t(gid), items[k * 25 + 24]);
+  }
+  put_record(blk, g, words, 0);
+  block_write_end(blk);
+  return Status::Ok();
+}
+
+Status SetSep::apply_block(const DeltaHeader& h, std::span<const uint8_t> payload) {
+  const uint64_t blk = uint64_t(h.partition) * B_ + h.sub_id;
+  ByteReader r(payload);
+  const uint8_t seed = r.u8();
+  const uint8_t* packed = r.take(64);
+  const uint8_t* recs = r.take(size_t(W_) * 8);
+  const uint8_t* np = r.take(2);
+  if (!r.ok()) return Status::Corrupt("setsep block delta: truncated payload");
+  const unsigned n = get_u16(np);
+  const uint8_t* items = r.take(size_t(n) * 26);
+  if (!r.ok() || r.remaining() != 0)
+    return Status::Corrupt("setsep block delta: payload length does not match its contents");
+  std::vector<uint64_t> words(W_ + 1, 0);
+  std::memcpy(words.data(), recs, size_t(W_) * 8);
+  for (unsigned k = 0; k < n; ++k) {
+    const uint8_t g = items[k * 26];
+    if (g >= kGroupsPerBlock || !record_is_fallback(words.data(), uint64_t(g) * W_))
+      return Status::Corrupt("setsep block delta: fallback key for a group that is not a fallback group");
+    if (items[k * 26 + 25] >> l_) return Status::Corrupt("setsep block delta: fallback value out of range");
+  }
+  uint8_t choice[kBucketsPerBlock];
+  for (unsigned c = 0; c < kBucketsPerBlock; ++c) choice[c] = (packed[c >> 2] >> ((c & 3) * 2)) & 3u;
+
+  block_write_begin(blk, seed);
+  if (fallback_.size()) fallback_.erase_groups(blk * kGroupsPerBlock, (blk + 1) * kGroupsPerBlock);
+  put_choices(blk, choice);
+  if (hook_ != nullptr) hook_(hook_arg_);  // test hook: writer stalls mid-block
+  uint64_t* dst = groups_.data() + blk * W_;
+  for (unsigned k = 0; k < W_; ++k) store_relaxed(dst + k, words[k]);
+  for (unsigned k = 0; k < n; ++k) {
+    FlowKey key;
+    std::memcpy(key.bytes, items + k * 26 + 1, 16);
+    fallback_.put(key, get_u64(items + k * 26 + 17), uint32_t(blk * kGroupsPerBlock + items[k * 26]),
+                  items[k * 26 + 25]);
+  }
+  block_write_end(blk);
+  return Status::Ok();
+}
+
+// ---- snapshots --------------------------------------------------------------
+//
+// Header (64 bytes, little-endian):
+//   0 u32 magic "SBGT"   4 u8 backend (1)   5 u8 format version   6 u8 kind
+//   (0 whole, 1 partition)   7 u8 l   8 u8 x   9 u8 m   10 u8 log2 P   11 u8 0
+//   12 u32 B   16 u64 hash seed   24 u64 capacity   32 u32 first partition
+//   36 u32 partitions   40 u64 payload length   48 u32 shape   52 u32 0
+//   56 u64 checksum64 over bytes [0, 56) chained into the payload
+// Payload for the blocks of the partitions: u8 seed per block, 64-byte
+// choice line per block, W words of records per block, u32 n, n fallback
+// entries {u32 global group, key 16, h 8, value 1}.
+
+namespace {
+uint64_t snap_checksum(const uint8_t* p, size_t payload_len) {
+  return checksum64(p + kSnapHeader, payload_len, checksum64(p, 56));
+}
+}  // namespace
+
+void SetSep::write_header(std::vector<uint8_t>* out, uint8_t kind, uint32_t first_part,
+                          uint32_t nparts) const {
+  out->assign(kSnapHeader, 0);
+  uint8_t* p = out->data();
+  put_u32(p, kMagic);
+  p[4] = uint8_t(Backend::kSetSep);
+  p[5] = kSetSepFormatVersion;
+  p[6] = kind;
+  p[7] = uint8_t(l_);
+  p[8] = uint8_t(x_);
+  p[9] = uint8_t(m_);
+  p[10] = uint8_t(log2p_);
+  put_u32(p + 12, B_);
+  put_u64(p + 16, hash_seed_);
+  put_u64(p + 24, capacity_);
+  put_u32(p + 32, first_part);
+  put_u32(p + 36, nparts);
+  put_u32(p + 48, shape_);
+}
+
+void SetSep::serialize_range(uint32_t first_part, uint32_t nparts, uint8_t kind,
+                             std::vector<uint8_t>* out) const {
+  write_header(out, kind, first_part, nparts);
+  const uint64_t b0 = uint64_t(first_part) * B_, nb = uint64_t(nparts) * B_;
+  std::vector<FallbackTable::Entry> fb;
+  for (const auto& e : fallback_.entries())
+    if (e.group >= b0 * kGroupsPerBlock && e.group < (b0 + nb) * kGroupsPerBlock) fb.push_back(e);
+  std::sort(fb.begin(), fb.end(), [](const auto& a, const auto& b) {
+    return a.group != b.group ? a.group < b.group : std::memcmp(a.key.bytes, b.key.bytes, 16) < 0;
+  });
+  const size_t payload = nb + nb * 64 + nb * W_ * 8 + 4 + fb.size() * kSnapFbEntry;
+  out->resize(kSnapHeader + payload);
+  uint8_t* p = out->data() + kSnapHeader;
+  for (uint64_t b = 0; b < nb; ++b) *p++ = block_seed(b0 + b);
+  for (uint64_t w = 0; w < nb * 8; ++w, p += 8) put_u64(p, load_relaxed(choices_.data() + b0 * 8 + w));
+  for (uint64_t w = 0; w < nb * W_; ++w, p += 8) put_u64(p, load_relaxed(groups_.data() + b0 * W_ + w));
+  put_u32(p, uint32_t(fb.size()));
+  p += 4;
+  for (const auto& e : fb) {
+    put_u32(p, e.group);
+    std::memcpy(p + 4, e.key.bytes, 16);
+    put_u64(p + 20, e.h);
+    p[28] = e.value;
+    p += kSnapFbEntry;
+  }
+  put_u64(out->data() + 40, payload);
+  put_u64(out->data() + 56, snap_checksum(out->data(), payload));
+}
+
+void SetSep::serialize(std::vector<uint8_t>* out) const {
+  serialize_range(0, 1u << log2p_, kSnapWhole, out);
+}
+
+Status SetSep::serialize_partition(uint32_t partition, std::vector<uint8_t>* out) const {
+  if (partition >= (1u << log2p_))
+    return Status::InvalidArgument("setsep: partition " + std::to_string(partition) + " out of range");
+  serialize_range(partition, 1, kSnapPartition, out);
+  return Status::Ok();
+}
+
+namespace {
+
+struct SnapView {
+  SetSepConfig cfg;
+  uint8_t kind = 0;
+  uint32_t B = 0, first = 0, nparts = 0, shape = 0;
+  std::span<const uint8_t> payload;
+};
+
+Status parse_snapshot(std::span<const uint8_t> bytes, SnapView* v) {
+  if (bytes.size() < kSnapHeader)
+    return Status::Corrupt("setsep snapshot: " + std::to_string(bytes.size()) +
+                           " bytes, shorter than the 64-byte header");
+  const uint8_t* p = bytes.data();
+  if (get_u32(p) != kMagic) return Status::Corrupt("setsep snapshot: bad magic (not a GPT snapshot)");
+  if (p[4] != uint8_t(Backend::kSetSep))
+    return Status::InvalidArgument("setsep snapshot: backend byte " + std::to_string(p[4]) + " is not SetSep");
+  if (p[5] != kSetSepFormatVersion)
+    return Status::InvalidArgument("setsep snapshot: format version " + std::to_string(p[5]) +
+                                   " (this build reads " + std::to_string(kSetSepFormatVersion) + ")");
+  const uint64_t payload_len = get_u64(p + 40);
+  if (payload_len != bytes.size() - kSnapHeader)
+    return Status::Corrupt("setsep snapshot: header says " + std::to_string(payload_len) +
+                           " payload bytes, " + std::to_string(bytes.size() - kSnapHeader) +
+                           " present (truncated?)");
+  if (get_u64(p + 56) != snap_checksum(p, payload_len))
+    return Status::Corrupt("setsep snapshot: checksum mismatch");
+  v->kind = p[6];
+  v->cfg.value_bits = p[7];
+  v->cfg.index_bits = p[8];
+  v->cfg.array_bits = p[9];
+  v->cfg.log2_partitions = p[10];
+  v->B = get_u32(p + 12);
+  v->cfg.hash_seed = get_u64(p + 16);
+  v->cfg.capacity = get_u64(p + 24);
+  v->first = get_u32(p + 32);
+  v->nparts = get_u32(p + 36);
+  v->shape = get_u32(p + 48);
+  if (p[11] != 0 || get_u32(p + 52) != 0) return Status::Corrupt("setsep snapshot: reserved bytes not zero");
+  Status st = v->cfg.validate();
+  if (!st.ok()) return Status::Corrupt("setsep snapshot: " + st.message());
+  if (v->B != blocks_per_partition(v->cfg.capacity, v->cfg.log2_partitions))
+    return Status::Corrupt("setsep snapshot: blocks per partition inconsistent with capacity");
+  const uint64_t P = uint64_t(1) << v->cfg.log2_partitions;
+  if (v->nparts == 0 || v->first >= P || v->nparts > P - v->first)
+    return Status::Corrupt("setsep snapshot: partition range out of bounds");
+  v->payload = bytes.subspan(kSnapHeader);
+  return Status::Ok();
+}
+
+}  // namespace
+
+Result<std::unique_ptr<SetSep>> SetSep::deserialize(std::span<const uint8_t> bytes) {
+  SnapView v;
+  SB_RETURN_IF_ERROR(parse_snapshot(bytes, &v));
+  if (v.kind != kSnapWhole || v.first != 0 || v.nparts != (1u << v.cfg.log2_partitions))
+    return Status::InvalidArgument("setsep deserialize: snapshot holds one partition, not a whole table "
+                                   "(use load_partition)");
+  // Size check before allocating anything.
+  const uint64_t nb = uint64_t(v.B) << v.cfg.log2_partitions;
+  const unsigned W = v.cfg.value_bits * (v.cfg.index_bits + v.cfg.array_bits);
+  const uint64_t fixed = nb + nb * 64 + nb * W * 8 + 4;
+  if (v.payload.size() < fixed) return Status::Corrupt("setsep snapshot: payload shorter than the table");
+  std::unique_ptr<SetSep> t(new SetSep());
+  SB_RETURN_IF_ERROR(t->init(v.cfg));
+  if (t->shape_ != v.shape) return Status::Corrupt("setsep snapshot: shape fingerprint mismatch");
+  SB_RETURN_IF_ERROR(t->load_partition(bytes.subspan(0), /*whole=*/true));
+  return t;
+}
+
+Status SetSep::load_partition(std::span<const uint8_t> bytes) { return load_partition(bytes, false); }
+
+Status SetSep::load_partition(std::span<const uint8_t> bytes, bool whole) {
+  SnapView v;
+  SB_RETURN_IF_ERROR(parse_snapshot(bytes, &v));
+  if (!whole && v.kind != kSnapPartition)
+    return Status::InvalidArgument("setsep load_partition: snapshot is not a partition snapshot");
+  if (v.shape != shape_ || v.cfg.value_bits != l_ || v.cfg.index_bits != x_ || v.cfg.array_bits != m_ ||
+      v.cfg.log2_partitions != log2p_ || v.B != B_ || v.cfg.hash_seed != hash_seed_)
+    return Status::InvalidArgument("setsep load_partition: snapshot geometry differs from the table's");
+  const uint64_t b0 = uint64_t(v.first) * B_, nb = uint64_t(v.nparts) * B_;
+  ByteReader r(v.payload);
+  const uint8_t* seeds = r.take(nb);
+  const uint8_t* ch = r.take(nb * 64);
+  const uint8_t* recs = r.take(nb * W_ * 8);
+  const uint32_t n = r.u32();
+  if (!r.ok()) return Status::Corrupt("setsep snapshot: payload shorter than the table");
+  const uint8_t* items = r.take(uint64_t(n) * kSnapFbEntry);
+  if (!r.ok() || r.remaining() != 0)
+    return Status::Corrupt("setsep snapshot: payload length does not match its contents");
+  for (uint32_t k = 0; k < n; ++k) {
+    const uint8_t* e = items + uint64_t(k) * kSnapFbEntry;
+    const uint64_t gid = get_u32(e);
+    if (gid < b0 * kGroupsPerBlock || gid >= (b0 + nb) * kGroupsPerBlock)
+      return Status::Corrupt("setsep snapshot: fallback entry outside the snapshot's blocks");
+    const uint64_t lb = gid / kGroupsPerBlock - b0;
+    uint64_t rec[6] = {};
+    const uint64_t pos = lb * W_ * 64 + (gid % kGroupsPerBlock) * W_;
+    std::memcpy(rec, recs + (pos >> 6) * 8, std::min<uint64_t>(16, nb * W_ * 8 - (pos >> 6) * 8));
+    if (!record_is_fallback(rec, pos & 63))
+      return Status::Corrupt("setsep snapshot: fallback entry for a group that is not a fallback group");
+    if (e[28] >> l_) return Status::Corrupt("setsep snapshot: fallback value out of range");
+  }
+  // Replace the blocks: hold every block of the range in its write section
+  // while the fallback entries change, so no reader mixes old and new.
+  for (uint64_t b = 0; b < nb; ++b) block_write_begin(b0 + b, seeds[b]);
+  if (fallback_.size()) fallback_.erase_groups(b0 * kGroupsPerBlock, (b0 + nb) * kGroupsPerBlock);
+  for (uint64_t w = 0; w < nb * 8; ++w) store_relaxed(choices_.data() + b0 * 8 + w, get_u64(ch + w * 8));
+  for (uint64_t w = 0; w < nb * W_; ++w) store_relaxed(groups_.data() + b0 * W_ + w, get_u64(recs + w * 8));
+  for (uint32_t k = 0; k < n; ++k) {
+    const uint8_t* e = items + uint64_t(k) * kSnapFbEntry;
+    FlowKey key;
+    std::memcpy(key.bytes, e + 4, 16);
+    fallback_.put(key, get_u64(e + 20), get_u32(e), e[28]);
+  }
+  for (uint64_t b = 0; b < nb; ++b) block_write_end(b0 + b);
+  return Status::Ok();
+}
+
+uint64_t SetSep::num_bits() const {
+  const uint64_t constant = sizeof(CandidateTable) * 8 + sizeof(SaltTables) * 8;
+  return nblocks_ * 512 + (nblocks_ * W_ + 1) * 64 + nblocks_ * 32 + fallback_.num_bits() + constant;
+}
+
+}  // namespace sb::gpt

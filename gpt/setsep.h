@@ -1,0 +1,373 @@
+// gpt/setsep.h: SetSep, the ScaleBricks global partition table
+// (Zhou et al., SIGCOMM'15, ../shared/papers/scalebricks-sigcomm15.md
+// §4-§5.1, §6.1.1, Algorithm 1), behind the GPT interface (gpt/gpt.h).
+//
+// ============================================================================
+// WHAT IT IS
+// ============================================================================
+// A map key -> l-bit value (l = 1..8; the GPT stores node ids) that does not
+// store the keys. Keys are split into groups of ~16 (two-level hashing,
+// §4.4); for each group and each value bit SetSep stores the index i of a
+// hash function H_i from a family and a small bit array such that
+// array[H_i(x)] = bit of x's value for every key x of the group (§4.1-§4.3).
+// A lookup of an unknown key returns an arbitrary value (one-sided error).
+//
+// ============================================================================
+// HASH PLAN (every index from the one 64-bit key hash h, core/hash.h)
+// ============================================================================
+//   partition p = top log2(P) bits of h                       (shared definition)
+//   block    b  = reduce(remix(h, kGptBlock), B)               B blocks per partition
+//   bucket   c  = top 8 bits of remix(h, kGptBucket)           256 buckets per block
+//   G1(x)       = top 32 bits of remix(h, kGptG1 ^ seed_salt(s_b))
+//   G2(x)       = top 32 bits of remix(h, kGptG2 ^ seed_salt(s_b))
+//   H_i(x)      = G1 + i * G2 (mod 2^32); slot = top log2(m) bits  (§4.1)
+// s_b is the block's seed (0 unless the block had to be retried); it is
+// stored in the structure and carried by every delta of the block, so all
+// nodes compute the same thing. The global block id is p * B + b and the
+// delta/snapshot address is (partition p, sub_id b).
+//
+// ============================================================================
+// TWO-LEVEL HASHING (§4.4)
+// ============================================================================
+//   block (1024 keys on average at capacity)
+//   +---------------------------------------------------------------+
+//   | 256 buckets (~4 keys each)  b0 b1 b2 ...                 b255 |
+//   |   each bucket has 4 fixed candidate groups; it stores a       |
+//   |   2-bit choice among them                                     |
+//   |        \  |  /   /  \ ...                                     |
+//   | 64 groups (~16 keys each)  g0 g1 ...                      g63 |
+//   +---------------------------------------------------------------+
+// The candidate table is the same for every block: column j of it is a
+// fixed pseudo-random permutation of the 256 buckets folded onto the 64
+// groups (perm_j(c) / 4), repaired so a bucket's 4 candidates are distinct;
+// every group is a candidate of exactly 16 buckets (4 per column), "each
+// group equally often a candidate". Construction sorts a block's buckets by
+// size, largest first, and puts each into its least-loaded candidate
+// (random among ties); it repeats this `greedy_runs` times with different
+// random tie-breaks and keeps the run with the smallest maximum group,
+// then the smallest sum of 2^load (a proxy of the search work, which grows
+// exponentially with the group size).
+//
+// ============================================================================
+// PER-GROUP SEPARATION (§4.1-§4.3, §6.1.1; gpt/setsep_search.h)
+// ============================================================================
+// For value bit j, the group stores idx_j (x bits, the first i that works)
+// and arr_j (m bits). "16+8" (x = 16, m = 8) is the default; 8+16 and 16+16
+// are selectable. All l bits are searched in one pass over i. The index
+// value 2^x - 1 is reserved: idx_0 = 2^x - 1 marks a FALLBACK group whose
+// keys live in a small exact table keyed by the full key
+// (gpt/fallback_table.h). A group falls back when no i < 2^x - 1 separates
+// it after `max_block_seeds` block seeds, when it has more than
+// kMaxGroupKeys keys, or when two of its keys have the same 64-bit hash and
+// different values (no function of h can separate those; the full key
+// can).
+//
+// ============================================================================
+// LAYOUT (plain contiguous arrays; B_tot = P * B blocks)
+// ============================================================================
+//   choices_  uint64[B_tot * 8]      block k: words [8k, 8k+8) = one 64-byte
+//                                    cache line, bucket c's 2-bit choice at
+//                                    bit 2c of the line
+//   groups_   uint64[B_tot * W + 1]  W = l*(x+m) bits per group record; block
+//                                    k's 64 records fill words [kW, kW+W)
+//                                    exactly (64 * W bits); record g at bit
+//                                    g*W of it: for j = 0..l-1,
+//                                      [idx_j : x bits][arr_j : m bits]
+//                                    (+1 guard word for two-word reads)
+//   meta_     uint32[B_tot]          block seqlock word: bits 0..23 version
+//                                    (odd = being written), 24..31 seed s_b
+//   fallback_ FallbackTable          exact key -> value for fallback groups
+// A lookup touches the block's choice line, then its group record (one line,
+// or two when the record straddles a line boundary), plus the meta word
+// (4 bytes per block: a 64 KiB array at 16M keys, cache resident). With
+// 16+8 and l = 2 a block is 64 + 384 bytes.
+//
+// ============================================================================
+// SPACE (bits per key at capacity, 1024 keys per block)
+// ============================================================================
+//   choices   256 * 2 / 1024                     = 0.5
+//   groups    64 * l * (x + m) / 1024            = l (x + m) / 16  (16+8: 1.5 l)
+//   meta      32 / 1024                          = 0.031
+//   fallback  256 bits per slot, 0 when nothing fell back
+//   constant  candidate table + salt tables (~24 Kbit per structure)
+// e.g. l = 2, 16+8: 3.53 bits/key (paper Table 1: 3.50 without versions).
+// The number of blocks is fixed by the configured capacity; at lower load
+// the per-key figure grows as capacity/load.
+//
+// ============================================================================
+// PROBABILITY NOTES
+// ============================================================================
+// One value bit of an n-key group with an m-slot array: H_i succeeds when no
+// slot receives keys of both bit values. With balanced bits that is about
+// E[2^-(n - occupied slots)]: for n = 16, m = 8 about 1/300 per candidate,
+// for n = 21 about 1/8000 (2^x - 1 = 65535 candidates are available), so the
+// chance that a group fails is dominated by the largest groups and by the
+// weakness of the G1 + i G2 family (§4.1: "fails only once every few billion
+// keys"). Two-level hashing keeps the largest group of 16M keys near 21
+// (§4.4; direct hashing would give ~40). A block whose group fails is
+// retried with the next block seed (new G1/G2 and new tie-breaks), so a
+// fallback needs max_block_seeds independent failures of that block.
+// Measured figures: gpt/README.md.
+//
+// ============================================================================
+// UPDATES (§4.5)
+// ============================================================================
+// SetSepBuilder keeps the (key, h, value) entries of its blocks, sorted by
+// bucket. Insert / value change recompute only the key's group (a "group
+// delta": seed + group index + record, ~9 bytes of payload at l = 2); when
+// the group grows beyond `rebalance_group_keys` or cannot be solved, the
+// whole block is rebalanced with the next seed (a "block delta": seed +
+// choices + 64 records). Delete recomputes nothing (the stored functions
+// still separate the remaining keys) and produces no delta; it is recorded
+// in the builder's key set and statistics.
+//
+// ============================================================================
+// THREAD SAFETY
+// ============================================================================
+// SetSep: lookups are const and safe from any number of threads concurrently
+// with ONE writer thread running apply()/load_partition()/set_* (external
+// synchronization between writers). Per-block seqlock, the protocol of
+// core/seqlock.h on the meta word:
+//   writer:  meta = version+1 (odd) | new seed; release fence;
+//            relaxed stores of the block's choices/records (and fallback
+//            entries, which have their own seqlock inside FallbackTable);
+//            meta = version+2 (even) | seed with a release store
+//   reader:  s = acquire load of meta; if odd: retry; relaxed loads;
+//            acquire fence; retry if meta != s
+// so a reader never returns a value computed from a half-written block (the
+// seed comes from the same word it validates). All data accesses are
+// relaxed atomics (TSan-clean). A reader of a block under a long write
+// spins (pause); the writer never waits for readers. serialize*() read
+// without the seqlock and must not run concurrently with a writer.
+// SetSepBuilder: one thread (the RIB owner's); build() uses worker threads
+// internally and is deterministic for a configuration whatever the number
+// of threads.
+#pragma once
+
+#include <array>
+#include <atomic>
+#include <cstdint>
+#include <memory>
+#include <span>
+#include <vector>
+
+#include "core/flow_key.h"
+#include "core/hash.h"
+#include "core/large_array.h"
+#include "core/status.h"
+#include "gpt/delta.h"
+#include "gpt/fallback_table.h"
+#include "gpt/gpt.h"
+#include "gpt/setsep_search.h"
+
+namespace sb::gpt {
+
+inline constexpr unsigned kBucketsPerBlock = 256;
+inline constexpr unsigned kGroupsPerBlock = 64;
+inline constexpr unsigned kCandidates = 4;
+inline constexpr unsigned kKeysPerBlock = 1024;  // at capacity, on average
+inline constexpr uint8_t kSetSepFormatVersion = 1;
+static_assert(kBucketsPerBlock * 2 == 512, "a block's choices are one 64-byte line");
+
+struct SetSepConfig {
+  unsigned value_bits = 2;        // l, 1..8
+  unsigned index_bits = 16;       // x, 2..16
+  unsigned array_bits = 8;        // m, one of 2, 4, 8, 16
+  uint64_t capacity = 0;          // keys; fixes the number of blocks
+  unsigned log2_partitions = 10;  // P = 2^log2_partitions (0..16)
+  uint64_t hash_seed = 1;         // cluster hash seed (hash_key)
+  uint64_t seed = 1;              // construction randomness (greedy tie-breaks)
+  unsigned greedy_runs = 4;       // §4.4 randomized assignment runs per block
+  unsigned max_block_seeds = 8;   // block seeds tried before a group falls back
+  unsigned rebalance_group_keys = 24;  // insert into a larger group rebalances its block
+  Status validate() const;
+};
+
+// The static candidate table of two-level hashing (shared by all blocks).
+struct CandidateTable {
+  uint8_t cand[kBucketsPerBlock][kCandidates];  // group of bucket c, choice j
+  struct Member { uint8_t bucket, choice; };
+  Member members[kGroupsPerBlock][16];          // buckets that may choose group g
+};
+const CandidateTable& candidate_table();
+
+class SetSep final : public GptTable {
+ public:
+  // An empty table (every block: seed 0, choices 0, records 0) of the
+  // configured geometry; lookups answer 0 until built or fed deltas.
+  static Result<std::unique_ptr<SetSep>> create(const SetSepConfig& cfg);
+  static Result<std::unique_ptr<SetSep>> deserialize(std::span<const uint8_t> bytes);
+
+  // ---- GptTable -----------------------------------------------------------
+  Backend backend() const override { return Backend::kSetSep; }
+  unsigned value_bits() const override { return l_; }
+  uint64_t hash_seed() const override { return hash_seed_; }
+  unsigned log2_partitions() const override { return log2p_; }
+  uint32_t sub_ids_per_partition() const override { return B_; }
+  uint64_t capacity() const override { return capacity_; }
+  GptAddress address_of(uint64_t h) const override;
+  uint8_t lookup(const FlowKey& key, uint64_t h) const override;
+  uint32_t lookup_bulk(const FlowKey* keys, const uint64_t* hashes, size_t n,
+                       uint8_t* out) const override;
+  Status apply(std::span<const uint8_t> delta) override;
+  void serialize(std::vector<uint8_t>* out) const override;
+  Status serialize_partition(uint32_t partition, std::vector<uint8_t>* out) const override;
+  Status load_partition(std::span<const uint8_t> bytes) override;
+  uint64_t num_bits() const override;
+  uint64_t fallback_keys() const override { return fallback_.size(); }
+
+  // ---- SetSep specifics ---------------------------------------------------
+  unsigned index_bits() const { return x_; }
+  unsigned array_bits() const { return m_; }
+  uint64_t num_blocks() const { return nblocks_; }
+  uint32_t shape() const { return shape_; }
+  uint64_t block_of(uint64_t h) const {
+    const uint64_t p = partition_of(h, log2p_);
+    const uint64_t b = B_ == 1 ? 0 : reduce(remix(h, salt::kGptBlock), B_);
+    return p * B_ + b;
+  }
+  static unsigned bucket_of(uint64_t h) { return unsigned(remix(h, salt::kGptBucket) >> 56); }
+  uint8_t block_seed(uint64_t blk) const { return uint8_t(meta_load(blk) >> 24); }
+  bool group_is_fallback(uint64_t blk, unsigned g) const;
+  uint64_t fallback_groups() const;
+
+  // Test hook: called by apply() in the middle of writing a block (after
+  // the choices, before the group records), inside the write section.
+  using WriteHook = void (*)(void* arg);
+  void set_write_hook(WriteHook fn, void* arg) { hook_ = fn; hook_arg_ = arg; }
+
+  // Number of bits of one group record.
+  unsigned record_bits() const { return W_; }
+
+ private:
+  friend class SetSepBuilder;
+  SetSep() = default;
+  Status init(const SetSepConfig& cfg);
+  Status load_partition(std::span<const uint8_t> bytes, bool whole);
+
+  uint32_t meta_load(uint64_t blk) const { return __atomic_load_n(&meta_[blk], __ATOMIC_ACQUIRE); }
+  uint32_t meta_relaxed(uint64_t blk) const { return __atomic_load_n(&meta_[blk], __ATOMIC_RELAXED); }
+  void block_write_begin(uint64_t blk, uint8_t seed);
+  void block_write_end(uint64_t blk);
+
+  uint64_t record_pos(uint64_t blk, unsigned g) const { return (blk * W_) * 64 + uint64_t(g) * W_; }
+  unsigned choice_of(uint64_t blk, unsigned bucket) const;
+  uint8_t eval(const FlowKey& key, uint64_t h, uint32_t seed, uint64_t blk, unsigned g) const;
+  uint8_t lookup_counted(const FlowKey& key, uint64_t h, uint32_t* retries) const;
+
+  // Writer primitives (inside a block write section).
+  void put_choices(uint64_t blk, const uint8_t* choice256);
+  void put_record(uint64_t blk, unsigned g, const uint64_t* rec_words, uint64_t rec_bitpos);
+  bool record_is_fallback(const uint64_t* words, uint64_t pos) const;
+
+  struct FbItem { uint8_t g; FlowKey key; uint64_t h; uint8_t value; };
+  Status apply_group(const DeltaHeader& h, std::span<const uint8_t> payload);
+  Status apply_block(const DeltaHeader& h, std::span<const uint8_t> payload);
+  void write_header(std::vector<uint8_t>* out, uint8_t kind, uint32_t first_part,
+                    uint32_t nparts) const;
+  void serialize_range(uint32_t first_part, uint32_t nparts, uint8_t kind,
+                       std::vector<uint8_t>* out) const;
+
+  unsigned l_ = 2, x_ = 16, m_ = 8, log2p_ = 10, F_ = 24, W_ = 48, shift_ = 29;
+  uint32_t B_ = 1;
+  uint64_t nblocks_ = 0, capacity_ = 0, hash_seed_ = 1;
+  uint32_t marker_ = 0xffff, xmask_ = 0xffff, mmask_ = 0xff;
+  uint32_t shape_ = 0;
+  LargeArray<uint64_t> choices_;
+  LargeArray<uint64_t> groups_;
+  LargeArray<uint32_t> meta_;
+  FallbackTable fallback_;
+  WriteHook hook_ = nullptr;
+  void* hook_arg_ = nullptr;
+};
+
+// Salts of the block seeds: g1_salt(s) = kGptG1 ^ seed_salt(s), likewise G2.
+uint64_t g1_salt(unsigned seed);
+uint64_t g2_salt(unsigned seed);
+
+class SetSepBuilder final : public GptBuilder {
+ public:
+  static Result<std::unique_ptr<SetSepBuilder>> create(const SetSepConfig& cfg);
+  ~SetSepBuilder() override;
+
+  // ---- GptBuilder (hashing the key with the configured hash seed) ---------
+  Status build(const FlowKey* keys, const uint8_t* values, size_t n, unsigned threads) override;
+  Status insert(const FlowKey& key, uint8_t value, DeltaList* out) override {
+    return insert(key, hash_key(key, cfg_.hash_seed), value, out);
+  }
+  Status change(const FlowKey& key, uint8_t value, DeltaList* out) override {
+    return change(key, hash_key(key, cfg_.hash_seed), value, out);
+  }
+  Status erase(const FlowKey& key, DeltaList* out) override {
+    return erase(key, hash_key(key, cfg_.hash_seed), out);
+  }
+  Result<uint8_t> find(const FlowKey& key) const override {
+    return find(key, hash_key(key, cfg_.hash_seed));
+  }
+  uint64_t size() const override { return size_; }
+  const GptTable& table() const override { return *table_; }
+  GptTable& mutable_table() override { return *table_; }
+
+  // ---- with precomputed hashes (the RIB has h already; tests inject
+  // colliding hashes). REQUIRES: h = the hash the lookups will use.
+  Status build_hashed(const FlowKey* keys, const uint64_t* hashes, const uint8_t* values,
+                      size_t n, unsigned threads);
+  Status insert(const FlowKey& key, uint64_t h, uint8_t value, DeltaList* out);
+  Status change(const FlowKey& key, uint64_t h, uint8_t value, DeltaList* out);
+  Status erase(const FlowKey& key, uint64_t h, DeltaList* out);
+  Result<uint8_t> find(const FlowKey& key, uint64_t h) const;
+
+  // Re-seeds and rebalances one block (whole-block delta). Used by tests and
+  // by operators to clear a fallback group.
+  Status rebuild_block(uint32_t partition, uint32_t sub_id, DeltaList* out);
+
+  const SetSep& setsep() const { return *table_; }
+  SetSep& mutable_setsep() { return *table_; }
+  const SetSepConfig& config() const { return cfg_; }
+
+  struct Stats {
+    // build
+    uint64_t groups = 0, max_group_keys = 0, fallback_groups = 0, fallback_keys = 0;
+    uint64_t reseeded_blocks = 0;       // blocks that needed seed > 0 at build
+    uint64_t candidates = 0;            // hash indices evaluated (search work)
+    std::vector<uint64_t> group_size_hist;  // [size] -> groups (build)
+    // updates
+    uint64_t inserts = 0, changes = 0, erases = 0;
+    uint64_t group_recomputes = 0, block_rebalances = 0;
+    uint64_t deltas = 0, delta_bytes = 0, delta_payload_bytes = 0;
+  };
+  const Stats& stats() const { return stats_; }
+  // Current distribution of group sizes over all blocks ([size] -> groups).
+  std::vector<uint64_t> group_size_histogram() const;
+
+ private:
+  SetSepBuilder() = default;
+
+  struct BlockKeys {
+    std::vector<FlowKey> keys;   // sorted by bucket
+    std::vector<uint64_t> h;
+    std::vector<uint8_t> v;
+    std::array<uint32_t, kBucketsPerBlock + 1> off{};
+    size_t size() const { return v.size(); }
+  };
+  struct BlockImage;
+  struct Scratch;
+
+  Status solve_block(const BlockKeys& bk, uint64_t blk, unsigned first_seed, unsigned attempts,
+                     Scratch* s, BlockImage* img) const;
+  void write_image(uint64_t blk, const BlockImage& img);  // build path: direct
+  void emit_block(uint64_t blk, const BlockImage& img, DeltaList* out);
+  Status recompute_group(uint64_t blk, unsigned bucket, DeltaList* out);
+  Status rebalance(uint64_t blk, DeltaList* out);
+  Status apply_own(DeltaList* out, size_t first);
+  int locate(const BlockKeys& bk, unsigned bucket, const FlowKey& key) const;
+
+  SetSepConfig cfg_;
+  std::unique_ptr<SetSep> table_;
+  std::vector<BlockKeys> blocks_;
+  uint64_t size_ = 0;
+  Stats stats_;
+  std::unique_ptr<Scratch> scratch_;
+};
+
+}  // namespace sb::gpt
