@@ -1,21 +1,26 @@
-# sb_add_tests(<target> SOURCES ... LIBS ...)
+# sb_add_tests(<target> SOURCES ... [LIBS ...] [SERIAL])
 #
 # One Catch2 test binary per folder; each TEST_CASE becomes its own CTest
 # test. Catch tags map to CTest labels:
 #   [large]  longer than 30 s: label `large` (still in the default run)
 #   [tsan]   concurrency test: label `tsan` (the ThreadSanitizer tree runs
 #            only these; the normal tree runs them too)
-# Other tests carry the label `unit`.
+# Other tests carry the label `unit`. SERIAL: the tests change machine-wide
+# state (network namespaces, ...) and run alone (CTest RUN_SERIAL).
 function(sb_add_tests target)
-  cmake_parse_arguments(A "" "" "SOURCES;LIBS" ${ARGN})
+  cmake_parse_arguments(A "SERIAL" "" "SOURCES;LIBS" ${ARGN})
   add_executable(${target} ${A_SOURCES} ${PROJECT_SOURCE_DIR}/core/test_main.cc)
   target_link_libraries(${target} PRIVATE ${A_LIBS} Catch2::Catch2 sb_flags)
   target_include_directories(${target} PRIVATE ${PROJECT_SOURCE_DIR})
   set(_env "SB_TEST_SRCDIR=${PROJECT_SOURCE_DIR}")
+  set(_serial "")
+  if(A_SERIAL)
+    set(_serial RUN_SERIAL TRUE)
+  endif()
   catch_discover_tests(${target} TEST_SPEC "~[large]~[tsan]"
-    PROPERTIES LABELS unit ENVIRONMENT "${_env}")
+    PROPERTIES LABELS unit ENVIRONMENT "${_env}" ${_serial})
   catch_discover_tests(${target} TEST_SPEC "[tsan]~[large]"
-    PROPERTIES LABELS tsan ENVIRONMENT "${_env}")
+    PROPERTIES LABELS tsan ENVIRONMENT "${_env}" ${_serial})
   catch_discover_tests(${target} TEST_SPEC "[large]"
-    PROPERTIES LABELS large ENVIRONMENT "${_env}")
+    PROPERTIES LABELS large ENVIRONMENT "${_env}" ${_serial})
 endfunction()

@@ -1,0 +1,155 @@
+// End-to-end tests of testbed/up and testbed/down on the real kernel: they
+// create network namespaces, bridges, veths and sshd processes (root
+// needed: make test runs as root), use testbed index 14 so they never touch
+// a demo testbed (index 0), and check that down leaves nothing behind.
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <catch2/catch.hpp>
+#include <cstdio>
+#include <fstream>
+#include <sstream>
+#include <string>
+#include <vector>
+
+namespace {
+
+struct Run {
+  int rc;
+  std::string out;
+};
+
+Run sh(const std::string& cmd) {
+  Run r{-1, ""};
+  FILE* p = popen((cmd + " 2>&1").c_str(), "r");
+  REQUIRE(p != nullptr);
+  char buf[4096];
+  size_t n;
+  while ((n = fread(buf, 1, sizeof buf, p)) > 0) r.out.append(buf, n);
+  const int st = pclose(p);
+  r.rc = WIFEXITED(st) ? WEXITSTATUS(st) : -1;
+  return r;
+}
+
+std::string src() {
+  const char* s = std::getenv("SB_TEST_SRCDIR");
+  return s ? s : ".";
+}
+
+bool has(const std::string& s, const std::string& sub) { return s.find(sub) != std::string::npos; }
+
+std::vector<int> recorded_pids(const std::string& record) {
+  std::vector<int> pids;
+  std::ifstream in(record);
+  std::string kind, name, line;
+  while (std::getline(in, line)) {
+    std::istringstream ls(line);
+    ls >> kind >> name;
+    if (kind == "pid") pids.push_back(std::stoi(name));
+  }
+  return pids;
+}
+
+// Every trace of testbed sb14: namespaces, links, state.
+std::string traces() {
+  std::string t;
+  const Run ns = sh("ip netns list | grep -E '^sb14(n[0-9]+|gen|enb)\\b' || true");
+  t += ns.out;
+  const Run links = sh("ip -br link | grep -E '^sb14' || true");
+  t += links.out;
+  if (access("/run/sb-testbed/sb14", F_OK) == 0) t += "state dir /run/sb-testbed/sb14\n";
+  return t;
+}
+
+}  // namespace
+
+TEST_CASE("testbed up/down: namespaces, ssh, Ansible, nothing left behind", "[testbed]") {
+  REQUIRE(geteuid() == 0);  // make test runs as root; the testbed needs it
+  const std::string up = src() + "/testbed/up", down = src() + "/testbed/down";
+  sh(down + " --index 14");  // a previous crashed run
+  REQUIRE(traces().empty());
+
+  const Run u = sh(up + " --nodes 2 --index 14");
+  INFO(u.out);
+  REQUIRE(u.rc == 0);
+  const std::vector<int> pids = recorded_pids("/run/sb-testbed/sb14/objects");
+  CHECK(pids.size() == 2);  // one sshd per node namespace
+  for (int p : pids) CHECK(kill(p, 0) == 0);
+
+  // The node namespaces have their four interfaces, MTU >= 1600 on data ports.
+  const Run links = sh("ip -n sb14n2 -o link show");
+  for (const char* ifn : {"ext", "fabric", "enb", "mgmt"}) CHECK(has(links.out, std::string(" ") + ifn + "@"));
+  CHECK(has(sh("ip -n sb14n1 -o link show fabric").out, "mtu 1600"));
+  CHECK(has(sh("ip -n sb14n1 -o addr show mgmt").out, "198.18.224.11/24"));
+  // Only 198.18.0.0/15 addresses anywhere in the testbed.
+  for (const char* ns : {"sb14n1", "sb14n2", "sb14gen", "sb14enb"}) {
+    const Run a = sh(std::string("ip -n ") + ns + " -4 -o addr show | awk '{print $4}'");
+    std::istringstream in(a.out);
+    std::string addr;
+    while (in >> addr) {
+      INFO(ns << " " << addr);
+      CHECK((addr.rfind("198.18.", 0) == 0 || addr.rfind("198.19.", 0) == 0 || addr.rfind("127.", 0) == 0));
+    }
+  }
+
+  // Ansible reaches every node over ssh, from the root namespace.
+  const Run ping = sh("ANSIBLE_NOCOLOR=1 ansible -i " + src() +
+                      "/ansible/inventories/testbed/hosts.yml sb_nodes -m ping -o");
+  INFO(ping.out);
+  CHECK(ping.rc == 0);
+  CHECK(has(ping.out, "n1 | SUCCESS"));
+  CHECK(has(ping.out, "n2 | SUCCESS"));
+
+  // up refuses to clobber; --force replaces.
+  const Run again = sh(up + " --nodes 2 --index 14");
+  CHECK(again.rc != 0);
+  CHECK(has(again.out, "already exists"));
+  const Run forced = sh(up + " --nodes 1 --index 14 --force");
+  INFO(forced.out);
+  CHECK(forced.rc == 0);
+  for (int p : pids) CHECK(kill(p, 0) != 0);  // the old sshds are gone
+  const std::vector<int> pids2 = recorded_pids("/run/sb-testbed/sb14/objects");
+
+  const Run d = sh(down + " --index 14");
+  INFO(d.out);
+  CHECK(d.rc == 0);
+  CHECK(traces().empty());
+  for (int p : pids2) {
+    // Gone or a zombie awaiting its reaper: not running.
+    std::ifstream st("/proc/" + std::to_string(p) + "/stat");
+    std::string s;
+    std::getline(st, s);
+    CHECK((s.empty() || has(s, ") Z ")));
+  }
+  CHECK(access((src() + "/ansible/inventories/testbed/hosts.yml").c_str(), F_OK) != 0);
+  // Idempotent.
+  const Run d2 = sh(down + " --index 14");
+  CHECK(d2.rc == 0);
+  CHECK(has(d2.out, "nothing to remove"));
+}
+
+TEST_CASE("testbed scripts reject bad arguments and non-root users", "[testbed]") {
+  const std::string up = src() + "/testbed/up", down = src() + "/testbed/down";
+  struct Case { std::string cmd; const char* msg; };
+  const Case cases[] = {
+      {up + " --nodes 0", "--nodes must be 1..16"},
+      {up + " --nodes 17", "--nodes must be 1..16"},
+      {up + " --nodes x", "--nodes must be 1..16"},
+      {up + " --index 16", "--index must be 0..15"},
+      {up + " --nodes", "--nodes needs a value"},
+      {up + " --bogus", "unknown argument '--bogus'"},
+      {down + " --index abc", "--index must be 0..15"},
+      {"setpriv --reuid=65534 --regid=65534 --clear-groups " + up + " --index 14", "needs root"},
+      {"setpriv --reuid=65534 --regid=65534 --clear-groups " + down + " --index 14", "needs root"},
+  };
+  for (const auto& c : cases) {
+    INFO(c.cmd);
+    const Run r = sh(c.cmd);
+    CHECK(r.rc != 0);
+    CHECK(has(r.out, c.msg));
+  }
+  CHECK(traces().empty());
+  const Run h = sh(up + " --help");
+  CHECK(h.rc == 0);
+  for (const char* o : {"--nodes", "--index", "--force"}) CHECK(has(h.out, o));
+}
