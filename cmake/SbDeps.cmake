@@ -28,3 +28,12 @@ if(NOT SB_SANITIZER_TREE)
   set(SB_DPDK_VERSION ${DPDK_VERSION})
   add_library(sb::dpdk ALIAS sb_dpdk)
 endif()
+
+# Control plane (rib/, control/, node/ --control-only): protobuf, ZeroMQ with
+# the C++ binding, yaml-cpp. Not in the sanitizer tree (not instrumented).
+if(NOT SB_SANITIZER_TREE)
+  find_package(Protobuf REQUIRED)
+  pkg_check_modules(ZMQ REQUIRED IMPORTED_TARGET libzmq)
+  find_package(cppzmq QUIET)
+  find_package(yaml-cpp REQUIRED)
+endif()

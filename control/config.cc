@@ -1,0 +1,256 @@
+#include "control/config.h"
+
+#include <fcntl.h>
+#include <sys/stat.h>
+#include <unistd.h>
+#include <zmq.h>
+
+#include <fstream>
+#include <set>
+#include <sstream>
+
+#include <yaml-cpp/yaml.h>
+
+namespace sb::control {
+
+const char* fsync_name(FsyncPolicy p) {
+  switch (p) {
+    case FsyncPolicy::kBatch: return "batch";
+    case FsyncPolicy::kInterval: return "interval";
+    case FsyncPolicy::kNone: return "none";
+  }
+  return "?";
+}
+
+namespace {
+
+Status bad(const std::string& field, const std::string& what) {
+  return Status::InvalidArgument(field + ": " + what);
+}
+
+Status check_keys(const YAML::Node& n, const std::string& field, const std::set<std::string>& allowed) {
+  if (!n.IsMap()) return bad(field, "expected a mapping");
+  for (const auto& kv : n) {
+    const std::string k = kv.first.as<std::string>("");
+    if (!allowed.count(k)) return bad(field + "." + k, "unknown key");
+  }
+  return Status::Ok();
+}
+
+template <typename T>
+Status get(const YAML::Node& parent, const char* key, const std::string& field, T* out, bool required) {
+  const YAML::Node n = parent[key];
+  if (!n) {
+    if (required) return bad(field + "." + key, "missing");
+    return Status::Ok();
+  }
+  if (!n.IsScalar()) return bad(field + "." + key, "expected a scalar");
+  try {
+    *out = n.as<T>();
+  } catch (const YAML::Exception&) {
+    return bad(field + "." + key, "bad value '" + n.Scalar() + "'");
+  }
+  return Status::Ok();
+}
+
+// "0-255" or "7" -> [lo, hi]
+Status parse_range(const std::string& s, const std::string& field, uint32_t* lo, uint32_t* hi) {
+  const size_t dash = s.find('-');
+  try {
+    size_t used = 0;
+    if (dash == std::string::npos) {
+      *lo = *hi = uint32_t(std::stoul(s, &used));
+      if (used != s.size()) throw std::invalid_argument("x");
+    } else {
+      *lo = uint32_t(std::stoul(s.substr(0, dash), &used));
+      if (used != dash) throw std::invalid_argument("x");
+      *hi = uint32_t(std::stoul(s.substr(dash + 1), &used));
+      if (used != s.size() - dash - 1) throw std::invalid_argument("x");
+    }
+  } catch (const std::exception&) {
+    return bad(field, "bad partition range '" + s + "' (expected N or LO-HI)");
+  }
+  if (*lo > *hi) return bad(field, "range '" + s + "' is empty");
+  return Status::Ok();
+}
+
+Status parse_cluster(const YAML::Node& c, rib::ClusterSpec* out) {
+  SB_RETURN_IF_ERROR(check_keys(c, "cluster",
+                                {"name", "hash_seed", "partitions", "capacity", "architecture",
+                                 "members", "ownership", "clients", "curve"}));
+  SB_RETURN_IF_ERROR(get(c, "name", "cluster", &out->name, true));
+  SB_RETURN_IF_ERROR(get(c, "hash_seed", "cluster", &out->hash_seed, true));
+  SB_RETURN_IF_ERROR(get(c, "partitions", "cluster", &out->partitions, false));
+  if (out->partitions == 0 || out->partitions > rib::kMaxPartitions ||
+      (out->partitions & (out->partitions - 1)) != 0)
+    return bad("cluster.partitions", std::to_string(out->partitions) +
+                                         " is not a power of two in [1, 65536]");
+  SB_RETURN_IF_ERROR(get(c, "capacity", "cluster", &out->capacity, false));
+  SB_RETURN_IF_ERROR(get(c, "curve", "cluster", &out->curve, false));
+  std::string arch = "scalebricks";
+  SB_RETURN_IF_ERROR(get(c, "architecture", "cluster", &arch, false));
+  Result<rib::Architecture> a = rib::parse_architecture(arch);
+  if (!a.ok()) return a.status().with_context("cluster.architecture");
+  out->architecture = a.value();
+
+  const YAML::Node ms = c["members"];
+  if (!ms || !ms.IsSequence() || ms.size() == 0) return bad("cluster.members", "missing or not a list");
+  for (size_t i = 0; i < ms.size(); ++i) {
+    const std::string f = "cluster.members[" + std::to_string(i) + "]";
+    SB_RETURN_IF_ERROR(check_keys(ms[i], f, {"id", "control", "publish", "curve_public", "fabric_mac", "weight"}));
+    rib::Member m;
+    SB_RETURN_IF_ERROR(get(ms[i], "id", f, &m.id, true));
+    SB_RETURN_IF_ERROR(get(ms[i], "control", f, &m.control, true));
+    SB_RETURN_IF_ERROR(get(ms[i], "publish", f, &m.publish, true));
+    SB_RETURN_IF_ERROR(get(ms[i], "curve_public", f, &m.curve_public, out->curve));
+    SB_RETURN_IF_ERROR(get(ms[i], "fabric_mac", f, &m.fabric_mac, false));
+    SB_RETURN_IF_ERROR(get(ms[i], "weight", f, &m.weight, false));
+    out->members.push_back(std::move(m));
+  }
+
+  const YAML::Node cl = c["clients"];
+  if (cl) {
+    if (!cl.IsSequence()) return bad("cluster.clients", "expected a list");
+    for (size_t i = 0; i < cl.size(); ++i) {
+      const std::string f = "cluster.clients[" + std::to_string(i) + "]";
+      SB_RETURN_IF_ERROR(check_keys(cl[i], f, {"name", "curve_public"}));
+      rib::ClientKey k;
+      SB_RETURN_IF_ERROR(get(cl[i], "name", f, &k.name, false));
+      SB_RETURN_IF_ERROR(get(cl[i], "curve_public", f, &k.curve_public, true));
+      out->clients.push_back(std::move(k));
+    }
+  }
+
+  const YAML::Node own = c["ownership"];
+  if (!own || (own.IsScalar() && own.Scalar() == "round-robin")) {
+    out->assign_round_robin();
+  } else if (own.IsSequence()) {
+    const uint32_t P = out->partitions;
+    if (P == 0 || P > rib::kMaxPartitions) return bad("cluster.partitions", "out of range");
+    out->owner.assign(P, UINT32_MAX);
+    for (size_t i = 0; i < own.size(); ++i) {
+      const std::string f = "cluster.ownership[" + std::to_string(i) + "]";
+      SB_RETURN_IF_ERROR(check_keys(own[i], f, {"node", "partitions"}));
+      uint32_t node = 0;
+      std::string range;
+      SB_RETURN_IF_ERROR(get(own[i], "node", f, &node, true));
+      SB_RETURN_IF_ERROR(get(own[i], "partitions", f, &range, true));
+      uint32_t lo, hi;
+      SB_RETURN_IF_ERROR(parse_range(range, f + ".partitions", &lo, &hi));
+      if (hi >= P) return bad(f + ".partitions", "partition " + std::to_string(hi) + " >= " + std::to_string(P));
+      for (uint32_t p = lo; p <= hi; ++p) {
+        if (out->owner[p] != UINT32_MAX)
+          return bad(f + ".partitions", "partition " + std::to_string(p) + " assigned twice");
+        out->owner[p] = node;
+      }
+    }
+    for (uint32_t p = 0; p < P; ++p)
+      if (out->owner[p] == UINT32_MAX)
+        return bad("cluster.ownership", "partition " + std::to_string(p) + " has no owner");
+  } else {
+    return bad("cluster.ownership", "expected 'round-robin' or a list of {node, partitions}");
+  }
+  return out->validate();
+}
+
+Status parse_node(const YAML::Node& n, const rib::ClusterSpec& cluster, NodeSpec* out) {
+  SB_RETURN_IF_ERROR(check_keys(n, "node", {"id", "key_file", "data_dir", "fsync", "fsync_interval_ms",
+                                            "fib_capacity", "snapshot_every"}));
+  SB_RETURN_IF_ERROR(get(n, "id", "node", &out->id, true));
+  if (!cluster.is_member(out->id))
+    return bad("node.id", std::to_string(out->id) + " is not a cluster member");
+  SB_RETURN_IF_ERROR(get(n, "key_file", "node", &out->key_file, cluster.curve));
+  SB_RETURN_IF_ERROR(get(n, "data_dir", "node", &out->data_dir, true));
+  std::string fs = "batch";
+  SB_RETURN_IF_ERROR(get(n, "fsync", "node", &fs, false));
+  if (fs == "batch") out->fsync = FsyncPolicy::kBatch;
+  else if (fs == "interval") out->fsync = FsyncPolicy::kInterval;
+  else if (fs == "none") out->fsync = FsyncPolicy::kNone;
+  else return bad("node.fsync", "'" + fs + "' (expected batch, interval or none)");
+  SB_RETURN_IF_ERROR(get(n, "fsync_interval_ms", "node", &out->fsync_interval_ms, false));
+  if (out->fsync_interval_ms == 0 || out->fsync_interval_ms > 10000)
+    return bad("node.fsync_interval_ms", "must be in [1, 10000]");
+  SB_RETURN_IF_ERROR(get(n, "fib_capacity", "node", &out->fib_capacity, false));
+  if (out->fib_capacity == 0 || out->fib_capacity > (1u << 27))
+    return bad("node.fib_capacity", "must be in [1, 2^27]");
+  SB_RETURN_IF_ERROR(get(n, "snapshot_every", "node", &out->snapshot_every, false));
+  if (out->snapshot_every < 16) return bad("node.snapshot_every", "must be >= 16");
+  return Status::Ok();
+}
+
+}  // namespace
+
+Result<Config> parse_config(const std::string& yaml_text, const std::string& origin) {
+  Config cfg;
+  cfg.path = origin;
+  YAML::Node root;
+  try {
+    root = YAML::Load(yaml_text);
+  } catch (const YAML::Exception& e) {
+    return Status::InvalidArgument(origin + ": YAML syntax error: " + e.what());
+  }
+  try {
+    Status st = check_keys(root, "(top level)", {"cluster", "node"});
+    if (st.ok() && !root["cluster"]) st = bad("cluster", "missing section");
+    if (st.ok()) st = parse_cluster(root["cluster"], &cfg.cluster);
+    if (st.ok() && !root["node"]) st = bad("node", "missing section");
+    if (st.ok()) st = parse_node(root["node"], cfg.cluster, &cfg.node);
+    if (!st.ok()) return st.with_context(origin);
+  } catch (const YAML::Exception& e) {
+    return Status::InvalidArgument(origin + ": " + e.what());
+  }
+  return cfg;
+}
+
+Result<Config> load_config(const std::string& path) {
+  std::ifstream in(path);
+  if (!in) return Status::Io(path + ": cannot open");
+  std::stringstream ss;
+  ss << in.rdbuf();
+  return parse_config(ss.str(), path);
+}
+
+Result<KeyPair> load_key_file(const std::string& path) {
+  std::ifstream in(path);
+  if (!in) return Status::Io(path + ": cannot open key file");
+  std::stringstream ss;
+  ss << in.rdbuf();
+  KeyPair kp;
+  try {
+    YAML::Node n = YAML::Load(ss.str());
+    if (!n.IsMap() || !n["public"] || !n["secret"])
+      return Status::InvalidArgument(path + ": expected 'public:' and 'secret:'");
+    kp.public_key = n["public"].as<std::string>();
+    kp.secret_key = n["secret"].as<std::string>();
+  } catch (const YAML::Exception& e) {
+    return Status::InvalidArgument(path + ": " + e.what());
+  }
+  if (kp.public_key.size() != 40) return Status::InvalidArgument(path + ": public: not a 40-char Z85 key");
+  if (kp.secret_key.size() != 40) return Status::InvalidArgument(path + ": secret: not a 40-char Z85 key");
+  // The public key must belong to the secret key.
+  char derived[41];
+  if (zmq_curve_public(derived, kp.secret_key.c_str()) != 0)
+    return Status::InvalidArgument(path + ": secret: not a valid Z85 CURVE key");
+  if (kp.public_key != derived) return Status::InvalidArgument(path + ": public key does not match the secret key");
+  return kp;
+}
+
+Result<KeyPair> generate_keypair() {
+  char pub[41], sec[41];
+  if (zmq_curve_keypair(pub, sec) != 0)
+    return Status::Internal("zmq_curve_keypair failed (libzmq built without CURVE?)");
+  return KeyPair{pub, sec};
+}
+
+Status write_key_file(const std::string& path, const KeyPair& kp) {
+  const int fd = ::open(path.c_str(), O_WRONLY | O_CREAT | O_EXCL, 0600);
+  if (fd < 0) return Status::Io(path + ": cannot create (exists already?)");
+  const std::string text = "# CURVE keypair (sb-ctl keys gen). Keep the secret secret.\npublic: \"" +
+                           kp.public_key + "\"\nsecret: \"" + kp.secret_key + "\"\n";
+  const bool ok = ::write(fd, text.data(), text.size()) == ssize_t(text.size()) && ::fsync(fd) == 0;
+  ::close(fd);
+  if (!ok) return Status::Io(path + ": write failed");
+  return Status::Ok();
+}
+
+}  // namespace sb::control

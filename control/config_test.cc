@@ -1,0 +1,85 @@
+#include "control/config.h"
+
+#include <unistd.h>
+
+#include <catch2/catch.hpp>
+#include <filesystem>
+
+using namespace sb;
+using namespace sb::control;
+
+static const char* kGood = R"(
+cluster:
+  name: lab
+  hash_seed: 42
+  partitions: 8
+  capacity: 100000
+  architecture: scalebricks
+  curve: false
+  members:
+    - {id: 0, control: "tcp://127.0.0.1:7000", publish: "tcp://127.0.0.1:7001", fabric_mac: "02:00:00:00:00:01"}
+    - {id: 1, control: "tcp://127.0.0.1:7010", publish: "tcp://127.0.0.1:7011", weight: 3}
+  ownership:
+    - {node: 0, partitions: "0-3"}
+    - {node: 1, partitions: "4-7"}
+node:
+  id: 1
+  data_dir: /tmp/x
+  fsync: batch
+)";
+
+TEST_CASE("config: a good file parses") {
+  Result<Config> r = parse_config(kGood);
+  REQUIRE(r.ok());
+  const Config& c = r.value();
+  CHECK(c.cluster.name == "lab");
+  CHECK(c.cluster.hash_seed == 42);
+  CHECK(c.cluster.members.size() == 2);
+  CHECK(c.cluster.members[1].weight == 3.0);
+  CHECK(c.cluster.owner == std::vector<uint32_t>{0, 0, 0, 0, 1, 1, 1, 1});
+  CHECK(c.node.id == 1);
+  CHECK(c.node.fsync == FsyncPolicy::kBatch);
+}
+
+static std::string err(const std::string& from, const std::string& to) {
+  std::string y = kGood;
+  const size_t at = y.find(from);
+  REQUIRE(at != std::string::npos);
+  y.replace(at, from.size(), to);
+  Result<Config> r = parse_config(y, "t.yaml");
+  REQUIRE(!r.ok());
+  return r.status().message();
+}
+
+TEST_CASE("config: errors name the field") {
+  CHECK(err("partitions: 8", "partitions: 6").find("cluster.partitions") != std::string::npos);
+  CHECK(err("hash_seed: 42", "hash_seed: x").find("cluster.hash_seed") != std::string::npos);
+  CHECK(err("hash_seed: 42", "hash_sed: 42").find("cluster.hash_sed: unknown key") != std::string::npos);
+  CHECK(err("\"4-7\"", "\"5-7\"").find("partition 4 has no owner") != std::string::npos);
+  CHECK(err("\"4-7\"", "\"3-7\"").find("assigned twice") != std::string::npos);
+  CHECK(err("id: 1\n  data_dir", "id: 5\n  data_dir").find("node.id") != std::string::npos);
+  CHECK(err("fsync: batch", "fsync: sometimes").find("node.fsync") != std::string::npos);
+  CHECK(err("architecture: scalebricks", "architecture: x").find("cluster.architecture") != std::string::npos);
+  CHECK(err(", control: \"tcp://127.0.0.1:7010\"", "").find("members[1].control: missing") != std::string::npos);
+  CHECK(err("curve: false", "curve: true").find("curve_public") != std::string::npos);
+  CHECK(err("members:", "members: [\n").find("t.yaml") != std::string::npos);
+  CHECK(err("name: lab", "name: lab\n  - x").find("t.yaml") != std::string::npos);
+}
+
+TEST_CASE("config: CURVE key files round trip and are checked") {
+  Result<KeyPair> kp = generate_keypair();
+  REQUIRE(kp.ok());
+  const std::string dir = std::filesystem::temp_directory_path() / ("sbkeys." + std::to_string(::getpid()));
+  std::filesystem::create_directories(dir);
+  const std::string f = dir + "/n0.key";
+  REQUIRE(write_key_file(f, kp.value()).ok());
+  CHECK(!write_key_file(f, kp.value()).ok());  // never overwrites
+  Result<KeyPair> back = load_key_file(f);
+  REQUIRE(back.ok());
+  CHECK(back.value().public_key == kp.value().public_key);
+  KeyPair other = generate_keypair().value();
+  KeyPair mixed{other.public_key, kp.value().secret_key};
+  REQUIRE(write_key_file(dir + "/bad.key", mixed).ok());
+  CHECK(load_key_file(dir + "/bad.key").status().message().find("does not match") != std::string::npos);
+  std::filesystem::remove_all(dir);
+}

@@ -1,0 +1,212 @@
+#include "control/validate.h"
+
+#include <string>
+
+namespace sb::control {
+
+Status key_from_bytes(const std::string& b, const char* field, FlowKey* out) {
+  if (b.size() != FlowKey::kSize)
+    return Status::InvalidArgument(std::string(field) + ": key is " + std::to_string(b.size()) +
+                                   " bytes, expected 16");
+  std::memcpy(out->bytes, b.data(), FlowKey::kSize);
+  if (!out->canonical())
+    return Status::InvalidArgument(std::string(field) + ": key padding bytes 13..15 not zero");
+  return Status::Ok();
+}
+
+namespace {
+
+Status check_session(const pb::Session& s, pb::OpKind kind, const ValidationContext& ctx,
+                     const std::string& f) {
+  FlowKey k;
+  SB_RETURN_IF_ERROR(key_from_bytes(s.key(), (f + ".key").c_str(), &k));
+  if (s.bearer() > 15)
+    return Status::InvalidArgument(f + ".bearer: " + std::to_string(s.bearer()) + " > 15");
+  const bool needs_node = kind == pb::ADD || kind == pb::MOVE;
+  if (needs_node && !s.choose() && !ctx.is_member(s.node()))
+    return Status::InvalidArgument(f + ".node: unknown node " + std::to_string(s.node()));
+  if (kind == pb::MOVE && s.choose())
+    return Status::InvalidArgument(f + ".choose: a move names its target node");
+  return Status::Ok();
+}
+
+Status check_pos(const pb::PartitionPos& p, const ValidationContext& ctx, const std::string& f,
+                 bool allow_zero_seq) {
+  if (p.partition() >= ctx.partitions)
+    return Status::InvalidArgument(f + ".partition: " + std::to_string(p.partition()) +
+                                   " out of range");
+  if (p.epoch() == 0) return Status::InvalidArgument(f + ".epoch: 0");
+  if (!allow_zero_seq && p.seq() == 0) return Status::InvalidArgument(f + ".seq: 0");
+  return Status::Ok();
+}
+
+Status check_fib_entry(const pb::FibEntry& e, const ValidationContext& ctx, const std::string& f) {
+  FlowKey k;
+  SB_RETURN_IF_ERROR(key_from_bytes(e.key(), (f + ".key").c_str(), &k));
+  if (!ctx.is_member(e.handling_node()))
+    return Status::InvalidArgument(f + ".handling_node: unknown node " +
+                                   std::to_string(e.handling_node()));
+  if (e.bearer() > 15) return Status::InvalidArgument(f + ".bearer: > 15");
+  return Status::Ok();
+}
+
+}  // namespace
+
+Status validate(const pb::Envelope& env, const ValidationContext& ctx) {
+  const Limits& L = ctx.limits;
+  if (env.version() != kProtocolVersion)
+    return Status::InvalidArgument("version: " + std::to_string(env.version()) + " (expected 1)");
+  switch (env.body_case()) {
+    case pb::Envelope::kSessionRequest: {
+      const auto& r = env.session_request();
+      if (r.ops_size() == 0) return Status::InvalidArgument("session_request.ops: empty");
+      if (size_t(r.ops_size()) > L.max_ops)
+        return Status::InvalidArgument("session_request.ops: more than " + std::to_string(L.max_ops));
+      if (r.forwarded_by() > 32) return Status::InvalidArgument("session_request.forwarded_by: out of range");
+      for (int i = 0; i < r.ops_size(); ++i) {
+        const auto& op = r.ops(i);
+        const std::string f = "ops[" + std::to_string(i) + "]";
+        if (op.kind() < pb::ADD || op.kind() > pb::SHOW)
+          return Status::InvalidArgument(f + ".kind: unknown op kind " + std::to_string(op.kind()));
+        if (op.request_id() == 0 && op.kind() != pb::SHOW)
+          return Status::InvalidArgument(f + ".request_id: 0 (every change needs an id)");
+        if (!op.has_session()) return Status::InvalidArgument(f + ".session: missing");
+        SB_RETURN_IF_ERROR(check_session(op.session(), op.kind(), ctx, f + ".session"));
+      }
+      return Status::Ok();
+    }
+    case pb::Envelope::kSessionReply: {
+      const auto& r = env.session_reply();
+      if (size_t(r.results_size()) > L.max_ops) return Status::InvalidArgument("session_reply.results: too many");
+      for (const auto& x : r.results())
+        if (x.text().size() > L.max_text) return Status::InvalidArgument("session_reply.results.text: too long");
+      return Status::Ok();
+    }
+    case pb::Envelope::kFibUpdate: {
+      const auto& u = env.fib_update();
+      if (!ctx.is_member(u.owner())) return Status::InvalidArgument("fib_update.owner: unknown node");
+      if (size_t(u.install_size()) + size_t(u.remove_size()) > L.max_ops)
+        return Status::InvalidArgument("fib_update: more than " + std::to_string(L.max_ops) + " entries");
+      for (int i = 0; i < u.install_size(); ++i)
+        SB_RETURN_IF_ERROR(check_fib_entry(u.install(i), ctx, "fib_update.install[" + std::to_string(i) + "]"));
+      for (int i = 0; i < u.remove_size(); ++i) {
+        FlowKey k;
+        SB_RETURN_IF_ERROR(key_from_bytes(u.remove(i), ("fib_update.remove[" + std::to_string(i) + "]").c_str(), &k));
+      }
+      return Status::Ok();
+    }
+    case pb::Envelope::kFibAck: {
+      const auto& a = env.fib_ack();
+      if (!ctx.is_member(a.node())) return Status::InvalidArgument("fib_ack.node: unknown node");
+      if (a.install_code_size() != a.teid_ul_size())
+        return Status::InvalidArgument("fib_ack: install_code and teid_ul differ in length");
+      if (size_t(a.install_code_size()) + size_t(a.remove_code_size()) > L.max_ops)
+        return Status::InvalidArgument("fib_ack: too many entries");
+      return Status::Ok();
+    }
+    case pb::Envelope::kDeltaBatch: {
+      const auto& b = env.delta_batch();
+      if (!ctx.is_member(b.owner())) return Status::InvalidArgument("delta_batch.owner: unknown node");
+      if (size_t(b.deltas_size()) > L.max_deltas) return Status::InvalidArgument("delta_batch.deltas: too many");
+      if (size_t(b.heads_size()) > ctx.partitions) return Status::InvalidArgument("delta_batch.heads: too many");
+      for (int i = 0; i < b.deltas_size(); ++i) {
+        const auto& d = b.deltas(i);
+        const std::string f = "delta_batch.deltas[" + std::to_string(i) + "]";
+        if (d.partition() >= ctx.partitions) return Status::InvalidArgument(f + ".partition: out of range");
+        if (d.epoch() == 0) return Status::InvalidArgument(f + ".epoch: 0");
+        if (d.seq() == 0) return Status::InvalidArgument(f + ".seq: 0");
+        if (d.delta().size() > L.max_delta_bytes)
+          return Status::InvalidArgument(f + ".delta: " + std::to_string(d.delta().size()) + " bytes, over the limit");
+        // An empty delta is a sequence filler (an op that changed no GPT bits).
+      }
+      for (int i = 0; i < b.heads_size(); ++i)
+        SB_RETURN_IF_ERROR(check_pos(b.heads(i), ctx, "delta_batch.heads[" + std::to_string(i) + "]", true));
+      return Status::Ok();
+    }
+    case pb::Envelope::kApplied: {
+      const auto& a = env.applied();
+      if (!ctx.is_member(a.node())) return Status::InvalidArgument("applied.node: unknown node");
+      if (size_t(a.applied_size()) > ctx.partitions) return Status::InvalidArgument("applied.applied: too many");
+      for (int i = 0; i < a.applied_size(); ++i)
+        SB_RETURN_IF_ERROR(check_pos(a.applied(i), ctx, "applied.applied[" + std::to_string(i) + "]", true));
+      return Status::Ok();
+    }
+    case pb::Envelope::kSnapshotRequest: {
+      const auto& s = env.snapshot_request();
+      if (s.partition() >= ctx.partitions) return Status::InvalidArgument("snapshot_request.partition: out of range");
+      if (!ctx.is_member(s.node())) return Status::InvalidArgument("snapshot_request.node: unknown node");
+      return Status::Ok();
+    }
+    case pb::Envelope::kSnapshotChunk: {
+      const auto& s = env.snapshot_chunk();
+      if (s.partition() >= ctx.partitions) return Status::InvalidArgument("snapshot_chunk.partition: out of range");
+      if (s.gpt().size() > L.max_snapshot_bytes) return Status::InvalidArgument("snapshot_chunk.gpt: too large");
+      if (size_t(s.fib_size()) > L.max_ops * 64) return Status::InvalidArgument("snapshot_chunk.fib: too many");
+      if (s.code() == pb::OK && s.epoch() == 0) return Status::InvalidArgument("snapshot_chunk.epoch: 0");
+      for (int i = 0; i < s.fib_size(); ++i)
+        SB_RETURN_IF_ERROR(check_fib_entry(s.fib(i), ctx, "snapshot_chunk.fib[" + std::to_string(i) + "]"));
+      return Status::Ok();
+    }
+    case pb::Envelope::kStatsRequest:
+    case pb::Envelope::kStatusRequest:
+      return Status::Ok();
+    case pb::Envelope::kStats:
+      if (size_t(env.stats().counters_size()) > 4096) return Status::InvalidArgument("stats.counters: too many");
+      return Status::Ok();
+    case pb::Envelope::kStatus:
+      if (size_t(env.status().partitions_size()) > ctx.partitions)
+        return Status::InvalidArgument("status.partitions: too many");
+      return Status::Ok();
+    case pb::Envelope::kError:
+      if (env.error().text().size() > L.max_text) return Status::InvalidArgument("error.text: too long");
+      return Status::Ok();
+    case pb::Envelope::BODY_NOT_SET:
+      return Status::InvalidArgument("body: missing");
+  }
+  return Status::InvalidArgument("body: unknown message type");
+}
+
+Status parse_envelope(std::span<const uint8_t> frame, const ValidationContext& ctx,
+                      pb::Envelope* out) {
+  if (frame.size() > ctx.limits.max_frame_bytes)
+    return Status::InvalidArgument("frame of " + std::to_string(frame.size()) +
+                                   " bytes over the limit of " + std::to_string(ctx.limits.max_frame_bytes));
+  if (!out->ParseFromArray(frame.data(), int(frame.size())))
+    return Status::Corrupt("frame is not a valid sb.control.v1.Envelope");
+  return validate(*out, ctx);
+}
+
+pb::Code to_code(const Status& st) {
+  switch (st.code()) {
+    case StatusCode::kOk: return pb::OK;
+    case StatusCode::kInvalidArgument: return pb::INVALID;
+    case StatusCode::kNotFound: return pb::NOT_FOUND;
+    case StatusCode::kAlreadyExists: return pb::ALREADY_EXISTS;
+    case StatusCode::kCorrupt: return pb::CORRUPT;
+    case StatusCode::kCapacity: return pb::CAPACITY;
+    case StatusCode::kUnavailable: return pb::UNAVAILABLE;
+    case StatusCode::kFailedPrecondition: return pb::INVALID;
+    case StatusCode::kIo: return pb::INTERNAL;
+    case StatusCode::kInternal: return pb::INTERNAL;
+  }
+  return pb::INTERNAL;
+}
+
+Status from_code(pb::Code code, const std::string& text) {
+  switch (code) {
+    case pb::OK: return Status::Ok();
+    case pb::INVALID: return Status::InvalidArgument(text);
+    case pb::NOT_FOUND: return Status::NotFound(text);
+    case pb::ALREADY_EXISTS: return Status::AlreadyExists(text);
+    case pb::OWNER_UNAVAILABLE: return Status::Unavailable("owner unavailable: " + text);
+    case pb::CAPACITY: return Status::Capacity(text);
+    case pb::STALE: return Status::FailedPrecondition("stale: " + text);
+    case pb::UNKNOWN_NODE: return Status::InvalidArgument("unknown node: " + text);
+    case pb::BUSY: return Status::Unavailable("busy: " + text);
+    case pb::CORRUPT: return Status::Corrupt(text);
+    case pb::UNAVAILABLE: return Status::Unavailable(text);
+    default: return Status::Internal(text);
+  }
+}
+
+}  // namespace sb::control

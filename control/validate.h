@@ -1,0 +1,61 @@
+// control/validate.h: checks every control message before anyone acts on it.
+//
+// CONTRACT
+//   - parse_envelope() rejects frames over the size limit BEFORE parsing,
+//     then malformed protobuf (kCorrupt), then anything validate() rejects
+//     (kInvalidArgument, the message names the field). A rejected message
+//     changes no state; callers count it (`bad_message`) and reply with an
+//     Error where there is a sender.
+//   - validate() is stateless: sizes, required fields, ids in range, key
+//     lengths and canonical padding, epoch >= 1 and seq >= 1 in streams.
+//     The stateful rule (a replayed or old (epoch, seq) is dropped) is the
+//     subscriber's (control/agent.h), counted `stale_delta`.
+// Thread safety: pure functions.
+#pragma once
+
+#include <cstddef>
+#include <cstdint>
+#include <span>
+
+#include "core/flow_key.h"
+#include "core/status.h"
+#include "sb/control/v1/control.pb.h"
+
+namespace sb::control {
+
+namespace pb = ::sb::control::v1;
+
+inline constexpr uint32_t kProtocolVersion = 1;
+
+struct Limits {
+  size_t max_frame_bytes = 64u << 20;  // one Envelope on the wire
+  size_t max_ops = 65536;              // ops per SessionRequest / FibUpdate
+  size_t max_deltas = 65536;           // deltas per DeltaBatch
+  size_t max_delta_bytes = 1u << 20;   // one GPT delta (whole-block deltas included)
+  size_t max_snapshot_bytes = 48u << 20;
+  size_t max_text = 4096;              // error texts
+};
+
+// What a message is checked against: the cluster's shape.
+struct ValidationContext {
+  uint32_t partitions = 1024;
+  uint32_t member_mask = 0;  // bit i set: node i is a member
+  Limits limits;
+  bool is_member(uint32_t id) const { return id < 32 && (member_mask >> id & 1u); }
+};
+
+// A 16-byte canonical key (bytes 13..15 zero) or an error naming `field`.
+Status key_from_bytes(const std::string& b, const char* field, FlowKey* out);
+inline std::string key_to_bytes(const FlowKey& k) {
+  return std::string(reinterpret_cast<const char*>(k.bytes), FlowKey::kSize);
+}
+
+Status validate(const pb::Envelope& env, const ValidationContext& ctx);
+Status parse_envelope(std::span<const uint8_t> frame, const ValidationContext& ctx,
+                      pb::Envelope* out);
+
+// Status <-> wire code.
+pb::Code to_code(const Status& st);
+Status from_code(pb::Code code, const std::string& text);
+
+}  // namespace sb::control
