@@ -9,6 +9,7 @@
 
 #include "core/bit_array.h"
 #include "core/checksum.h"
+#include "core/cpu.h"
 #include "core/keygen.h"
 #include "core/prefetch.h"
 
@@ -138,6 +139,8 @@ Status SetSep::init(const SetSepConfig& cfg) {
   marker_ = xmask_;
   mmask_ = m_ >= 32 ? ~0u : (1u << m_) - 1;
   shape_ = shape_of(l_, x_, m_, log2p_, B_, hash_seed_);
+  mode_ = 0;
+  if (x_ == 16 && m_ == 8) mode_ = l_ >= 4 && cpu_has_avx2() ? 9 + l_ : l_;
   choices_.allocate(nblocks_ * 8);
   groups_.allocate(nblocks_ * W_ + 1);
   meta_.allocate(nblocks_);
@@ -179,33 +182,110 @@ uint64_t SetSep::fallback_groups() const {
   return n;
 }
 
+namespace {
+
+// 64 bits starting at bit `bitpos` (two relaxed word loads; the structure
+// keeps a guard word so the second load stays in bounds).
+inline uint64_t read64_at(const uint64_t* w, uint64_t bitpos) {
+  const uint64_t* p = w + (bitpos >> 6);
+  const unsigned o = unsigned(bitpos & 63);
+  const uint64_t lo = load_relaxed(p), hi = load_relaxed(p + 1);
+  return o ? (lo >> o) | (hi << (64 - o)) : lo;
+}
+
+}  // namespace
+
 // LookupSingleKey of Algorithm 1: evaluate the group's l hash functions.
-inline uint8_t SetSep::eval(const FlowKey& key, uint64_t h, uint32_t seed, uint64_t blk,
-                            unsigned g) const {
+// Generic layout: any x, m, l.
+uint8_t SetSep::eval(const FlowKey& key, uint64_t h, uint32_t seed, uint64_t blk,
+                     unsigned g) const {
   const uint64_t pos = record_pos(blk, g);
-  const uint64_t* w = groups_.data() + (pos >> 6);
-  const unsigned off = unsigned(pos & 63);
+  const uint64_t* w = groups_.data();
   const SaltTables& st = salts();
   const uint32_t g1 = uint32_t(remix(h, st.g1[seed & 255]) >> 32);
   const uint32_t g2 = uint32_t(remix(h, st.g2[seed & 255]) >> 32);
   uint32_t v = 0;
   for (unsigned j = 0; j < l_; ++j) {
-    const unsigned bp = off + j * F_;
-    const uint64_t* p = w + (bp >> 6);
-    const unsigned o = bp & 63;
-    uint64_t f = load_relaxed(p) >> o;
-    if (o + F_ > 64) f |= load_relaxed(p + 1) << (64 - o);
-    const uint32_t idx = uint32_t(f) & xmask_;
+    const uint32_t idx = uint32_t(read64_at(w, pos + j * x_)) & xmask_;
     if (j == 0 && idx == marker_) {
       uint8_t fv = 0;
       fallback_.find(key, h, &fv);  // absent: arbitrary answer (0)
       return fv;
     }
-    const uint32_t arr = uint32_t(f >> x_) & mmask_;
+    const uint32_t arr = uint32_t(read64_at(w, pos + l_ * x_ + j * m_)) & mmask_;
     const uint32_t slot = (g1 + idx * g2) >> shift_;
     v |= ((arr >> slot) & 1u) << j;
   }
   return uint8_t(v);
+}
+
+// 16+8 with a compile-time l: the record is [l x 16-bit idx][l x 8-bit arr].
+template <unsigned L>
+inline uint8_t SetSep::eval168(const FlowKey& key, uint64_t h, uint32_t seed, uint64_t pos) const {
+  const uint64_t* w = groups_.data();
+  const uint64_t idx_lo = read64_at(w, pos);
+  const uint64_t idx_hi = L > 4 ? read64_at(w, pos + 64) : 0;
+  const uint64_t arr = read64_at(w, pos + 16 * L);
+  if ((idx_lo & 0xffff) == 0xffff) {
+    uint8_t fv = 0;
+    fallback_.find(key, h, &fv);
+    return fv;
+  }
+  const SaltTables& st = salts();
+  const uint32_t g1 = uint32_t(remix(h, st.g1[seed & 255]) >> 32);
+  const uint32_t g2 = uint32_t(remix(h, st.g2[seed & 255]) >> 32);
+  uint32_t v = 0;
+  for (unsigned j = 0; j < L; ++j) {
+    const uint32_t idx = uint32_t((j < 4 ? idx_lo >> (16 * j) : idx_hi >> (16 * (j - 4)))) & 0xffffu;
+    const uint32_t a = uint32_t(arr >> (8 * j)) & 0xffu;
+    const uint32_t slot = (g1 + idx * g2) >> 29;
+    v |= ((a >> slot) & 1u) << j;
+  }
+  return uint8_t(v);
+}
+
+// The same with the l hash functions evaluated in AVX2 lanes (l >= 4).
+template <unsigned L>
+__attribute__((target("avx2"))) inline uint8_t SetSep::eval168_avx2(const FlowKey& key, uint64_t h,
+                                                                    uint32_t seed, uint64_t pos) const {
+  const uint64_t* w = groups_.data();
+  const uint64_t idx_lo = read64_at(w, pos);
+  const uint64_t idx_hi = L > 4 ? read64_at(w, pos + 64) : 0;
+  const uint64_t arr = read64_at(w, pos + 16 * L);
+  if ((idx_lo & 0xffff) == 0xffff) {
+    uint8_t fv = 0;
+    fallback_.find(key, h, &fv);
+    return fv;
+  }
+  const SaltTables& st = salts();
+  const uint32_t g1 = uint32_t(remix(h, st.g1[seed & 255]) >> 32);
+  const uint32_t g2 = uint32_t(remix(h, st.g2[seed & 255]) >> 32);
+  const __m256i idx = _mm256_cvtepu16_epi32(_mm_set_epi64x(int64_t(idx_hi), int64_t(idx_lo)));
+  const __m256i av = _mm256_cvtepu8_epi32(_mm_cvtsi64_si128(int64_t(arr)));
+  const __m256i H = _mm256_add_epi32(_mm256_set1_epi32(int(g1)),
+                                     _mm256_mullo_epi32(idx, _mm256_set1_epi32(int(g2))));
+  const __m256i bit = _mm256_slli_epi32(_mm256_srlv_epi32(av, _mm256_srli_epi32(H, 29)), 31);
+  return uint8_t(unsigned(_mm256_movemask_ps(_mm256_castsi256_ps(bit))) & ((1u << L) - 1));
+}
+
+uint8_t SetSep::eval_any(const FlowKey& key, uint64_t h, uint32_t seed, uint64_t blk, unsigned g) const {
+  const uint64_t pos = record_pos(blk, g);
+  switch (mode_) {
+    case 1: return eval168<1>(key, h, seed, pos);
+    case 2: return eval168<2>(key, h, seed, pos);
+    case 3: return eval168<3>(key, h, seed, pos);
+    case 4: return eval168<4>(key, h, seed, pos);
+    case 5: return eval168<5>(key, h, seed, pos);
+    case 6: return eval168<6>(key, h, seed, pos);
+    case 7: return eval168<7>(key, h, seed, pos);
+    case 8: return eval168<8>(key, h, seed, pos);
+    case 9 + 4: return eval168<4>(key, h, seed, pos);
+    case 9 + 5: return eval168<5>(key, h, seed, pos);
+    case 9 + 6: return eval168<6>(key, h, seed, pos);
+    case 9 + 7: return eval168<7>(key, h, seed, pos);
+    case 9 + 8: return eval168<8>(key, h, seed, pos);
+    default: return eval(key, h, seed, blk, g);
+  }
 }
 
 uint8_t SetSep::lookup_counted(const FlowKey& key, uint64_t h, uint32_t* retries) const {
@@ -216,7 +296,7 @@ uint8_t SetSep::lookup_counted(const FlowKey& key, uint64_t h, uint32_t* retries
     const uint32_t s = meta_load(blk);
     if (s & 1u) { ++*retries; cpu_relax(); continue; }
     const unsigned g = ct.cand[c][choice_of(blk, c)];
-    const uint8_t v = eval(key, h, s >> 24, blk, g);
+    const uint8_t v = eval_any(key, h, s >> 24, blk, g);
     std::atomic_thread_fence(std::memory_order_acquire);
     if (meta_relaxed(blk) == s) return v;
     ++*retries;
@@ -232,44 +312,82 @@ uint8_t SetSep::lookup(const FlowKey& key, uint64_t h) const {
 // block's choice line (and its meta word); stage 2 reads the choice, maps
 // it to the group and prefetches the group record; stage 3 evaluates. The
 // seqlock check closes the batch; keys whose block moved are redone one by
-// one.
+// one. Mode: 0 generic, 1..8 = 16+8 with l = mode (scalar), 9 + l = 16+8
+// with AVX2 evaluation.
+#define SB_SETSEP_BULK_BODY(EVAL)                                               \
+  uint64_t blk[kMaxBurst];                                                      \
+  uint64_t pos[kMaxBurst];                                                      \
+  uint32_t ver[kMaxBurst];                                                      \
+  uint8_t bkt[kMaxBurst];                                                       \
+  const uint64_t* ch = choices_.data();                                         \
+  const uint64_t* gw = groups_.data();                                          \
+  const CandidateTable& ct = candidate_table();                                 \
+  for (size_t i = 0; i < n; ++i) {                                              \
+    const uint64_t h = hashes[i];                                               \
+    const uint64_t b = block_of(h);                                             \
+    const unsigned c = bucket_of(h);                                            \
+    blk[i] = b;                                                                 \
+    bkt[i] = uint8_t(c);                                                        \
+    prefetch_r(ch + b * 8 + (c >> 5));                                          \
+    prefetch_r(meta_.data() + b);                                               \
+  }                                                                             \
+  for (size_t i = 0; i < n; ++i) {                                              \
+    const uint64_t b = blk[i];                                                  \
+    const unsigned c = bkt[i];                                                  \
+    ver[i] = meta_load(b);                                                      \
+    const unsigned g = ct.cand[c][choice_of(b, c)];                             \
+    const uint64_t p = record_pos(b, g);                                        \
+    pos[i] = p;                                                                 \
+    prefetch_r(gw + (p >> 6));                                                  \
+    prefetch_r(gw + ((p + W_ - 1) >> 6));                                       \
+  }                                                                             \
+  for (size_t i = 0; i < n; ++i) out[i] = EVAL;                                 \
+  std::atomic_thread_fence(std::memory_order_acquire);                          \
+  uint32_t retries = 0;                                                         \
+  for (size_t i = 0; i < n; ++i) {                                              \
+    if ((ver[i] & 1u) || meta_relaxed(blk[i]) != ver[i]) {                      \
+      ++retries;                                                                \
+      out[i] = lookup_counted(keys[i], hashes[i], &retries);                    \
+    }                                                                           \
+  }                                                                             \
+  return retries;
+
+uint32_t SetSep::bulk_generic(const FlowKey* keys, const uint64_t* hashes, size_t n,
+                              uint8_t* out) const {
+  SB_SETSEP_BULK_BODY(eval(keys[i], hashes[i], ver[i] >> 24, blk[i],
+                           unsigned((pos[i] - blk[i] * W_ * 64) / W_)))
+}
+
+template <unsigned L>
+uint32_t SetSep::bulk168(const FlowKey* keys, const uint64_t* hashes, size_t n, uint8_t* out) const {
+  SB_SETSEP_BULK_BODY(eval168<L>(keys[i], hashes[i], ver[i] >> 24, pos[i]))
+}
+
+template <unsigned L>
+__attribute__((target("avx2"))) uint32_t SetSep::bulk168_avx2(const FlowKey* keys, const uint64_t* hashes,
+                                                              size_t n, uint8_t* out) const {
+  SB_SETSEP_BULK_BODY(eval168_avx2<L>(keys[i], hashes[i], ver[i] >> 24, pos[i]))
+}
+#undef SB_SETSEP_BULK_BODY
+
 uint32_t SetSep::lookup_bulk(const FlowKey* keys, const uint64_t* hashes, size_t n,
                              uint8_t* out) const {
-  uint64_t blk[kMaxBurst];
-  uint32_t ver[kMaxBurst];
-  uint8_t bkt[kMaxBurst], grp[kMaxBurst];
-  const uint64_t* ch = choices_.data();
-  const uint64_t* gw = groups_.data();
-  const CandidateTable& ct = candidate_table();
-  for (size_t i = 0; i < n; ++i) {
-    const uint64_t h = hashes[i];
-    const uint64_t b = block_of(h);
-    const unsigned c = bucket_of(h);
-    blk[i] = b;
-    bkt[i] = uint8_t(c);
-    prefetch_r(ch + b * 8 + (c >> 5));
-    prefetch_r(meta_.data() + b);
+  switch (mode_) {
+    case 1: return bulk168<1>(keys, hashes, n, out);
+    case 2: return bulk168<2>(keys, hashes, n, out);
+    case 3: return bulk168<3>(keys, hashes, n, out);
+    case 4: return bulk168<4>(keys, hashes, n, out);
+    case 5: return bulk168<5>(keys, hashes, n, out);
+    case 6: return bulk168<6>(keys, hashes, n, out);
+    case 7: return bulk168<7>(keys, hashes, n, out);
+    case 8: return bulk168<8>(keys, hashes, n, out);
+    case 9 + 4: return bulk168_avx2<4>(keys, hashes, n, out);
+    case 9 + 5: return bulk168_avx2<5>(keys, hashes, n, out);
+    case 9 + 6: return bulk168_avx2<6>(keys, hashes, n, out);
+    case 9 + 7: return bulk168_avx2<7>(keys, hashes, n, out);
+    case 9 + 8: return bulk168_avx2<8>(keys, hashes, n, out);
+    default: return bulk_generic(keys, hashes, n, out);
   }
-  for (size_t i = 0; i < n; ++i) {
-    const uint64_t b = blk[i];
-    const unsigned c = bkt[i];
-    ver[i] = meta_load(b);
-    const unsigned g = ct.cand[c][choice_of(b, c)];
-    grp[i] = uint8_t(g);
-    const uint64_t pos = record_pos(b, g);
-    prefetch_r(gw + (pos >> 6));
-    prefetch_r(gw + ((pos + W_ - 1) >> 6));
-  }
-  for (size_t i = 0; i < n; ++i) out[i] = eval(keys[i], hashes[i], ver[i] >> 24, blk[i], grp[i]);
-  std::atomic_thread_fence(std::memory_order_acquire);
-  uint32_t retries = 0;
-  for (size_t i = 0; i < n; ++i) {
-    if ((ver[i] & 1u) || meta_relaxed(blk[i]) != ver[i]) {
-      ++retries;
-      out[i] = lookup_counted(keys[i], hashes[i], &retries);
-    }
-  }
-  return retries;
 }
 
 // ---- writer primitives ------------------------------------------------------

@@ -71,8 +71,12 @@
 //   groups_   uint64[B_tot * W + 1]  W = l*(x+m) bits per group record; block
 //                                    k's 64 records fill words [kW, kW+W)
 //                                    exactly (64 * W bits); record g at bit
-//                                    g*W of it: for j = 0..l-1,
-//                                      [idx_j : x bits][arr_j : m bits]
+//                                    g*W of it:
+//                                      [idx_0 .. idx_{l-1} : x bits each]
+//                                      [arr_0 .. arr_{l-1} : m bits each]
+//                                    (16+8: a byte-aligned record of 3l
+//                                    bytes; l = 8 records are 8-byte
+//                                    aligned, which the AVX2 evaluation uses)
 //                                    (+1 guard word for two-word reads)
 //   meta_     uint32[B_tot]          block seqlock word: bits 0..23 version
 //                                    (odd = being written), 24..31 seed s_b
@@ -253,6 +257,16 @@ class SetSep final : public GptTable {
   uint64_t record_pos(uint64_t blk, unsigned g) const { return (blk * W_) * 64 + uint64_t(g) * W_; }
   unsigned choice_of(uint64_t blk, unsigned bucket) const;
   uint8_t eval(const FlowKey& key, uint64_t h, uint32_t seed, uint64_t blk, unsigned g) const;
+  uint8_t eval_any(const FlowKey& key, uint64_t h, uint32_t seed, uint64_t blk, unsigned g) const;
+  template <unsigned L>
+  uint8_t eval168(const FlowKey& key, uint64_t h, uint32_t seed, uint64_t pos) const;
+  template <unsigned L>
+  uint8_t eval168_avx2(const FlowKey& key, uint64_t h, uint32_t seed, uint64_t pos) const;
+  uint32_t bulk_generic(const FlowKey* keys, const uint64_t* hashes, size_t n, uint8_t* out) const;
+  template <unsigned L>
+  uint32_t bulk168(const FlowKey* keys, const uint64_t* hashes, size_t n, uint8_t* out) const;
+  template <unsigned L>
+  uint32_t bulk168_avx2(const FlowKey* keys, const uint64_t* hashes, size_t n, uint8_t* out) const;
   uint8_t lookup_counted(const FlowKey& key, uint64_t h, uint32_t* retries) const;
 
   // Writer primitives (inside a block write section).
@@ -273,6 +287,7 @@ class SetSep final : public GptTable {
   uint64_t nblocks_ = 0, capacity_ = 0, hash_seed_ = 1;
   uint32_t marker_ = 0xffff, xmask_ = 0xffff, mmask_ = 0xff;
   uint32_t shape_ = 0;
+  unsigned mode_ = 0;  // lookup specialization (see lookup_bulk)
   LargeArray<uint64_t> choices_;
   LargeArray<uint64_t> groups_;
   LargeArray<uint32_t> meta_;

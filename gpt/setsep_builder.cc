@@ -123,7 +123,7 @@ Status SetSepBuilder::solve_block(const BlockKeys& bk, uint64_t blk, unsigned fi
                                   unsigned attempts, Scratch* s, BlockImage* img) const {
   const CandidateTable& ct = candidate_table();
   const unsigned l = cfg_.value_bits, x = cfg_.index_bits, m = cfg_.array_bits;
-  const unsigned F = x + m, W = l * F;
+  const unsigned W = l * (x + m);
   const uint32_t limit = (1u << x) - 1;  // 2^x - 1 is the fallback marker
   const size_t nk = bk.size();
   uint32_t sizes[kBucketsPerBlock];
@@ -172,8 +172,8 @@ Status SetSepBuilder::solve_block(const BlockKeys& bk, uint64_t blk, unsigned fi
         img->candidates += sol.candidates;
         if (solved) {
           for (unsigned j = 0; j < l; ++j) {
-            write_bits(img->rec.data(), pos + j * F, x, sol.idx[j]);
-            write_bits(img->rec.data(), pos + j * F + x, m, sol.arr[j]);
+            write_bits(img->rec.data(), pos + j * x, x, sol.idx[j]);
+            write_bits(img->rec.data(), pos + l * x + j * m, m, sol.arr[j]);
           }
         } else {
           // Two keys with one 64-bit hash and different values: no seed can
@@ -431,7 +431,7 @@ Status SetSepBuilder::recompute_group(uint64_t blk, unsigned bucket, DeltaList* 
   SetSep& t = *table_;
   const BlockKeys& bk = blocks_[blk];
   Scratch& s = *scratch_;
-  const unsigned l = cfg_.value_bits, x = cfg_.index_bits, m = cfg_.array_bits, F = x + m;
+  const unsigned l = cfg_.value_bits, x = cfg_.index_bits, m = cfg_.array_bits;
   const uint32_t limit = (1u << x) - 1;
   const unsigned seed = t.block_seed(blk);
   const unsigned g = ct.cand[bucket][t.choice_of(blk, bucket)];
@@ -457,8 +457,8 @@ Status SetSepBuilder::recompute_group(uint64_t blk, unsigned bucket, DeltaList* 
   std::vector<BlockImage::Fb> fbk;
   if (search_group(s.gg1, s.gg2, s.gv, n, l, m, limit, &sol)) {
     for (unsigned j = 0; j < l; ++j) {
-      write_bits(rec, j * F, x, sol.idx[j]);
-      write_bits(rec, j * F + x, m, sol.arr[j]);
+      write_bits(rec, j * x, x, sol.idx[j]);
+      write_bits(rec, l * x + j * m, m, sol.arr[j]);
     }
   } else {
     bool hard = false;

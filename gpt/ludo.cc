@@ -1,0 +1,805 @@
+// gpt/ludo.cc: the Ludo lookup structure (LudoTable): lookups, delta apply,
+// snapshots. Design notes and dissertation sections: gpt/ludo.h.
+#include "gpt/ludo.h"
+
+#include <immintrin.h>
+
+#include <algorithm>
+#include <cmath>
+#include <cstring>
+#include <string>
+
+#include "core/bit_array.h"
+#include "core/checksum.h"
+#include "core/prefetch.h"
+
+namespace sb::gpt {
+
+namespace {
+
+constexpr uint64_t cfmix(uint64_t x) {
+  x ^= x >> 33;
+  x *= 0xff51afd7ed558ccdULL;
+  x ^= x >> 33;
+  x *= 0xc4ceb9fe1a85ec53ULL;
+  x ^= x >> 33;
+  return x;
+}
+
+constexpr std::array<uint64_t, kLudoMaxSeed + 1> make_muls() {
+  std::array<uint64_t, kLudoMaxSeed + 1> m{};
+  for (unsigned s = 0; s <= kLudoMaxSeed; ++s)
+    m[s] = cfmix(salt::kLudoSlot + (s + 1) * 0x9e3779b97f4a7c15ULL) | 1ULL;
+  return m;
+}
+
+inline void cpu_relax() { _mm_pause(); }
+
+constexpr uint32_t kSnapMagic = 0x4f44554cu;  // "LUDO"
+constexpr size_t kSnapHeader = 64;
+constexpr uint8_t kSnapWhole = 0, kSnapPartition = 1;
+constexpr uint32_t kTomb = 0xffffffffu;
+constexpr size_t kShardHeader = 48;
+constexpr size_t kFbEntryBytes = 4 + 16 + 8 + 1;
+
+uint32_t shape_of(unsigned l, unsigned log2p, uint32_t k, uint64_t hs) {
+  uint8_t b[24] = {};
+  b[0] = uint8_t(Backend::kLudo);
+  b[1] = kLudoFormatVersion;
+  b[2] = uint8_t(l);
+  b[3] = uint8_t(log2p);
+  put_u32(b + 4, k);
+  put_u64(b + 8, hs);
+  return checksum32(b, sizeof b);
+}
+
+inline uint32_t ovf_home(uint64_t bucket, uint32_t cap) {
+  return reduce32(uint32_t(bucket) * 0x9E3779B1u, cap);
+}
+
+uint64_t snap_checksum(const uint8_t* p, size_t payload_len) {
+  return checksum64(p + kSnapHeader, payload_len, checksum64(p, 56));
+}
+
+}  // namespace
+
+const std::array<uint64_t, kLudoMaxSeed + 1> kLudoSlotMul = make_muls();
+
+// ============================== config ========================================
+
+Status LudoConfig::validate() const {
+  if (value_bits < 1 || value_bits > 8) return Status::InvalidArgument("ludo: value_bits must be 1..8");
+  if (log2_partitions > 16) return Status::InvalidArgument("ludo: log2_partitions must be 0..16");
+  if (shards_per_partition < 1 || shards_per_partition > 1024)
+    return Status::InvalidArgument("ludo: shards_per_partition must be 1..1024");
+  if (!(build_load > 0.1 && build_load <= 0.97))
+    return Status::InvalidArgument("ludo: build_load must be in (0.1, 0.97]");
+  if (!(grow_load >= build_load * 0.5 && grow_load <= 0.97))
+    return Status::InvalidArgument("ludo: grow_load must be in [build_load/2, 0.97]");
+  if (!(grow_factor >= 1.1 && grow_factor <= 16)) return Status::InvalidArgument("ludo: grow_factor must be 1.1..16");
+  if (inline_seeds > kLudoOverflowMark) return Status::InvalidArgument("ludo: inline_seeds must be <= 31");
+  if (max_bfs_buckets < 2) return Status::InvalidArgument("ludo: max_bfs_buckets must be >= 2");
+  return Status::Ok();
+}
+
+// ============================== storage =======================================
+
+void LudoWords::reset(size_t nwords) {
+  n_ = nwords;
+  if (nwords * 8 >= (4u << 20)) {
+    small_.clear();
+    small_.shrink_to_fit();
+    large_.allocate(nwords);
+    p_ = large_.data();
+  } else {
+    large_.release();
+    small_.assign(nwords, 0);
+    p_ = small_.data();
+  }
+}
+
+void LudoShard::init(uint64_t nb_, uint64_t keys_cap, unsigned l, uint32_t seed) {
+  const OthelloShape sh = OthelloShape::for_capacity(std::max<uint64_t>(1, keys_cap), 1, seed);
+  nb = nb_;
+  m_a = sh.m_a;
+  m_b = sh.m_b;
+  W = kLudoSeedBits + 4 * l;
+  oth_seed = seed;
+  salt_a = sh.salt_a();
+  salt_b = sh.salt_b();
+  a.reset(BitArray::words_for(m_a, 1));
+  b.reset(BitArray::words_for(m_b, 1));
+  bkt.reset(BitArray::words_for(nb, W));
+  ovf.store(nullptr, std::memory_order_relaxed);
+  ovf_reps.clear();
+  ovf_count = ovf_tombs = 0;
+}
+
+uint32_t LudoShard::overflow_seed(uint64_t bucket) const {
+  const uint32_t* rep = ovf.load(std::memory_order_acquire);
+  if (rep == nullptr) return 0;
+  const uint32_t cap = rep[0];
+  const uint32_t want = uint32_t(bucket + 1);
+  uint32_t i = ovf_home(bucket, cap);
+  for (uint32_t n = 0; n < cap; ++n) {
+    const uint32_t e = seq_load32(rep + 1 + i);
+    if (e == 0) return 0;
+    if (e != kTomb && (e >> 8) == want) return e & 0xff;
+    i = i + 1 == cap ? 0 : i + 1;
+  }
+  return 0;
+}
+
+uint64_t LudoShard::num_bits() const {
+  uint64_t bits = (a.size() + b.size() + bkt.size()) * 64 + sizeof(LudoShard) * 8;
+  if (const uint32_t* rep = ovf.load(std::memory_order_acquire)) bits += (uint64_t(rep[0]) + 1) * 32;
+  return bits;
+}
+
+// ============================== table =========================================
+
+LudoTable::~LudoTable() = default;
+
+Status LudoTable::init(const LudoConfig& cfg) {
+  SB_RETURN_IF_ERROR(cfg.validate());
+  cfg_ = cfg;
+  l_ = cfg.value_bits;
+  log2p_ = cfg.log2_partitions;
+  k_ = cfg.shards_per_partition;
+  hash_seed_ = cfg.hash_seed;
+  shape_ = shape_of(l_, log2p_, k_, hash_seed_);
+  const uint64_t ns = (uint64_t(1) << log2p_) * k_;
+  if (ns > (1u << 24)) return Status::InvalidArgument("ludo: too many shards (P * k > 2^24)");
+  nshards_ = uint32_t(ns);
+  shards_.reset(new std::atomic<LudoShard*>[ns]);
+  owned_.clear();
+  owned_.resize(ns);
+  const uint64_t per = cfg.capacity / ns;
+  const uint64_t nb = std::max<uint64_t>(2, uint64_t(std::ceil(double(per) / (4 * cfg.build_load))));
+  if (nb > kLudoMaxBuckets) return Status::InvalidArgument("ludo: shard too large; use more shards");
+  for (uint64_t g = 0; g < ns; ++g) {
+    auto s = std::make_unique<LudoShard>();
+    s->init(nb, uint64_t(cfg.grow_load * 4 * double(nb)), l_, uint32_t(cfg.seed));
+    shards_[g].store(s.get(), std::memory_order_relaxed);
+    owned_[g] = std::move(s);
+  }
+  return Status::Ok();
+}
+
+Result<std::unique_ptr<LudoTable>> LudoTable::create(const LudoConfig& cfg) {
+  std::unique_ptr<LudoTable> t(new LudoTable());
+  SB_RETURN_IF_ERROR(t->init(cfg));
+  return t;
+}
+
+uint64_t LudoTable::capacity() const {
+  uint64_t c = 0;
+  for (uint32_t g = 0; g < nshards_; ++g) c += 4 * shard(g).nb;
+  return c;
+}
+
+GptAddress LudoTable::address_of(uint64_t h) const {
+  GptAddress a;
+  a.partition = partition_of(h, log2p_);
+  a.sub_id = k_ == 1 ? 0 : uint32_t(reduce(remix(h, salt::kLudoShard), k_));
+  return a;
+}
+
+uint64_t LudoTable::overflow_entries() const {
+  uint64_t n = 0;
+  for (uint32_t g = 0; g < nshards_; ++g) n += shard(g).ovf_count;
+  return n;
+}
+
+uint64_t LudoTable::num_bits() const {
+  uint64_t bits = stripes_.num_bits() + uint64_t(nshards_) * 64 + fallback_.num_bits();
+  for (uint32_t g = 0; g < nshards_; ++g) bits += shard(g).num_bits();
+  return bits;
+}
+
+// ---- lookups (Algorithm 1 + the version checks of A.2.1 Algorithm 4) --------
+
+uint8_t LudoTable::lookup_counted(const FlowKey& key, uint64_t h, uint32_t* retries) const {
+  if (fallback_n_.load(std::memory_order_relaxed) != 0) {
+    uint8_t v;
+    if (fallback_.find(key, h, &v)) return v;
+  }
+  const uint32_t g = shard_of(h);
+  const uint64_t x = ludo_slot_word(h);
+  const uint64_t mask = low_mask(l_);
+  for (;;) {
+    const LudoShard* s = shards_[g].load(std::memory_order_acquire);
+    const uint32_t e = s->epoch.read_begin();
+    if (e & 1u) { ++*retries; cpu_relax(); continue; }
+    const uint64_t ia = reduce(remix(h, seq_load(&s->salt_a)), s->m_a);
+    const uint64_t ib = reduce(remix(h, seq_load(&s->salt_b)), s->m_b);
+    const SeqVersion& va = stripes_.at(stripe_a(g, ia));
+    const uint32_t sa = va.read_begin();
+    const uint64_t bit = read_bits(s->a.data(), ia, 1) ^ read_bits(s->b.data(), ib, 1);
+    const uint64_t bucket = reduce(remix(h, bit ? salt::kLudoBucket2 : salt::kLudoBucket1), s->nb);
+    const SeqVersion& vb = stripes_.at(stripe_b(g, bucket));
+    const uint32_t sb = vb.read_begin();
+    const uint64_t w = read_bits(s->bkt.data(), bucket * s->W, s->W);
+    unsigned seed = unsigned(w & 31);
+    if (seed == kLudoOverflowMark) seed = s->overflow_seed(bucket);
+    const unsigned slot = ludo_slot(x, seed);
+    const uint8_t v = uint8_t((w >> (kLudoSeedBits + slot * l_)) & mask);
+    if (vb.read_retry(sb) || va.read_retry(sa) || s->epoch.read_retry(e)) {
+      ++*retries;
+      cpu_relax();
+      continue;
+    }
+    return v;
+  }
+}
+
+uint32_t LudoTable::lookup_bulk(const FlowKey* keys, const uint64_t* hashes, size_t n,
+                                uint8_t* out) const {
+  struct Pos {
+    const LudoShard* s;
+    uint64_t ia, ib, bucket;
+    uint32_t g, e, sa;
+  };
+  Pos p[kMaxBurst];
+  uint32_t retries = 0;
+  const uint64_t mask = low_mask(l_);
+  const bool fb = fallback_n_.load(std::memory_order_relaxed) != 0;
+  // Phase 1: shard, Othello positions, prefetch A and B.
+  for (size_t i = 0; i < n; ++i) {
+    const uint64_t h = hashes[i];
+    const uint32_t g = shard_of(h);
+    const LudoShard* s = shards_[g].load(std::memory_order_acquire);
+    p[i].s = s;
+    p[i].g = g;
+    p[i].e = s->epoch.read_begin();
+    p[i].ia = reduce(remix(h, seq_load(&s->salt_a)), s->m_a);
+    p[i].ib = reduce(remix(h, seq_load(&s->salt_b)), s->m_b);
+    prefetch_r(s->a.data() + (p[i].ia >> 6));
+    prefetch_r(s->b.data() + (p[i].ib >> 6));
+  }
+  // Phase 2: the bucket choice bit, prefetch the bucket.
+  for (size_t i = 0; i < n; ++i) {
+    Pos& q = p[i];
+    q.sa = stripes_.at(stripe_a(q.g, q.ia)).read_begin();
+    const uint64_t bit = read_bits(q.s->a.data(), q.ia, 1) ^ read_bits(q.s->b.data(), q.ib, 1);
+    q.bucket = reduce(remix(hashes[i], bit ? salt::kLudoBucket2 : salt::kLudoBucket1), q.s->nb);
+    prefetch_r(reinterpret_cast<const char*>(q.s->bkt.data()) + ((q.bucket * q.s->W) >> 3));
+  }
+  // Phase 3: the bucket, the slot, validation.
+  for (size_t i = 0; i < n; ++i) {
+    const Pos& q = p[i];
+    const LudoShard* s = q.s;
+    const SeqVersion& vb = stripes_.at(stripe_b(q.g, q.bucket));
+    const uint32_t sb = vb.read_begin();
+    const uint64_t w = read_bits(s->bkt.data(), q.bucket * s->W, s->W);
+    unsigned seed = unsigned(w & 31);
+    if (seed == kLudoOverflowMark) seed = s->overflow_seed(q.bucket);
+    const unsigned slot = ludo_slot(ludo_slot_word(hashes[i]), seed);
+    out[i] = uint8_t((w >> (kLudoSeedBits + slot * l_)) & mask);
+    if (vb.read_retry(sb) || stripes_.at(stripe_a(q.g, q.ia)).read_retry(q.sa) ||
+        s->epoch.read_retry(q.e)) {
+      ++retries;
+      out[i] = lookup_counted(keys[i], hashes[i], &retries);
+    }
+  }
+  if (fb) {
+    for (size_t i = 0; i < n; ++i) {
+      uint8_t v;
+      if (fallback_.find(keys[i], hashes[i], &v)) out[i] = v;
+    }
+  }
+  return retries;
+}
+
+// ---- writer primitives --------------------------------------------------------
+
+void LudoTable::stripes_begin(const uint32_t* st, size_t n) {
+  for (size_t i = 0; i < n; ++i) stripes_.at(st[i]).write_begin();
+}
+void LudoTable::stripes_end(const uint32_t* st, size_t n) {
+  for (size_t i = 0; i < n; ++i) stripes_.at(st[i]).write_end();
+}
+
+// Rebuilds the overflow table with capacity cap: in place under the shard
+// epoch when cap equals the current capacity (drops tombstones), else a
+// new array published with a release store (the old one is retired).
+void LudoTable::ovf_rehash(LudoShard* s, uint32_t cap) {
+  uint32_t* cur = s->ovf.load(std::memory_order_relaxed);
+  std::vector<uint32_t> live;
+  live.reserve(s->ovf_count);
+  if (cur != nullptr)
+    for (uint32_t i = 0; i < cur[0]; ++i) {
+      const uint32_t e = cur[1 + i];
+      if (e != 0 && e != kTomb) live.push_back(e);
+    }
+  auto place = [](uint32_t* rep, uint32_t e) {
+    const uint32_t c = rep[0];
+    uint32_t i = ovf_home((e >> 8) - 1, c);
+    while (seq_load32(rep + 1 + i) != 0) i = i + 1 == c ? 0 : i + 1;
+    seq_store32(rep + 1 + i, e);
+  };
+  if (cur != nullptr && cur[0] == cap) {
+    s->epoch.write_begin();
+    for (uint32_t i = 0; i < cap; ++i) seq_store32(cur + 1 + i, 0);
+    for (uint32_t e : live) place(cur, e);
+    s->epoch.write_end();
+  } else {
+    std::unique_ptr<uint32_t[]> rep(new uint32_t[cap + 1]());
+    rep[0] = cap;
+    for (uint32_t e : live) place(rep.get(), e);
+    s->ovf.store(rep.get(), std::memory_order_release);
+    s->ovf_reps.push_back(std::move(rep));
+  }
+  s->ovf_tombs = 0;
+}
+
+// REQUIRES: inside a write section of the bucket's stripe, and room
+// (count + tombs + 1 <= 0.92 cap, ensured by the caller).
+void LudoTable::ovf_put(LudoShard* s, uint64_t bucket, unsigned seed) {
+  uint32_t* rep = s->ovf.load(std::memory_order_relaxed);
+  const uint32_t cap = rep[0];
+  const uint32_t want = uint32_t(bucket + 1);
+  const uint32_t e = (want << 8) | (seed & 0xff);
+  uint32_t i = ovf_home(bucket, cap), free = kTomb;
+  for (uint32_t n = 0; n < cap; ++n) {
+    const uint32_t x = rep[1 + i];
+    if (x == 0) break;
+    if (x == kTomb) {
+      if (free == kTomb) free = i;
+    } else if ((x >> 8) == want) {
+      seq_store32(rep + 1 + i, e);
+      return;
+    }
+    i = i + 1 == cap ? 0 : i + 1;
+  }
+  if (free != kTomb) {
+    --s->ovf_tombs;
+    i = free;
+  }
+  seq_store32(rep + 1 + i, e);
+  ++s->ovf_count;
+}
+
+void LudoTable::ovf_erase(LudoShard* s, uint64_t bucket) {
+  uint32_t* rep = s->ovf.load(std::memory_order_relaxed);
+  if (rep == nullptr) return;
+  const uint32_t cap = rep[0];
+  const uint32_t want = uint32_t(bucket + 1);
+  uint32_t i = ovf_home(bucket, cap);
+  for (uint32_t n = 0; n < cap; ++n) {
+    const uint32_t x = rep[1 + i];
+    if (x == 0) return;
+    if (x != kTomb && (x >> 8) == want) {
+      seq_store32(rep + 1 + i, kTomb);
+      --s->ovf_count;
+      ++s->ovf_tombs;
+      return;
+    }
+    i = i + 1 == cap ? 0 : i + 1;
+  }
+}
+
+void LudoTable::publish(uint32_t g, std::unique_ptr<LudoShard> s) {
+  shards_[g].store(s.get(), std::memory_order_release);
+  if (owned_[g]) retired_.push_back(std::move(owned_[g]));
+  owned_[g] = std::move(s);
+}
+
+// ---- deltas -------------------------------------------------------------------
+
+Status LudoTable::apply(std::span<const uint8_t> delta) {
+  DeltaHeader hd;
+  std::span<const uint8_t> payload;
+  SB_RETURN_IF_ERROR(parse_delta(delta, &hd, &payload));
+  if (hd.backend != Backend::kLudo)
+    return Status::InvalidArgument(std::string("ludo apply: delta of backend ") + backend_name(hd.backend));
+  if (hd.format_version != kLudoFormatVersion)
+    return Status::InvalidArgument("ludo apply: unknown format version " + std::to_string(hd.format_version));
+  if (hd.shape != shape_) return Status::InvalidArgument("ludo apply: delta made for another geometry (shape)");
+  if (hd.partition >= (1u << log2p_) || hd.sub_id >= k_)
+    return Status::InvalidArgument("ludo apply: address out of range");
+  const uint32_t g = hd.partition * k_ + hd.sub_id;
+  switch (LudoDelta(hd.kind)) {
+    case LudoDelta::kInsert: return apply_insert(g, payload);
+    case LudoDelta::kChange: return apply_change(g, payload);
+    case LudoDelta::kShardReplace: {
+      std::unique_ptr<LudoShard> s;
+      SB_RETURN_IF_ERROR(read_shard(payload.data(), payload.size(), &s));
+      return install_shard(g, std::move(s));
+    }
+    case LudoDelta::kFallbackPut: {
+      if (payload.size() != 16 + 8 + 1) return Status::Corrupt("ludo apply: bad fallback put");
+      FlowKey key;
+      std::memcpy(key.bytes, payload.data(), 16);
+      const uint8_t v = payload[24];
+      if (v >> l_) return Status::Corrupt("ludo apply: fallback value wider than l");
+      fallback_.put(key, get_u64(payload.data() + 16), g, v);
+      fallback_n_.store(fallback_.size(), std::memory_order_relaxed);
+      return Status::Ok();
+    }
+    case LudoDelta::kFallbackErase: {
+      if (payload.size() != 16 + 8) return Status::Corrupt("ludo apply: bad fallback erase");
+      FlowKey key;
+      std::memcpy(key.bytes, payload.data(), 16);
+      fallback_.erase(key, get_u64(payload.data() + 16));
+      fallback_n_.store(fallback_.size(), std::memory_order_relaxed);
+      return Status::Ok();
+    }
+  }
+  return Status::InvalidArgument("ludo apply: unknown delta kind " + std::to_string(hd.kind));
+}
+
+// Insertion message (§4.4.8): u64 nb; u16 nodes; per node u32 bucket, u8
+// seed, u8 flags (bit 0: overflow seed), u8 slot values[4], u16 nchg,
+// u32 chg[nchg] = side << 31 | value << 30 | index. Nodes are applied in
+// order (the cuckoo path from its free end), each one atomically.
+Status LudoTable::apply_insert(uint32_t g, std::span<const uint8_t> payload) {
+  LudoShard* s = owned_[g].get();
+  ByteReader r(payload);
+  const uint64_t nb = r.u64();
+  const uint8_t* p = r.take(2);
+  if (!r.ok()) return Status::Corrupt("ludo apply: truncated insert");
+  if (nb != s->nb) return Status::FailedPrecondition("ludo apply: insert made for another shard size");
+  const unsigned nodes = get_u16(p);
+  const size_t start = r.pos();
+  // Validate everything first: a rejected delta leaves the table unchanged.
+  for (unsigned k = 0; k < nodes; ++k) {
+    const uint8_t* q = r.take(4 + 1 + 1 + 4 + 2);
+    if (!r.ok()) return Status::Corrupt("ludo apply: truncated insert node");
+    if (get_u32(q) >= nb) return Status::Corrupt("ludo apply: bucket out of range");
+    if (q[5] & ~1u) return Status::Corrupt("ludo apply: bad node flags");
+    for (unsigned j = 0; j < 4; ++j)
+      if (q[6 + j] >> l_) return Status::Corrupt("ludo apply: value wider than l");
+    const unsigned nchg = get_u16(q + 10);
+    const uint8_t* c = r.take(size_t(nchg) * 4);
+    if (!r.ok()) return Status::Corrupt("ludo apply: truncated Othello changes");
+    for (unsigned j = 0; j < nchg; ++j) {
+      const uint32_t x = get_u32(c + 4 * j);
+      const uint64_t idx = x & ((1u << 30) - 1);
+      if (idx >= ((x >> 31) ? s->m_b : s->m_a)) return Status::Corrupt("ludo apply: Othello index out of range");
+    }
+  }
+  if (r.remaining() != 0) return Status::Corrupt("ludo apply: trailing bytes in insert");
+  const uint8_t* q = payload.data() + start;
+  for (unsigned k = 0; k < nodes; ++k) {
+    const uint64_t bucket = get_u32(q);
+    const unsigned seed = q[4];
+    const bool ovf = q[5] & 1u;
+    const unsigned nchg = get_u16(q + 10);
+    const uint8_t* c = q + 12;
+    if (ovf) {
+      const uint32_t* rep = s->ovf.load(std::memory_order_relaxed);
+      const uint32_t cap = rep ? rep[0] : 0;
+      if (double(s->ovf_count + s->ovf_tombs + 1) > 0.92 * cap) {
+        if (double(s->ovf_count + 1) > 0.8 * cap)
+          ovf_rehash(s, std::max<uint32_t>(16, uint32_t(double(s->ovf_count + 1) / 0.6)));
+        else
+          ovf_rehash(s, cap);
+      }
+    }
+    auto& st = scratch_st_;
+    st.clear();
+    st.push_back(stripe_b(g, bucket));
+    for (unsigned j = 0; j < nchg; ++j) {
+      const uint32_t x = get_u32(c + 4 * j);
+      if ((x >> 31) == 0) st.push_back(stripe_a(g, x & ((1u << 30) - 1)));
+    }
+    if (st.size() > 1) {
+      std::sort(st.begin(), st.end());
+      st.erase(std::unique(st.begin(), st.end()), st.end());
+    }
+    stripes_begin(st.data(), st.size());
+    for (unsigned j = 0; j < nchg; ++j) {
+      const uint32_t x = get_u32(c + 4 * j);
+      write_bits((x >> 31) ? s->b.data() : s->a.data(), x & ((1u << 30) - 1), 1, (x >> 30) & 1u);
+    }
+    if (hook_) hook_(hook_arg_);
+    const uint64_t pos = bucket * s->W;
+    const bool was_ovf = (read_bits(s->bkt.data(), pos, kLudoSeedBits)) == kLudoOverflowMark;
+    uint64_t w = ovf ? kLudoOverflowMark : seed;
+    for (unsigned j = 0; j < 4; ++j) w |= uint64_t(q[6 + j]) << (kLudoSeedBits + j * l_);
+    if (ovf) ovf_put(s, bucket, seed);
+    write_bits(s->bkt.data(), pos, s->W, w);
+    if (was_ovf && !ovf) ovf_erase(s, bucket);
+    stripes_end(st.data(), st.size());
+    q = c + 4 * size_t(nchg);
+  }
+  return Status::Ok();
+}
+
+// Value change (§4.4.8): u64 nb, u32 bucket, u8 slot, u8 value.
+Status LudoTable::apply_change(uint32_t g, std::span<const uint8_t> payload) {
+  LudoShard* s = owned_[g].get();
+  if (payload.size() != 8 + 4 + 1 + 1) return Status::Corrupt("ludo apply: bad change payload");
+  const uint64_t nb = get_u64(payload.data());
+  const uint64_t bucket = get_u32(payload.data() + 8);
+  const unsigned slot = payload[12];
+  const uint8_t v = payload[13];
+  if (nb != s->nb) return Status::FailedPrecondition("ludo apply: change made for another shard size");
+  if (bucket >= nb || slot > 3 || (v >> l_)) return Status::Corrupt("ludo apply: bad change payload");
+  const uint32_t st = stripe_b(g, bucket);
+  stripes_begin(&st, 1);
+  if (hook_) hook_(hook_arg_);
+  write_bits(s->bkt.data(), bucket * s->W + kLudoSeedBits + slot * l_, l_, v);
+  stripes_end(&st, 1);
+  return Status::Ok();
+}
+
+// Same geometry: rewritten in place under the shard epoch (Othello
+// reconstruction: new seed, all entries). Otherwise a pointer swap.
+Status LudoTable::install_shard(uint32_t g, std::unique_ptr<LudoShard> n) {
+  LudoShard* s = owned_[g].get();
+  if (s == nullptr || s->nb != n->nb || s->m_a != n->m_a || s->m_b != n->m_b || s->W != n->W) {
+    publish(g, std::move(n));
+    return Status::Ok();
+  }
+  const uint32_t* nrep = n->ovf.load(std::memory_order_relaxed);
+  const uint32_t* crep = s->ovf.load(std::memory_order_relaxed);
+  const uint32_t need = n->ovf_count;
+  // Overflow: reuse the current array when the new entries fit, else swap
+  // in the new array (no entry of it is ever written again by this call).
+  const bool fits = crep != nullptr && double(need) <= 0.8 * crep[0];
+  s->epoch.write_begin();
+  seq_store(&s->salt_a, n->salt_a);
+  seq_store(&s->salt_b, n->salt_b);
+  s->oth_seed = n->oth_seed;
+  auto copy = [](LudoWords& dst, const LudoWords& src) {
+    for (size_t i = 0; i < src.size(); ++i) seq_store(dst.data() + i, src.data()[i]);
+  };
+  copy(s->a, n->a);
+  if (hook_) hook_(hook_arg_);
+  copy(s->b, n->b);
+  copy(s->bkt, n->bkt);
+  if (fits) {
+    uint32_t* rep = const_cast<uint32_t*>(crep);
+    const uint32_t cap = rep[0];
+    for (uint32_t i = 0; i < cap; ++i) seq_store32(rep + 1 + i, 0);
+    if (nrep != nullptr)
+      for (uint32_t i = 0; i < nrep[0]; ++i) {
+        const uint32_t e = nrep[1 + i];
+        if (e == 0 || e == kTomb) continue;
+        uint32_t j = ovf_home((e >> 8) - 1, cap);
+        while (rep[1 + j] != 0) j = j + 1 == cap ? 0 : j + 1;
+        seq_store32(rep + 1 + j, e);
+      }
+  } else if (nrep != nullptr) {
+    s->ovf.store(const_cast<uint32_t*>(nrep), std::memory_order_release);
+    for (auto& r : n->ovf_reps) s->ovf_reps.push_back(std::move(r));
+  } else if (crep != nullptr) {
+    uint32_t* rep = const_cast<uint32_t*>(crep);
+    for (uint32_t i = 0; i < rep[0]; ++i) seq_store32(rep + 1 + i, 0);
+  }
+  s->ovf_count = need;
+  s->ovf_tombs = 0;
+  s->epoch.write_end();
+  return Status::Ok();
+}
+
+// ---- shard blobs and snapshots ------------------------------------------------
+//
+// Shard blob: u64 nb, u64 m_a, u64 m_b, u32 othello seed, u32 W, u32 overflow
+// entries, u32 0, u64 payload words, then the words of A, B, buckets and the
+// overflow entries (u32 each).
+
+void LudoTable::write_shard(uint32_t g, std::vector<uint8_t>* out) const {
+  const LudoShard& s = shard(g);
+  const size_t words = s.a.size() + s.b.size() + s.bkt.size();
+  const size_t base = out->size();
+  out->resize(base + kShardHeader + words * 8 + size_t(s.ovf_count) * 4);
+  uint8_t* p = out->data() + base;
+  put_u64(p, s.nb);
+  put_u64(p + 8, s.m_a);
+  put_u64(p + 16, s.m_b);
+  put_u32(p + 24, s.oth_seed);
+  put_u32(p + 28, s.W);
+  put_u32(p + 32, s.ovf_count);
+  put_u32(p + 36, 0);
+  put_u64(p + 40, words);
+  p += kShardHeader;
+  for (const LudoWords* w : {&s.a, &s.b, &s.bkt}) {
+    for (size_t i = 0; i < w->size(); ++i) put_u64(p + 8 * i, load_relaxed(w->data() + i));
+    p += w->size() * 8;
+  }
+  if (const uint32_t* rep = s.ovf.load(std::memory_order_acquire)) {
+    for (uint32_t i = 0; i < rep[0]; ++i) {
+      const uint32_t e = rep[1 + i];
+      if (e == 0 || e == kTomb) continue;
+      put_u32(p, e);
+      p += 4;
+    }
+  }
+}
+
+Status LudoTable::read_shard(const uint8_t* p, size_t n, std::unique_ptr<LudoShard>* out) const {
+  if (n < kShardHeader) return Status::Corrupt("ludo shard: truncated header");
+  const uint64_t nb = get_u64(p), m_a = get_u64(p + 8), m_b = get_u64(p + 16);
+  const uint32_t seed = get_u32(p + 24), W = get_u32(p + 28), novf = get_u32(p + 32);
+  const uint64_t words = get_u64(p + 40);
+  if (nb < 1 || nb > kLudoMaxBuckets) return Status::Corrupt("ludo shard: bad bucket count");
+  if (W != kLudoSeedBits + 4 * l_) return Status::Corrupt("ludo shard: bucket width does not match l");
+  if (m_b < 1 || m_b > (1ULL << 30) || m_a != (133 * m_b + 99) / 100)
+    return Status::Corrupt("ludo shard: bad Othello shape");
+  const size_t wa = BitArray::words_for(m_a, 1), wb = BitArray::words_for(m_b, 1),
+               wk = BitArray::words_for(nb, W);
+  if (words != wa + wb + wk) return Status::Corrupt("ludo shard: word count does not match shape");
+  if (n != kShardHeader + words * 8 + size_t(novf) * 4) return Status::Corrupt("ludo shard: size mismatch");
+  if (novf > nb) return Status::Corrupt("ludo shard: too many overflow entries");
+  auto s = std::make_unique<LudoShard>();
+  s->init(nb, m_b, l_, seed);
+  const uint8_t* q = p + kShardHeader;
+  for (LudoWords* w : {&s->a, &s->b, &s->bkt}) {
+    std::memcpy(w->data(), q, w->size() * 8);
+    q += w->size() * 8;
+  }
+  if (novf > 0) {
+    const uint32_t cap = std::max<uint32_t>(8, uint32_t(std::ceil(double(novf) / 0.9)));
+    std::unique_ptr<uint32_t[]> rep(new uint32_t[cap + 1]());
+    rep[0] = cap;
+    for (uint32_t i = 0; i < novf; ++i) {
+      const uint32_t e = get_u32(q + 4 * i);
+      if ((e >> 8) == 0 || (e >> 8) > nb) return Status::Corrupt("ludo shard: overflow bucket out of range");
+      uint32_t j = ovf_home((e >> 8) - 1, cap);
+      while (rep[1 + j] != 0) {
+        if (rep[1 + j] >> 8 == e >> 8) return Status::Corrupt("ludo shard: duplicate overflow entry");
+        j = j + 1 == cap ? 0 : j + 1;
+      }
+      rep[1 + j] = e;
+    }
+    s->ovf.store(rep.get(), std::memory_order_relaxed);
+    s->ovf_reps.push_back(std::move(rep));
+    s->ovf_count = novf;
+  }
+  *out = std::move(s);
+  return Status::Ok();
+}
+
+// Snapshot: 64-byte header
+//   0 u32 magic "LUDO"  4 u8 backend (2)  5 u8 format  6 u8 kind (0 whole, 1 partition)
+//   7 u8 l  8 u8 log2P  12 u32 k  16 u64 hash seed  24 u64 Othello seed
+//   32 u32 first shard  36 u32 shards  40 u64 payload length  48 u32 shape
+//   56 u64 checksum (of bytes [0,56) chained into the payload)
+// payload: per shard u64 blob length + blob; u32 fallback entries, each
+// u32 shard, 16-byte key, u64 h, u8 value.
+void LudoTable::serialize_range(uint32_t first, uint32_t ns, uint8_t kind,
+                                std::vector<uint8_t>* out) const {
+  out->assign(kSnapHeader, 0);
+  for (uint32_t g = first; g < first + ns; ++g) {
+    const size_t at = out->size();
+    out->resize(at + 8);
+    write_shard(g, out);
+    put_u64(out->data() + at, out->size() - at - 8);
+  }
+  std::vector<FallbackTable::Entry> fb;
+  for (const auto& e : fallback_.entries())
+    if (e.group >= first && e.group < first + ns) fb.push_back(e);
+  std::sort(fb.begin(), fb.end(), [](const auto& a, const auto& b) {
+    return a.group != b.group ? a.group < b.group : std::memcmp(a.key.bytes, b.key.bytes, 16) < 0;
+  });
+  size_t at = out->size();
+  out->resize(at + 4 + fb.size() * kFbEntryBytes);
+  put_u32(out->data() + at, uint32_t(fb.size()));
+  at += 4;
+  for (const auto& e : fb) {
+    uint8_t* p = out->data() + at;
+    put_u32(p, e.group);
+    std::memcpy(p + 4, e.key.bytes, 16);
+    put_u64(p + 20, e.h);
+    p[28] = e.value;
+    at += kFbEntryBytes;
+  }
+  uint8_t* p = out->data();
+  put_u32(p, kSnapMagic);
+  p[4] = uint8_t(Backend::kLudo);
+  p[5] = kLudoFormatVersion;
+  p[6] = kind;
+  p[7] = uint8_t(l_);
+  p[8] = uint8_t(log2p_);
+  put_u32(p + 12, k_);
+  put_u64(p + 16, hash_seed_);
+  put_u64(p + 24, cfg_.seed);
+  put_u32(p + 32, first);
+  put_u32(p + 36, ns);
+  const uint64_t payload = out->size() - kSnapHeader;
+  put_u64(p + 40, payload);
+  put_u32(p + 48, shape_);
+  put_u64(p + 56, snap_checksum(p, payload));
+}
+
+void LudoTable::serialize(std::vector<uint8_t>* out) const { serialize_range(0, nshards_, kSnapWhole, out); }
+
+Status LudoTable::serialize_partition(uint32_t partition, std::vector<uint8_t>* out) const {
+  if (partition >= (1u << log2p_)) return Status::InvalidArgument("ludo: partition out of range");
+  serialize_range(partition * k_, k_, kSnapPartition, out);
+  return Status::Ok();
+}
+
+struct LudoSnapInfo {
+  uint8_t kind, l, log2p;
+  uint32_t k, first, ns, shape;
+  uint64_t hash_seed, seed;
+};
+
+Status LudoTable::parse_snapshot(std::span<const uint8_t> bytes, LudoSnapInfo* v) {
+  if (bytes.size() < kSnapHeader) return Status::Corrupt("ludo snapshot: truncated header");
+  const uint8_t* p = bytes.data();
+  if (get_u32(p) != kSnapMagic) return Status::Corrupt("ludo snapshot: bad magic");
+  if (p[4] != uint8_t(Backend::kLudo)) return Status::Corrupt("ludo snapshot: not a Ludo snapshot");
+  if (p[5] != kLudoFormatVersion)
+    return Status::Corrupt("ludo snapshot: unknown format version " + std::to_string(p[5]));
+  const uint64_t payload = get_u64(p + 40);
+  if (payload != bytes.size() - kSnapHeader) return Status::Corrupt("ludo snapshot: length mismatch");
+  if (snap_checksum(p, payload) != get_u64(p + 56)) return Status::Corrupt("ludo snapshot: checksum mismatch");
+  v->kind = p[6];
+  v->l = p[7];
+  v->log2p = p[8];
+  v->k = get_u32(p + 12);
+  v->hash_seed = get_u64(p + 16);
+  v->seed = get_u64(p + 24);
+  v->first = get_u32(p + 32);
+  v->ns = get_u32(p + 36);
+  v->shape = get_u32(p + 48);
+  if (v->kind > kSnapPartition) return Status::Corrupt("ludo snapshot: bad kind");
+  if (v->shape != shape_of(v->l, v->log2p, v->k, v->hash_seed))
+    return Status::Corrupt("ludo snapshot: shape fingerprint mismatch");
+  return Status::Ok();
+}
+
+Status LudoTable::load_range(std::span<const uint8_t> bytes, bool whole) {
+  LudoSnapInfo v;
+  SB_RETURN_IF_ERROR(parse_snapshot(bytes, &v));
+  if (v.shape != shape_) return Status::InvalidArgument("ludo snapshot: made for another geometry");
+  if (whole ? (v.first != 0 || v.ns != nshards_ || v.kind != kSnapWhole)
+            : (v.kind != kSnapPartition || v.ns != k_ || v.first % k_ != 0 || v.first >= nshards_))
+    return Status::Corrupt("ludo snapshot: bad shard range");
+  // Parse and validate everything before installing anything.
+  std::vector<std::unique_ptr<LudoShard>> shards(v.ns);
+  ByteReader r(bytes.subspan(kSnapHeader));
+  for (uint32_t i = 0; i < v.ns; ++i) {
+    const uint64_t len = r.u64();
+    const uint8_t* b = r.take(len);
+    if (!r.ok()) return Status::Corrupt("ludo snapshot: truncated shard");
+    SB_RETURN_IF_ERROR(read_shard(b, len, &shards[i]));
+  }
+  const uint32_t nfb = r.u32();
+  std::vector<FallbackTable::Entry> fb;
+  for (uint32_t i = 0; r.ok() && i < nfb; ++i) {
+    const uint8_t* b = r.take(kFbEntryBytes);
+    if (!b) break;
+    FallbackTable::Entry e;
+    e.group = get_u32(b);
+    std::memcpy(e.key.bytes, b + 4, 16);
+    e.h = get_u64(b + 20);
+    e.value = b[28];
+    if (e.group < v.first || e.group >= v.first + v.ns || (e.value >> l_))
+      return Status::Corrupt("ludo snapshot: bad fallback entry");
+    fb.push_back(e);
+  }
+  if (!r.ok() || r.remaining() != 0) return Status::Corrupt("ludo snapshot: truncated or trailing bytes");
+  for (uint32_t i = 0; i < v.ns; ++i) publish(v.first + i, std::move(shards[i]));
+  fallback_.erase_groups(v.first, uint64_t(v.first) + v.ns);
+  for (const auto& e : fb) fallback_.put(e.key, e.h, e.group, e.value);
+  fallback_n_.store(fallback_.size(), std::memory_order_relaxed);
+  return Status::Ok();
+}
+
+Status LudoTable::load_partition(std::span<const uint8_t> bytes) { return load_range(bytes, false); }
+
+Result<std::unique_ptr<LudoTable>> LudoTable::deserialize(std::span<const uint8_t> bytes) {
+  LudoSnapInfo v;
+  SB_RETURN_IF_ERROR(parse_snapshot(bytes, &v));
+  LudoConfig cfg;
+  cfg.value_bits = v.l;
+  cfg.log2_partitions = v.log2p;
+  cfg.shards_per_partition = v.k;
+  cfg.hash_seed = v.hash_seed;
+  cfg.seed = v.seed;
+  cfg.capacity = 0;
+  if (cfg.validate().ok() == false) return Status::Corrupt("ludo snapshot: bad configuration");
+  std::unique_ptr<LudoTable> t(new LudoTable());
+  if (Status st = t->init(cfg); !st.ok()) return Status::Corrupt("ludo snapshot: " + st.message());
+  SB_RETURN_IF_ERROR(t->load_range(bytes, true));
+  t->retired_.clear();  // nobody can be reading a table that was just created
+  return t;
+}
+
+}  // namespace sb::gpt

@@ -1,0 +1,375 @@
+// gpt/ludo.h: Ludo hashing (Shi, dissertation ch. 4 and appendix A.2,
+// ../shared/papers/shi-dissertation-ludo-concury.txt), the GPT backend with
+// O(1) updates, sharded per partition, behind the GPT interface (gpt/gpt.h).
+//
+// ============================================================================
+// WHAT IT IS (§4.4.1-§4.4.5)
+// ============================================================================
+// A map key -> l-bit value (l = 1..8) that does not store keys. A (2,4)-cuckoo
+// table (the "source cuckoo table", maintenance side) puts every key in one of
+// its two candidate buckets h0(k), h1(k), 4 slots each. The lookup side keeps
+//   - the BUCKET LOCATOR: an Othello (core/othello.h) answering the 1-bit
+//     choice b(k) (0: k sits in h0(k), 1: in h1(k)), §4.4.4;
+//   - the BUCKET ARRAY: per bucket a 5-bit slot seed s and 4 value slots,
+//     bit-packed with no wasted bits (5 + 4l bits per bucket), §4.4.5;
+//     the slot of k is H_s(k) in {0..3}, s found by brute force (0, 1, ...)
+//     so that H_s is injective on the bucket's keys;
+//   - the OVERFLOW TABLE: seeds that do not fit in 5 bits (s >= 31; the
+//     field then holds 31, "all ones") live in a small per-shard table
+//     keyed by bucket index (§4.4.6 "Overflow seeds");
+//   - the FALLBACK TABLE (gpt/fallback_table.h, full keys): keys whose
+//     64-bit hash collides with another key of the shard, failed cuckoo
+//     insertions (BFS found no path), and buckets with no seed <= 255
+//     (§4.4.6 "Insertion fallback table"). Expected empty; counted.
+// Lookup (Algorithm 1): b = A[ha] ^ B[hb]; bucket = h_b(k); seed = field
+// (or overflow); value = slot[H_seed(k)]. Three dependent-ish memory loads
+// (A and B in parallel, then the bucket); the bulk path overlaps them
+// across the batch (phase 1 hash + prefetch A/B, phase 2 bit + prefetch
+// bucket, phase 3 read + validate).
+//
+// ============================================================================
+// HASH PLAN (every index from the one 64-bit key hash h, core/hash.h)
+// ============================================================================
+//   partition p = partition_of(h, log2P)                    shared definition
+//   shard     s = reduce(remix(h, kLudoShard), k)           k shards per partition
+//   h0(k)       = reduce(remix(h, kLudoBucket1), nb)        nb buckets of the shard
+//   h1(k)       = reduce(remix(h, kLudoBucket2), nb)
+//   Othello     = OthelloShape(seed of the shard).index_a/b(h)  (kOthelloA/B)
+//   H_s(k)      = (remix(h, kLudoSlot) * M[s]) >> 62        M[s] odd 64-bit
+//                 constants (multiply-shift over a fully mixed word: one
+//                 multiply per candidate seed in the brute force)
+// Global shard id g = p * k + s; deltas and snapshots address (p, s).
+//
+// ============================================================================
+// LAYOUT (lookup side, one LudoShard object per shard)
+// ============================================================================
+//   A     m_a bits, B m_b bits     Othello arrays (m_a = ceil(1.33 c),
+//                                  m_b = c, c = the shard's key capacity)
+//   bkt   nb * (5 + 4l) bits       bucket i at bit i*(5+4l):
+//                                  [seed:5][slot0:l][slot1:l][slot2:l][slot3:l]
+//   ovf   u32 entries              (bucket+1) << 8 | seed, linear probing,
+//                                  0 = empty, ~0 = tombstone
+// each array has one guard word (two-word reads without a branch).
+//
+// ============================================================================
+// SPACE (bits per key, lookup side, at load a = keys / (4 nb))
+// ============================================================================
+//   Othello    2.33 c / n  (c = floor(grow_load * 4 nb): 2.33 at a bulk build)
+//   buckets    (5 + 4 l) / (4 a)            at a = 0.95: 1.316 + 1.05 l
+//   overflow   32 / 0.9 * (overflowed buckets) / n   (~0.1 after the build's
+//              relocation fix, see README)
+//   versions   8192 x 32 bits per TABLE (lock striping, §4.4.8)
+//   per shard  ~100 bytes header + 3 guard words
+// The dissertation's total is 3.76 + 1.05 l at 95% load (§4.5.1).
+//
+// ============================================================================
+// UPDATES (§4.4.8), one delta per maintenance operation
+// ============================================================================
+//   insert   the BFS cuckoo path (§4.5.4) executed from its free end: every
+//            node = one bucket rewrite (new seed + the 4 values in slot
+//            order) + the Othello entries that change because one key moved
+//            to this bucket (or, last node, because the new key was added).
+//            The receiver applies the nodes in order, each atomically: a
+//            moved key is present in both buckets between two nodes, so a
+//            reader finds it whichever bit it reads ("reverse order").
+//   change   one slot of one bucket.
+//   erase    nothing on the lookup side (the old value stays; one-sided
+//            error), except for keys in the fallback table.
+//   shard_replace  the whole shard: on growth (new bucket count; pointer
+//            swap, lookups use the old shard until it is applied) and on an
+//            Othello reconstruction (same geometry: rewritten in place under
+//            the shard epoch).
+//   fallback put / erase  full key, h, value.
+//
+// GROWTH: a shard grows (bucket count x grow_factor, everything rebuilt)
+// when an insert would take its load past grow_load. The dissertation starts
+// a BACKGROUND rebuild at 94% and swaps it in at 95% (§4.4.6, §4.5.3); the
+// builder here is synchronous (the RIB owner thread), so the rebuild runs at
+// the swap point: grow_load defaults to 0.95 and may be set to 0.94.
+//
+// ============================================================================
+// THREAD SAFETY (§4.4.8 "Consistency under concurrent read/write")
+// ============================================================================
+// LudoTable: lookups const, any number of threads, concurrently with ONE
+// writer thread calling apply()/load_partition(). Version-based optimistic
+// reads with lock striping: ONE SeqStripes(8192) per table (the dissertation
+// reduces the version array to a constant 8192); Othello A entry i of shard
+// g is guarded by stripe (i + g*K1) & 8191 (paper: p(i) = i mod R; only A is
+// guarded, see core/othello.h for why that suffices), bucket j by stripe
+// (j + g*K2 + 4096) & 8191. A writer bumps every stripe a node touches
+// (deduplicated), writes, bumps again. A reader reads the shard epoch, the
+// A-stripe, A and B, the bucket stripe, the bucket (and overflow entry),
+// then re-checks all three: a node that moved a key changed that key's
+// A-region, so a reader that followed the old bit into a bucket rewritten
+// later fails its A-stripe check (acquire data loads, core/seqlock.h).
+// Whole-shard rewrites in place run under the shard's epoch; a new shard is
+// published with a release store of the pointer and the old one is retired
+// (kept until the table is destroyed: growth is geometric, so retired
+// memory is less than the live size). All shared words use seq_load /
+// seq_store (TSan-clean). serialize*(), num_bits() must not run
+// concurrently with a writer.
+// LudoBuilder: one thread (the RIB owner's); build() may use `threads`
+// workers (one shard each at a time) and is deterministic whatever threads.
+#pragma once
+
+#include <array>
+#include <atomic>
+#include <cstdint>
+#include <memory>
+#include <span>
+#include <vector>
+
+#include "core/flow_key.h"
+#include "core/hash.h"
+#include "core/large_array.h"
+#include "core/othello.h"
+#include "core/seqlock.h"
+#include "core/status.h"
+#include "gpt/delta.h"
+#include "gpt/fallback_table.h"
+#include "gpt/gpt.h"
+
+namespace sb::gpt {
+
+inline constexpr uint8_t kLudoFormatVersion = 1;
+inline constexpr unsigned kLudoSeedBits = 5;
+inline constexpr unsigned kLudoOverflowMark = 31;  // field value: seed in the overflow table
+inline constexpr unsigned kLudoMaxSeed = 255;      // largest seed (overflow entries hold 8 bits)
+inline constexpr uint32_t kLudoStripes = 8192;     // §4.4.8 lock striping
+inline constexpr uint64_t kLudoMaxBuckets = (1ULL << 24) - 2;  // per shard (overflow entry)
+
+// Delta kinds (DeltaHeader::kind) of the Ludo backend.
+enum class LudoDelta : uint8_t {
+  kInsert = 1,        // cuckoo path nodes (bucket rewrites + Othello changes)
+  kChange = 2,        // one slot
+  kShardReplace = 3,  // a whole shard (growth, Othello reconstruction)
+  kFallbackPut = 4,   // full key -> value
+  kFallbackErase = 5, // full key
+};
+
+struct LudoConfig {
+  unsigned value_bits = 2;            // l, 1..8
+  uint64_t capacity = 0;              // keys the table is sized for at creation (0: by build())
+  unsigned log2_partitions = 10;      // P = 2^log2_partitions (0..16)
+  uint32_t shards_per_partition = 1;  // k, 1..1024, fixed at cluster creation
+  uint64_t hash_seed = 1;             // cluster hash seed (hash_key)
+  uint64_t seed = 1;                  // first Othello seed tried per shard
+  double build_load = 0.95;           // bulk builds size shards for this load
+  double grow_load = 0.95;            // an insert past this load grows the shard
+  double grow_factor = 2.0;           // bucket count multiplier on growth
+  unsigned inline_seeds = 31;         // seeds < this are stored in the bucket (test knob, <= 31)
+  unsigned max_bfs_buckets = 2048;    // BFS queue bound of one cuckoo insertion
+  bool fix_overflow = true;           // relocate a key out of an overflowing bucket
+  Status validate() const;
+};
+
+// Slot-seed multipliers M[s] (odd), s = 0..255.
+extern const std::array<uint64_t, kLudoMaxSeed + 1> kLudoSlotMul;
+inline unsigned ludo_slot(uint64_t x, unsigned seed) { return unsigned((x * kLudoSlotMul[seed]) >> 62); }
+inline uint64_t ludo_slot_word(uint64_t h) { return remix(h, salt::kLudoSlot); }
+
+// Word array: std::vector for small shards, LargeArray (THP) for big ones.
+class LudoWords {
+ public:
+  void reset(size_t nwords);
+  uint64_t* data() { return p_; }
+  const uint64_t* data() const { return p_; }
+  size_t size() const { return n_; }
+
+ private:
+  std::vector<uint64_t> small_;
+  LargeArray<uint64_t> large_;
+  uint64_t* p_ = nullptr;
+  size_t n_ = 0;
+};
+
+// One shard of the lookup structure. Geometry (nb, m_a, m_b) is immutable
+// per object; the Othello seed and all array words change under versions.
+struct LudoShard {
+  uint64_t nb = 0, m_a = 0, m_b = 0;
+  unsigned W = 0;                // bucket bits 5 + 4l
+  mutable SeqVersion epoch;      // whole-shard in-place rewrites
+  uint64_t salt_a = 0, salt_b = 0;  // seq_load/seq_store
+  uint32_t oth_seed = 0;
+  LudoWords a, b, bkt;
+  // Overflow table: rep[0] = capacity, entries rep[1..cap].
+  std::atomic<uint32_t*> ovf{nullptr};
+  std::vector<std::unique_ptr<uint32_t[]>> ovf_reps;  // back() current; others retired
+  uint32_t ovf_count = 0, ovf_tombs = 0;
+
+  void init(uint64_t nb_, uint64_t keys_cap, unsigned l, uint32_t seed);
+  uint32_t overflow_seed(uint64_t bucket) const;  // reader (under the bucket stripe)
+  uint64_t num_bits() const;
+};
+
+class LudoTable final : public GptTable {
+ public:
+  // Empty table (every shard sized for capacity / (P k) keys; lookups
+  // answer 0 until built or fed deltas/snapshots).
+  static Result<std::unique_ptr<LudoTable>> create(const LudoConfig& cfg);
+  static Result<std::unique_ptr<LudoTable>> deserialize(std::span<const uint8_t> bytes);
+  ~LudoTable() override;
+
+  // ---- GptTable -----------------------------------------------------------
+  Backend backend() const override { return Backend::kLudo; }
+  unsigned value_bits() const override { return l_; }
+  uint64_t hash_seed() const override { return hash_seed_; }
+  unsigned log2_partitions() const override { return log2p_; }
+  uint32_t sub_ids_per_partition() const override { return k_; }
+  // Slots (4 per bucket) over all shards: grows with shard growth.
+  uint64_t capacity() const override;
+  GptAddress address_of(uint64_t h) const override;
+  uint8_t lookup(const FlowKey& key, uint64_t h) const override {
+    uint32_t r = 0;
+    return lookup_counted(key, h, &r);
+  }
+  uint32_t lookup_bulk(const FlowKey* keys, const uint64_t* hashes, size_t n,
+                       uint8_t* out) const override;
+  Status apply(std::span<const uint8_t> delta) override;
+  void serialize(std::vector<uint8_t>* out) const override;
+  Status serialize_partition(uint32_t partition, std::vector<uint8_t>* out) const override;
+  Status load_partition(std::span<const uint8_t> bytes) override;
+  uint64_t num_bits() const override;
+  uint64_t fallback_keys() const override { return fallback_.size(); }
+
+  // ---- Ludo specifics -----------------------------------------------------
+  uint32_t shape() const { return shape_; }
+  uint32_t num_shards() const { return nshards_; }
+  uint32_t shard_of(uint64_t h) const {
+    const uint32_t p = partition_of(h, log2p_);
+    return k_ == 1 ? p : p * k_ + uint32_t(reduce(remix(h, salt::kLudoShard), k_));
+  }
+  const LudoShard& shard(uint32_t g) const { return *shards_[g].load(std::memory_order_acquire); }
+  uint64_t overflow_entries() const;
+  uint8_t lookup_counted(const FlowKey& key, uint64_t h, uint32_t* retries) const;
+
+  // Test hook: called by apply() inside a write section (versions odd),
+  // after the Othello changes and before the bucket word of each node.
+  using WriteHook = void (*)(void* arg);
+  void set_write_hook(WriteHook fn, void* arg) { hook_ = fn; hook_arg_ = arg; }
+
+  uint32_t stripe_a(uint32_t g, uint64_t ia) const {
+    return uint32_t((ia + uint64_t(g) * 0x9E3779B1u) & (kLudoStripes - 1));
+  }
+  uint32_t stripe_b(uint32_t g, uint64_t bucket) const {
+    return uint32_t((bucket + uint64_t(g) * 0x85EBCA77u + kLudoStripes / 2) & (kLudoStripes - 1));
+  }
+
+ private:
+  friend class LudoBuilder;
+  LudoTable() = default;
+  Status init(const LudoConfig& cfg);
+  void publish(uint32_t g, std::unique_ptr<LudoShard> s);  // pointer swap, retire old
+  // Shard blob (snapshot / shard_replace payload).
+  void write_shard(uint32_t g, std::vector<uint8_t>* out) const;
+  Status read_shard(const uint8_t* p, size_t n, std::unique_ptr<LudoShard>* out) const;
+  Status install_shard(uint32_t g, std::unique_ptr<LudoShard> s);  // in place or swap
+  Status apply_insert(uint32_t g, std::span<const uint8_t> payload);
+  Status apply_change(uint32_t g, std::span<const uint8_t> payload);
+  void serialize_range(uint32_t first_shard, uint32_t nshards, uint8_t kind,
+                       std::vector<uint8_t>* out) const;
+  static Status parse_snapshot(std::span<const uint8_t> bytes, struct LudoSnapInfo* info);
+  Status load_range(std::span<const uint8_t> bytes, bool whole);
+
+  // Writer primitives.
+  void ovf_put(LudoShard* s, uint64_t bucket, unsigned seed);
+  void ovf_erase(LudoShard* s, uint64_t bucket);
+  void ovf_rehash(LudoShard* s, uint32_t cap);  // in place (under the epoch) or grown
+  void stripes_begin(const uint32_t* st, size_t n);
+  void stripes_end(const uint32_t* st, size_t n);
+
+  unsigned l_ = 2, log2p_ = 10;
+  uint32_t k_ = 1, shape_ = 0;
+  uint64_t hash_seed_ = 1;
+  LudoConfig cfg_;
+  std::unique_ptr<std::atomic<LudoShard*>[]> shards_;
+  uint32_t nshards_ = 0;
+  std::vector<std::unique_ptr<LudoShard>> owned_;    // owned_[g] is current
+  std::vector<std::unique_ptr<LudoShard>> retired_;  // replaced shards (readers may be inside)
+  SeqStripes stripes_{kLudoStripes};
+  FallbackTable fallback_;
+  std::atomic<uint64_t> fallback_n_{0};
+  WriteHook hook_ = nullptr;
+  void* hook_arg_ = nullptr;
+  std::vector<uint32_t> scratch_st_;
+};
+
+class LudoBuilder final : public GptBuilder {
+ public:
+  static Result<std::unique_ptr<LudoBuilder>> create(const LudoConfig& cfg);
+  ~LudoBuilder() override;
+
+  // ---- GptBuilder ---------------------------------------------------------
+  Status build(const FlowKey* keys, const uint8_t* values, size_t n, unsigned threads) override;
+  Status insert(const FlowKey& key, uint8_t value, DeltaList* out) override {
+    return insert(key, hash_key(key, cfg_.hash_seed), value, out);
+  }
+  Status change(const FlowKey& key, uint8_t value, DeltaList* out) override {
+    return change(key, hash_key(key, cfg_.hash_seed), value, out);
+  }
+  Status erase(const FlowKey& key, DeltaList* out) override {
+    return erase(key, hash_key(key, cfg_.hash_seed), out);
+  }
+  Result<uint8_t> find(const FlowKey& key) const override {
+    return find(key, hash_key(key, cfg_.hash_seed));
+  }
+  uint64_t size() const override { return size_; }
+  const GptTable& table() const override { return *table_; }
+  GptTable& mutable_table() override { return *table_; }
+
+  // ---- with precomputed hashes (tests inject colliding hashes) ----------
+  Status build_hashed(const FlowKey* keys, const uint64_t* hashes, const uint8_t* values,
+                      size_t n, unsigned threads);
+  Status insert(const FlowKey& key, uint64_t h, uint8_t value, DeltaList* out);
+  Status change(const FlowKey& key, uint64_t h, uint8_t value, DeltaList* out);
+  Status erase(const FlowKey& key, uint64_t h, DeltaList* out);
+  Result<uint8_t> find(const FlowKey& key, uint64_t h) const;
+
+  const LudoTable& ludo() const { return *table_; }
+  LudoTable& mutable_ludo() { return *table_; }
+  const LudoConfig& config() const { return cfg_; }
+
+  // Forces the growth of the shard holding h (tests, operators).
+  Status grow_shard_of(uint64_t h, DeltaList* out);
+  // Verifies the maintenance invariants of every shard (cuckoo placement,
+  // Othello bits, seeds injective, lookup side equal). O(n); tests.
+  Status check() const;
+
+  struct Stats {
+    uint64_t inserts = 0, changes = 0, erases = 0;
+    uint64_t path_nodes = 0, max_path = 0;     // cuckoo path nodes over inserts
+    uint64_t seed_tries = 0, seed_searches = 0;
+    uint64_t overflow_fixes = 0;               // relocations that removed an overflow
+    uint64_t growths = 0, othello_reloads = 0;
+    uint64_t fallback_inserts = 0;             // failed BFS / hash collisions / no seed
+    uint64_t deltas = 0, delta_bytes = 0, delta_payload_bytes = 0;
+    uint64_t multi_bucket_updates = 0;         // updates that rewrote > 1 bucket
+  };
+  const Stats& stats() const { return stats_; }
+  uint64_t overflow_buckets() const;
+  uint64_t total_buckets() const;
+
+  struct Shard;  // maintenance structure of one shard (ludo_builder.cc)
+
+ private:
+  LudoBuilder();
+  Status build_shard(uint32_t g, const uint32_t* idx, size_t n, const FlowKey* keys,
+                     const uint64_t* hashes, const uint8_t* values, uint64_t nb,
+                     std::unique_ptr<Shard>* out, std::vector<uint32_t>* fb) const;
+  std::unique_ptr<LudoShard> make_lookup_shard(const Shard& s) const;
+  Status grow(uint32_t g, DeltaList* out);
+  Status emit_replace(uint32_t g, DeltaList* out);
+  Status emit(uint32_t g, LudoDelta kind, DeltaList* out);  // scratch_ payload
+  Status fallback_put(uint32_t g, const FlowKey& key, uint64_t h, uint8_t v, DeltaList* out);
+
+  LudoConfig cfg_;
+  std::unique_ptr<LudoTable> table_;
+  std::vector<std::unique_ptr<Shard>> shards_;
+  struct FbEntry { FlowKey key; uint64_t h; uint8_t v; uint32_t g; };
+  std::vector<FbEntry> fb_;  // builder's copy of the fallback keys
+  uint64_t size_ = 0;
+  Stats stats_;
+  std::vector<uint8_t> scratch_;
+};
+
+}  // namespace sb::gpt
