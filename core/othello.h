@@ -107,6 +107,7 @@
 
 #include "core/bit_array.h"
 #include "core/hash.h"
+#include "core/large_array.h"
 #include "core/prefetch.h"
 #include "core/seqlock.h"
 #include "core/status.h"
@@ -226,10 +227,43 @@ class OthelloQuery {
     return (lo | hi) & mask_;
   }
 
+  // A packed l-bit array like BitArray (same layout and guard word), but
+  // big ones live on huge pages (LargeArray: a random lookup must not also
+  // miss the TLB); small ones (Ludo's many shards) on the heap.
+  class Packed {
+   public:
+    void reset(uint64_t n, unsigned l) {
+      l_ = l;
+      n_words_ = BitArray::words_for(n, l);
+      if (n_words_ * 8 >= (size_t(1) << 20)) {
+        vec_.clear();
+        vec_.shrink_to_fit();
+        big_.allocate(n_words_);
+        p_ = big_.data();
+      } else {
+        big_.release();
+        vec_.assign(n_words_, 0);
+        p_ = vec_.data();
+      }
+    }
+    uint64_t* words() { return p_; }
+    const uint64_t* words() const { return p_; }
+    size_t num_words() const { return n_words_; }
+    uint64_t get(uint64_t i) const { return read_bits(p_, i * l_, l_); }
+    void set(uint64_t i, uint64_t v) { write_bits(p_, i * l_, l_, v); }
+
+   private:
+    LargeArray<uint64_t> big_;
+    std::vector<uint64_t> vec_;
+    uint64_t* p_ = nullptr;
+    size_t n_words_ = 0;
+    unsigned l_ = 1;
+  };
+
   OthelloShape shape_;
   uint64_t mask_ = 0;
   std::atomic<uint64_t> salt_a_{0}, salt_b_{0};
-  BitArray a_, b_;
+  Packed a_, b_;
   SeqVersion epoch_;
   std::unique_ptr<SeqVersion[]> ver_{new SeqVersion[kRegions]};
   std::vector<uint64_t> touched_;  // writer scratch: bitmap of regions
