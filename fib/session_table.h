@@ -111,6 +111,9 @@ class SessionTable {
       if (!v.read_retry(s)) return eq;
     }
   }
+  // teid_dl | enb_ip << 32 of a record: one 64-bit load, so the pair is
+  // always consistent (no version needed). REQUIRES idx < capacity.
+  uint64_t tunnel(uint32_t idx) const { return load_relaxed(words(idx) + 2); }
   void prefetch(uint32_t idx) const {
     if (idx < capacity_) prefetch_r(words(idx));
   }
