@@ -601,9 +601,15 @@ void LudoTable::write_shard(uint32_t g, std::vector<uint8_t>* out) const {
     p += w->size() * 8;
   }
   if (const uint32_t* rep = s.ovf.load(std::memory_order_acquire)) {
+    // Canonical order (by bucket): equal tables serialize to equal bytes.
+    std::vector<uint32_t> es;
+    es.reserve(s.ovf_count);
     for (uint32_t i = 0; i < rep[0]; ++i) {
       const uint32_t e = rep[1 + i];
-      if (e == 0 || e == kTomb) continue;
+      if (e != 0 && e != kTomb) es.push_back(e);
+    }
+    std::sort(es.begin(), es.end());
+    for (const uint32_t e : es) {
       put_u32(p, e);
       p += 4;
     }

@@ -361,6 +361,7 @@ class LudoBuilder final : public GptBuilder {
   Status emit_replace(uint32_t g, DeltaList* out);
   Status emit(uint32_t g, LudoDelta kind, DeltaList* out);  // scratch_ payload
   Status fallback_put(uint32_t g, const FlowKey& key, uint64_t h, uint8_t v, DeltaList* out);
+  Status emit_fb_put(uint32_t g, const FlowKey& key, uint64_t h, uint8_t v, DeltaList* out);
 
   LudoConfig cfg_;
   std::unique_ptr<LudoTable> table_;
@@ -369,7 +370,8 @@ class LudoBuilder final : public GptBuilder {
   std::vector<FbEntry> fb_;  // builder's copy of the fallback keys
   uint64_t size_ = 0;
   Stats stats_;
-  std::vector<uint8_t> scratch_;
+  std::vector<uint8_t> scratch_, node_buf_;
+  std::vector<std::pair<uint64_t, bool>> fb_touched_;
 };
 
 }  // namespace sb::gpt

@@ -455,7 +455,29 @@ Status SetSepBuilder::recompute_group(uint64_t blk, unsigned bucket, DeltaList* 
   GroupSolution sol;
   uint64_t rec[6] = {};
   std::vector<BlockImage::Fb> fbk;
-  if (search_group(s.gg1, s.gg2, s.gv, n, l, m, limit, &sol)) {
+  // Keep each value bit's current function when it still separates the
+  // group with the changed key (it lands in an empty slot or among keys
+  // with the same bit); search only the bits that need a new index.
+  uint32_t need = (1u << l) - 1;
+  const uint64_t pos = t.record_pos(blk, g);
+  const uint64_t* gw = t.groups_.data();
+  if (!t.record_is_fallback(gw, pos)) {
+    const unsigned shift = 32 - unsigned(__builtin_ctz(m));
+    for (unsigned j = 0; j < l; ++j) {
+      const uint32_t idx = uint32_t(read_bits(gw, pos + j * x, x));
+      uint32_t zeros = 0, ones = 0;
+      for (unsigned i = 0; i < n; ++i) {
+        const uint32_t bit = 1u << ((s.gg1[i] + idx * s.gg2[i]) >> shift);
+        if ((s.gv[i] >> j) & 1u) ones |= bit; else zeros |= bit;
+      }
+      if ((zeros & ones) == 0) {
+        sol.idx[j] = idx;
+        sol.arr[j] = ones;
+        need &= ~(1u << j);
+      }
+    }
+  }
+  if (need == 0 || search_group(s.gg1, s.gg2, s.gv, n, l, m, limit, &sol, SearchKernel::kAuto, need)) {
     for (unsigned j = 0; j < l; ++j) {
       write_bits(rec, j * x, x, sol.idx[j]);
       write_bits(rec, l * x + j * m, m, sol.arr[j]);

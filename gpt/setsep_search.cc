@@ -61,10 +61,9 @@ inline uint32_t settle(uint32_t acc, unsigned ch, const Codes& c, unsigned l, ui
 
 template <unsigned NC>
 bool search_scalar(const uint32_t* g1, const uint32_t* g2, unsigned n, unsigned l,
-                   uint32_t limit, const Codes& c, GroupSolution* out) {
+                   uint32_t limit, const Codes& c, uint32_t unsolved, GroupSolution* out) {
   uint32_t H[kMaxGroupKeys];
   for (unsigned k = 0; k < n; ++k) H[k] = g1[k];
-  uint32_t unsolved = (l >= 32 ? ~0u : (1u << l) - 1);
   const unsigned shift = c.shift;
   uint32_t i = 0;
   for (; i < limit && unsolved; ++i) {
@@ -80,68 +79,78 @@ bool search_scalar(const uint32_t* g1, const uint32_t* g2, unsigned n, unsigned 
   return unsolved == 0;
 }
 
+// Settles the bits of chunk ch for 8 candidates starting at i0 (lanes of
+// acc); `valid` masks lanes at or past the limit.
+__attribute__((target("avx2"))) inline uint32_t settle8(__m256i acc, unsigned ch, const Codes& c,
+                                                         unsigned l, uint32_t unsolved, uint32_t i0,
+                                                         uint32_t valid, const __m256i* fm,
+                                                         GroupSolution* out) {
+  const __m128i mcnt = _mm_cvtsi32_si128(int(c.m));
+  const uint32_t mmask = (1u << c.m) - 1;
+  const __m256i conf = _mm256_and_si256(acc, _mm256_srl_epi32(acc, mcnt));
+  uint32_t solved = 0;
+  for (unsigned t = 0; t < c.C; ++t) {
+    const unsigned j = ch * c.C + t;
+    if (j >= l) break;
+    if (!(unsolved >> j & 1u)) continue;
+    const __m256i z = _mm256_cmpeq_epi32(_mm256_and_si256(conf, fm[t]), _mm256_setzero_si256());
+    const uint32_t ok = uint32_t(_mm256_movemask_ps(_mm256_castsi256_ps(z))) & valid;
+    if (ok) {
+      const unsigned ln = unsigned(std::countr_zero(ok));
+      alignas(32) uint32_t a[8];
+      _mm256_store_si256(reinterpret_cast<__m256i*>(a), acc);
+      out->idx[j] = i0 + ln;
+      out->arr[j] = (a[ln] >> (t * 2 * c.m + c.m)) & mmask;
+      solved |= 1u << j;
+    }
+  }
+  return solved;
+}
+
+// 16 candidates per pass: lanes hold candidates i0..i0+7 (A) and
+// i0+8..i0+15 (B); per key one load/store of its H vector serves both.
 template <unsigned NC>
 __attribute__((target("avx2"))) bool search_avx2(const uint32_t* g1, const uint32_t* g2,
                                                  unsigned n, unsigned l, uint32_t limit,
-                                                 const Codes& c, GroupSolution* out) {
+                                                 const Codes& c, uint32_t unsolved,
+                                                 GroupSolution* out) {
   alignas(32) __m256i H[kMaxGroupKeys];
-  uint32_t step[kMaxGroupKeys];
+  uint32_t step8[kMaxGroupKeys], step16[kMaxGroupKeys];
   const __m256i lane = _mm256_setr_epi32(0, 1, 2, 3, 4, 5, 6, 7);
   for (unsigned k = 0; k < n; ++k) {
     H[k] = _mm256_add_epi32(_mm256_set1_epi32(int(g1[k])),
                             _mm256_mullo_epi32(lane, _mm256_set1_epi32(int(g2[k]))));
-    step[k] = g2[k] * 8u;
+    step8[k] = g2[k] * 8u;
+    step16[k] = g2[k] * 16u;
   }
   const __m128i shcnt = _mm_cvtsi32_si128(int(c.shift));
-  const __m128i mcnt = _mm_cvtsi32_si128(int(c.m));
   const uint32_t mmask = (1u << c.m) - 1;
-  // Zero-half masks of each local bit t of a chunk.
   __m256i fm[32];
   for (unsigned t = 0; t < c.C; ++t) fm[t] = _mm256_set1_epi32(int(mmask << (t * 2 * c.m)));
-  uint32_t unsolved = (1u << l) - 1;
   uint32_t i0 = 0;
-  for (; i0 < limit && unsolved; i0 += 8) {
-    __m256i acc0[NC], acc1[NC];
-    for (unsigned ch = 0; ch < NC; ++ch) acc0[ch] = acc1[ch] = _mm256_setzero_si256();
-    unsigned k = 0;
-    for (; k + 1 < n; k += 2) {
-      const __m256i ha = H[k], hb = H[k + 1];
+  for (; i0 < limit && unsolved; i0 += 16) {
+    __m256i accA[NC], accB[NC];
+    for (unsigned ch = 0; ch < NC; ++ch) accA[ch] = accB[ch] = _mm256_setzero_si256();
+    for (unsigned k = 0; k < n; ++k) {
+      const __m256i ha = H[k];
+      const __m256i hb = _mm256_add_epi32(ha, _mm256_set1_epi32(int(step8[k])));
+      H[k] = _mm256_add_epi32(ha, _mm256_set1_epi32(int(step16[k])));
       const __m256i sa = _mm256_srl_epi32(ha, shcnt), sb = _mm256_srl_epi32(hb, shcnt);
       for (unsigned ch = 0; ch < NC; ++ch) {
-        acc0[ch] = _mm256_or_si256(acc0[ch], _mm256_sllv_epi32(_mm256_set1_epi32(int(c.code[ch][k])), sa));
-        acc1[ch] = _mm256_or_si256(acc1[ch], _mm256_sllv_epi32(_mm256_set1_epi32(int(c.code[ch][k + 1])), sb));
-      }
-      H[k] = _mm256_add_epi32(ha, _mm256_set1_epi32(int(step[k])));
-      H[k + 1] = _mm256_add_epi32(hb, _mm256_set1_epi32(int(step[k + 1])));
-    }
-    if (k < n) {
-      const __m256i ha = H[k];
-      const __m256i sa = _mm256_srl_epi32(ha, shcnt);
-      for (unsigned ch = 0; ch < NC; ++ch)
-        acc0[ch] = _mm256_or_si256(acc0[ch], _mm256_sllv_epi32(_mm256_set1_epi32(int(c.code[ch][k])), sa));
-      H[k] = _mm256_add_epi32(ha, _mm256_set1_epi32(int(step[k])));
-    }
-    uint32_t valid = 0xffu;
-    if (limit - i0 < 8) valid = (1u << (limit - i0)) - 1;
-    for (unsigned ch = 0; ch < NC; ++ch) {
-      const __m256i acc = _mm256_or_si256(acc0[ch], acc1[ch]);
-      const __m256i conf = _mm256_and_si256(acc, _mm256_srl_epi32(acc, mcnt));
-      for (unsigned t = 0; t < c.C; ++t) {
-        const unsigned j = ch * c.C + t;
-        if (j >= l) break;
-        if (!(unsolved >> j & 1u)) continue;
-        const __m256i z = _mm256_cmpeq_epi32(_mm256_and_si256(conf, fm[t]), _mm256_setzero_si256());
-        const uint32_t ok = uint32_t(_mm256_movemask_ps(_mm256_castsi256_ps(z))) & valid;
-        if (ok) {
-          const unsigned ln = unsigned(std::countr_zero(ok));
-          alignas(32) uint32_t a[8];
-          _mm256_store_si256(reinterpret_cast<__m256i*>(a), acc);
-          out->idx[j] = i0 + ln;
-          out->arr[j] = (a[ln] >> (t * 2 * c.m + c.m)) & mmask;
-          unsolved &= ~(1u << j);
-        }
+        const __m256i code = _mm256_set1_epi32(int(c.code[ch][k]));
+        accA[ch] = _mm256_or_si256(accA[ch], _mm256_sllv_epi32(code, sa));
+        accB[ch] = _mm256_or_si256(accB[ch], _mm256_sllv_epi32(code, sb));
       }
     }
+    const uint32_t left = limit - i0;
+    const uint32_t validA = left >= 8 ? 0xffu : (1u << left) - 1;
+    const uint32_t validB = left >= 16 ? 0xffu : left <= 8 ? 0u : (1u << (left - 8)) - 1;
+    // Candidates of A come before those of B: settle A first, then B for
+    // the bits A left unsolved.
+    for (unsigned ch = 0; ch < NC; ++ch)
+      unsolved &= ~settle8(accA[ch], ch, c, l, unsolved, i0, validA, fm, out);
+    for (unsigned ch = 0; ch < NC; ++ch)
+      unsolved &= ~settle8(accB[ch], ch, c, l, unsolved, i0 + 8, validB, fm, out);
   }
   out->candidates = i0 > limit ? limit : i0;
   return unsolved == 0;
@@ -158,26 +167,27 @@ const char* search_kernel_name() { return have_avx2() ? "avx2" : "scalar"; }
 
 bool search_group(const uint32_t* g1, const uint32_t* g2, const uint8_t* values, unsigned n,
                   unsigned l, unsigned m, uint32_t limit, GroupSolution* out,
-                  SearchKernel kernel) {
+                  SearchKernel kernel, uint32_t bits) {
   assert(n <= kMaxGroupKeys && l >= 1 && l <= kMaxValueBits && limit >= 1);
   Codes c;
   make_codes(values, n, l, m, &c);
+  const uint32_t unsolved = bits & ((1u << l) - 1);
   const bool avx2 = kernel == SearchKernel::kAvx2 || (kernel == SearchKernel::kAuto && have_avx2());
   if (avx2) {
     switch (c.nc) {
-      case 1: return search_avx2<1>(g1, g2, n, l, limit, c, out);
-      case 2: return search_avx2<2>(g1, g2, n, l, limit, c, out);
-      case 3: return search_avx2<3>(g1, g2, n, l, limit, c, out);
-      case 4: return search_avx2<4>(g1, g2, n, l, limit, c, out);
-      default: return search_avx2<8>(g1, g2, n, l, limit, c, out);
+      case 1: return search_avx2<1>(g1, g2, n, l, limit, c, unsolved, out);
+      case 2: return search_avx2<2>(g1, g2, n, l, limit, c, unsolved, out);
+      case 3: return search_avx2<3>(g1, g2, n, l, limit, c, unsolved, out);
+      case 4: return search_avx2<4>(g1, g2, n, l, limit, c, unsolved, out);
+      default: return search_avx2<8>(g1, g2, n, l, limit, c, unsolved, out);
     }
   }
   switch (c.nc) {
-    case 1: return search_scalar<1>(g1, g2, n, l, limit, c, out);
-    case 2: return search_scalar<2>(g1, g2, n, l, limit, c, out);
-    case 3: return search_scalar<3>(g1, g2, n, l, limit, c, out);
-    case 4: return search_scalar<4>(g1, g2, n, l, limit, c, out);
-    default: return search_scalar<8>(g1, g2, n, l, limit, c, out);
+    case 1: return search_scalar<1>(g1, g2, n, l, limit, c, unsolved, out);
+    case 2: return search_scalar<2>(g1, g2, n, l, limit, c, unsolved, out);
+    case 3: return search_scalar<3>(g1, g2, n, l, limit, c, unsolved, out);
+    case 4: return search_scalar<4>(g1, g2, n, l, limit, c, unsolved, out);
+    default: return search_scalar<8>(g1, g2, n, l, limit, c, unsolved, out);
   }
 }
 

@@ -42,10 +42,12 @@ struct GroupSolution {
 enum class SearchKernel { kAuto, kScalar, kAvx2 };
 
 // REQUIRES: n <= kMaxGroupKeys, 1 <= l <= 8, m in {2,4,8,16}, limit >= 1,
-// values < 2^l. Returns true when every bit found an index < limit.
+// values < 2^l. Searches the value bits set in `bits` (default: all l);
+// out->idx/arr of the other bits are left untouched. Returns true when
+// every searched bit found an index < limit.
 bool search_group(const uint32_t* g1, const uint32_t* g2, const uint8_t* values, unsigned n,
                   unsigned l, unsigned m, uint32_t limit, GroupSolution* out,
-                  SearchKernel kernel = SearchKernel::kAuto);
+                  SearchKernel kernel = SearchKernel::kAuto, uint32_t bits = 0xffu);
 
 // Which kernel kAuto picks on this CPU ("avx2" or "scalar").
 const char* search_kernel_name();

@@ -1,0 +1,811 @@
+// gpt/ludo_builder.cc: the Ludo maintenance structure (LudoBuilder): the
+// source (2,4)-cuckoo table with BFS insertion, the Othello control of the
+// bucket-choice bits, slot-seed brute force, growth, and the update
+// messages of §4.4.8. Design notes: gpt/ludo.h.
+#include <algorithm>
+#include <atomic>
+#include <cmath>
+#include <cstring>
+#include <string>
+#include <thread>
+
+#include "core/bit_array.h"
+#include "gpt/ludo.h"
+
+namespace sb::gpt {
+
+// ---- the maintenance structure of one shard (§4.4.2 Fig. 4.2) ---------------
+
+struct LudoBuilder::Shard {
+  struct Bucket {
+    uint64_t h[4];
+    uint8_t v[4];
+    uint8_t cnt = 0;
+    uint8_t seed = 0;   // slot seed (0..255)
+    uint8_t ovf = 0;    // seed stored in the overflow table
+    uint8_t fb = 0;     // no seed <= 255: keys live in the fallback table
+  };
+  uint64_t nb = 0;
+  uint64_t cap = 0;    // key capacity: floor(grow_load * 4 nb)
+  uint64_t count = 0;  // keys in the cuckoo table
+  std::vector<Bucket> bk;
+  std::vector<FlowKey> keys;  // 4 per bucket, same slot order as Bucket::h
+  OthelloControl oth;
+  std::vector<uint32_t> mark;
+  uint32_t stamp = 0;
+
+  uint64_t b0(uint64_t h) const { return reduce(remix(h, salt::kLudoBucket1), nb); }
+  uint64_t b1(uint64_t h) const { return reduce(remix(h, salt::kLudoBucket2), nb); }
+  uint64_t bit_of(uint64_t h, uint64_t b) const { return b == b0(h) ? 0 : 1; }
+  uint64_t other(uint64_t h, uint64_t b) const {
+    const uint64_t x = b0(h);
+    return b == x ? b1(h) : x;
+  }
+  void append(uint64_t b, const FlowKey& k, uint64_t h, uint8_t v) {
+    Bucket& B = bk[b];
+    keys[4 * b + B.cnt] = k;
+    B.h[B.cnt] = h;
+    B.v[B.cnt] = v;
+    ++B.cnt;
+  }
+  void remove(uint64_t b, unsigned i) {
+    Bucket& B = bk[b];
+    const unsigned last = B.cnt - 1u;
+    if (i != last) {
+      B.h[i] = B.h[last];
+      B.v[i] = B.v[last];
+      keys[4 * b + i] = keys[4 * b + last];
+    }
+    --B.cnt;
+  }
+  // Slot i of bucket b holding (key, h), or -1.
+  int find_in(uint64_t b, const FlowKey& key, uint64_t h) const {
+    const Bucket& B = bk[b];
+    for (unsigned i = 0; i < B.cnt; ++i)
+      if (B.h[i] == h && keys[4 * b + i] == key) return int(i);
+    return -1;
+  }
+  bool has_hash(uint64_t b, uint64_t h) const {
+    const Bucket& B = bk[b];
+    for (unsigned i = 0; i < B.cnt; ++i)
+      if (B.h[i] == h) return true;
+    return false;
+  }
+  void next_stamp() {
+    if (++stamp == 0) {
+      std::fill(mark.begin(), mark.end(), 0u);
+      stamp = 1;
+    }
+  }
+};
+
+namespace {
+
+struct BfsNode {
+  uint32_t bucket;
+  int32_t parent;
+  uint8_t slot;  // slot of the parent bucket whose key moves into `bucket`
+};
+
+// Breadth-first search for a cuckoo path (§4.4.8, [40] libcuckoo; §4.5.4:
+// "by breadth-first search"). Fills chain root..free (chain[0] is one of
+// the new key's buckets, chain.back() has a free slot). False: no path
+// within max_nodes buckets.
+bool bfs_path(LudoBuilder::Shard& S, uint64_t h, unsigned max_nodes, std::vector<BfsNode>& q,
+              std::vector<BfsNode>& chain) {
+  q.clear();
+  S.next_stamp();
+  const uint64_t r0 = S.b0(h), r1 = S.b1(h);
+  q.push_back({uint32_t(r0), -1, 0});
+  S.mark[r0] = S.stamp;
+  if (r1 != r0) {
+    q.push_back({uint32_t(r1), -1, 0});
+    S.mark[r1] = S.stamp;
+  }
+  for (size_t i = 0; i < q.size(); ++i) {
+    const BfsNode n = q[i];
+    const auto& B = S.bk[n.bucket];
+    if (B.cnt < 4) {
+      chain.clear();
+      for (int32_t j = int32_t(i); j >= 0; j = q[size_t(j)].parent) chain.push_back(q[size_t(j)]);
+      std::reverse(chain.begin(), chain.end());
+      return true;
+    }
+    if (q.size() >= max_nodes) continue;
+    for (unsigned s = 0; s < 4; ++s) {
+      const uint64_t alt = S.other(B.h[s], n.bucket);
+      if (alt == n.bucket || S.mark[alt] == S.stamp) continue;
+      S.mark[alt] = S.stamp;
+      q.push_back({uint32_t(alt), int32_t(i), uint8_t(s)});
+    }
+  }
+  return false;
+}
+
+// Brute-force slot seed (§4.4.5, Algorithm 6): the first s = 0, 1, ... such
+// that H_s is injective on the bucket's keys. -1 when none <= 255.
+int find_seed(const LudoBuilder::Shard::Bucket& B, uint64_t* tries) {
+  uint64_t x[4];
+  for (unsigned i = 0; i < B.cnt; ++i) x[i] = ludo_slot_word(B.h[i]);
+  for (unsigned s = 0; s <= kLudoMaxSeed; ++s) {
+    ++*tries;
+    const uint64_t m = kLudoSlotMul[s];
+    unsigned used = 0;
+    bool ok = true;
+    for (unsigned i = 0; i < B.cnt; ++i) {
+      const unsigned bit = 1u << unsigned((x[i] * m) >> 62);
+      if (used & bit) { ok = false; break; }
+      used |= bit;
+    }
+    if (ok) return int(s);
+  }
+  return -1;
+}
+
+// The bucket word of the lookup structure: seed field + values in slot order.
+uint64_t bucket_word(const LudoBuilder::Shard::Bucket& B, unsigned l, uint8_t vals[4]) {
+  vals[0] = vals[1] = vals[2] = vals[3] = 0;
+  if (!B.fb)
+    for (unsigned i = 0; i < B.cnt; ++i) vals[ludo_slot(ludo_slot_word(B.h[i]), B.seed)] = B.v[i];
+  uint64_t w = B.ovf ? kLudoOverflowMark : B.seed;
+  for (unsigned j = 0; j < 4; ++j) w |= uint64_t(vals[j]) << (kLudoSeedBits + j * l);
+  return w;
+}
+
+// Overflow relocation (an addition to the dissertation, gpt/README.md "Ludo"):
+// a full bucket whose keys have no inline seed gives one key away along a
+// cuckoo path (BFS from the bucket) that ends in a bucket with a free slot.
+// A path is accepted only if EVERY bucket it rewrites gets an inline seed,
+// so the overflow count strictly drops. On success the moves are done in
+// the source table (from the free end, like an insertion) and on_move(j)
+// is called after the key moved into chain[j] (j = L..1; then 0 for the
+// bucket that lost a key), with that bucket's seed already set.
+template <typename OnMove>
+bool relocate_out(LudoBuilder::Shard& S, uint64_t b, unsigned inline_seeds, unsigned max_nodes,
+                  std::vector<BfsNode>& q, std::vector<BfsNode>& chain, uint64_t* tries,
+                  OnMove&& on_move) {
+  using Bucket = LudoBuilder::Shard::Bucket;
+  q.clear();
+  S.next_stamp();
+  q.push_back({uint32_t(b), -1, 0});
+  S.mark[b] = S.stamp;
+  unsigned candidates = 0;
+  Bucket tmp[16];
+  int seeds[16];
+  for (size_t i = 0; i < q.size(); ++i) {
+    const BfsNode n = q[i];
+    const Bucket& B = S.bk[n.bucket];
+    if (i > 0 && B.cnt < 4) {
+      chain.clear();
+      for (int32_t j = int32_t(i); j >= 0; j = q[size_t(j)].parent) chain.push_back(q[size_t(j)]);
+      std::reverse(chain.begin(), chain.end());
+      const size_t L = chain.size() - 1;
+      if (L >= 16) continue;
+      for (size_t j = 0; j <= L; ++j) tmp[j] = S.bk[chain[j].bucket];
+      // Removals first (original slot indexes), then additions.
+      for (size_t j = L; j >= 1; --j) {
+        Bucket& F = tmp[j - 1];
+        const unsigned sl = chain[j].slot;
+        const Bucket& O = S.bk[chain[j - 1].bucket];
+        (void)O;
+        F.h[sl] = F.h[F.cnt - 1];
+        F.v[sl] = F.v[F.cnt - 1];
+        --F.cnt;
+      }
+      bool ok = true;
+      for (size_t j = L; j >= 1 && ok; --j) {
+        const Bucket& O = S.bk[chain[j - 1].bucket];
+        Bucket& T = tmp[j];
+        T.h[T.cnt] = O.h[chain[j].slot];
+        T.v[T.cnt] = O.v[chain[j].slot];
+        ++T.cnt;
+      }
+      for (size_t j = 0; j <= L && ok; ++j) {
+        seeds[j] = find_seed(tmp[j], tries);
+        ok = seeds[j] >= 0 && unsigned(seeds[j]) < inline_seeds;
+      }
+      if (ok) {
+        for (size_t j = L; j >= 1; --j) {
+          const uint64_t from = chain[j - 1].bucket, to = chain[j].bucket;
+          const unsigned sl = chain[j].slot;
+          S.append(to, S.keys[4 * from + sl], S.bk[from].h[sl], S.bk[from].v[sl]);
+          S.remove(from, sl);
+          Bucket& T = S.bk[to];
+          T.seed = uint8_t(seeds[j]);
+          T.ovf = 0;
+          T.fb = 0;
+          on_move(j);
+        }
+        Bucket& R = S.bk[b];
+        R.seed = uint8_t(seeds[0]);
+        R.ovf = 0;
+        R.fb = 0;
+        on_move(size_t(0));
+        return true;
+      }
+      if (++candidates >= 8) return false;
+      continue;
+    }
+    if (q.size() >= max_nodes) continue;
+    for (unsigned s = 0; s < B.cnt; ++s) {
+      const uint64_t alt = S.other(B.h[s], n.bucket);
+      if (alt == n.bucket || S.mark[alt] == S.stamp) continue;
+      S.mark[alt] = S.stamp;
+      q.push_back({uint32_t(alt), int32_t(i), uint8_t(s)});
+    }
+  }
+  return false;
+}
+
+}  // namespace
+
+// ---- builder -------------------------------------------------------------------
+
+LudoBuilder::LudoBuilder() = default;
+LudoBuilder::~LudoBuilder() = default;
+
+Result<std::unique_ptr<LudoBuilder>> LudoBuilder::create(const LudoConfig& cfg) {
+  SB_RETURN_IF_ERROR(cfg.validate());
+  std::unique_ptr<LudoBuilder> b(new LudoBuilder());
+  b->cfg_ = cfg;
+  auto t = LudoTable::create(cfg);
+  if (!t.ok()) return t.status();
+  b->table_ = std::move(t.value());
+  const uint32_t ns = b->table_->num_shards();
+  b->shards_.resize(ns);
+  for (uint32_t g = 0; g < ns; ++g) {
+    std::unique_ptr<Shard> s;
+    SB_RETURN_IF_ERROR(b->build_shard(g, nullptr, 0, nullptr, nullptr, nullptr,
+                                      b->table_->shard(g).nb, &s, nullptr));
+    b->shards_[g] = std::move(s);
+  }
+  return b;
+}
+
+// Sets the seed of bucket b (Step 2 of §4.4.7): inline when < inline_seeds,
+// else the overflow table; no seed <= 255 marks the bucket "fallback".
+static void settle_seed(LudoBuilder::Shard::Bucket& B, unsigned inline_seeds, uint64_t* tries) {
+  const int s = find_seed(B, tries);
+  B.fb = s < 0;
+  B.seed = uint8_t(s < 0 ? 0 : s);
+  B.ovf = s >= 0 && unsigned(s) >= inline_seeds;
+}
+
+// Builds the maintenance structure of one shard (§4.4.7 Steps 1-3) from the
+// keys idx[0..n). Keys that cannot be placed go to *fb (indexes into idx).
+Status LudoBuilder::build_shard(uint32_t /*g*/, const uint32_t* idx, size_t n, const FlowKey* keys,
+                                const uint64_t* hashes, const uint8_t* values, uint64_t nb,
+                                std::unique_ptr<Shard>* out, std::vector<uint32_t>* fb) const {
+  if (nb > kLudoMaxBuckets) return Status::Capacity("ludo: shard would exceed 2^24 buckets");
+  auto S = std::make_unique<Shard>();
+  S->nb = nb;
+  S->cap = uint64_t(cfg_.grow_load * 4 * double(nb));
+  S->bk.assign(nb, Shard::Bucket{});
+  S->keys.resize(4 * nb);
+  S->mark.assign(nb, 0);
+  std::vector<BfsNode> q, chain;
+  // Step 1: serial cuckoo insertion.
+  for (size_t t = 0; t < n; ++t) {
+    const uint32_t i = idx[t];
+    const uint64_t h = hashes[i];
+    const uint64_t r0 = S->b0(h), r1 = S->b1(h);
+    if (S->find_in(r0, keys[i], h) >= 0 || S->find_in(r1, keys[i], h) >= 0)
+      return Status::AlreadyExists("ludo build: duplicate key");
+    if (S->has_hash(r0, h) || S->has_hash(r1, h) ||
+        !bfs_path(*S, h, cfg_.max_bfs_buckets, q, chain)) {
+      if (fb) fb->push_back(uint32_t(t));
+      continue;
+    }
+    for (size_t j = chain.size() - 1; j >= 1; --j) {
+      const uint64_t from = chain[j - 1].bucket;
+      const unsigned slot = chain[j].slot;
+      const auto& B = S->bk[from];
+      S->append(chain[j].bucket, S->keys[4 * from + slot], B.h[slot], B.v[slot]);
+      S->remove(from, slot);
+    }
+    S->append(chain[0].bucket, keys[i], h, values[i]);
+    ++S->count;
+  }
+  // Step 2: seeds.
+  uint64_t tries = 0;
+  for (auto& B : S->bk) settle_seed(B, cfg_.inline_seeds, &tries);
+  // Overflow relocation (gpt/README.md "Ludo"): see relocate_out().
+  if (cfg_.fix_overflow) {
+    for (uint64_t b = 0; b < nb; ++b) {
+      if (!S->bk[b].ovf && !S->bk[b].fb) continue;
+      relocate_out(*S, b, cfg_.inline_seeds, 256, q, chain, &tries, [](size_t) {});
+    }
+  }
+  // Step 3: the Othello of the bucket-choice bits.
+  std::vector<uint64_t> hs, bits;
+  hs.reserve(S->count);
+  bits.reserve(S->count);
+  for (uint64_t b = 0; b < nb; ++b)
+    for (unsigned i = 0; i < S->bk[b].cnt; ++i) {
+      hs.push_back(S->bk[b].h[i]);
+      bits.push_back(S->bit_of(S->bk[b].h[i], b));
+    }
+  OthelloControl::Options opt;
+  opt.capacity = std::max<uint64_t>(1, S->cap);
+  opt.value_bits = 1;
+  opt.seed = uint32_t(cfg_.seed);
+  SB_RETURN_IF_ERROR(S->oth.construct(opt, hs.data(), bits.data(), hs.size()));
+  *out = std::move(S);
+  return Status::Ok();
+}
+
+// §4.4.7 Steps 4-5: the lookup structure of one shard.
+std::unique_ptr<LudoShard> LudoBuilder::make_lookup_shard(const Shard& S) const {
+  auto ls = std::make_unique<LudoShard>();
+  const unsigned l = cfg_.value_bits;
+  ls->init(S.nb, std::max<uint64_t>(1, S.cap), l, S.oth.shape().seed);
+  std::memcpy(ls->a.data(), S.oth.array_a().words(), ls->a.size() * 8);
+  std::memcpy(ls->b.data(), S.oth.array_b().words(), ls->b.size() * 8);
+  uint64_t novf = 0;
+  uint8_t vals[4];
+  for (uint64_t b = 0; b < S.nb; ++b) {
+    write_bits(ls->bkt.data(), b * ls->W, ls->W, bucket_word(S.bk[b], l, vals));
+    novf += S.bk[b].ovf;
+  }
+  if (novf > 0) {
+    const uint32_t cap = std::max<uint32_t>(8, uint32_t(std::ceil(double(novf) / 0.9)));
+    std::unique_ptr<uint32_t[]> rep(new uint32_t[cap + 1]());
+    rep[0] = cap;
+    for (uint64_t b = 0; b < S.nb; ++b) {
+      if (!S.bk[b].ovf) continue;
+      uint32_t j = reduce32(uint32_t(b) * 0x9E3779B1u, cap);
+      while (rep[1 + j] != 0) j = j + 1 == cap ? 0 : j + 1;
+      rep[1 + j] = uint32_t(b + 1) << 8 | S.bk[b].seed;
+    }
+    ls->ovf.store(rep.get(), std::memory_order_relaxed);
+    ls->ovf_reps.push_back(std::move(rep));
+    ls->ovf_count = uint32_t(novf);
+  }
+  return ls;
+}
+
+Status LudoBuilder::build(const FlowKey* keys, const uint8_t* values, size_t n, unsigned threads) {
+  std::vector<uint64_t> h(n);
+  for (size_t i = 0; i < n; ++i) h[i] = hash_key(keys[i], cfg_.hash_seed);
+  return build_hashed(keys, h.data(), values, n, threads);
+}
+
+Status LudoBuilder::build_hashed(const FlowKey* keys, const uint64_t* hashes, const uint8_t* values,
+                                 size_t n, unsigned threads) {
+  const unsigned l = cfg_.value_bits;
+  for (size_t i = 0; i < n; ++i)
+    if (values[i] >> l) return Status::InvalidArgument("ludo build: value wider than value_bits");
+  LudoTable& T = *table_;
+  const uint32_t ns = T.num_shards();
+  // Counting sort of the keys by shard.
+  std::vector<uint32_t> off(ns + 1, 0), idx(n);
+  std::vector<uint32_t> gs(n);
+  for (size_t i = 0; i < n; ++i) ++off[(gs[i] = T.shard_of(hashes[i])) + 1];
+  for (uint32_t g = 0; g < ns; ++g) off[g + 1] += off[g];
+  {
+    std::vector<uint32_t> pos(off.begin(), off.end() - 1);
+    for (size_t i = 0; i < n; ++i) idx[pos[gs[i]]++] = uint32_t(i);
+  }
+  const double scale = cfg_.capacity > n ? double(cfg_.capacity) / double(std::max<size_t>(1, n)) : 1.0;
+  std::vector<std::unique_ptr<Shard>> built(ns);
+  std::vector<std::vector<uint32_t>> fbs(ns);
+  std::vector<Status> sts(ns);
+  std::atomic<uint32_t> next{0};
+  auto work = [&] {
+    for (uint32_t g; (g = next.fetch_add(1)) < ns;) {
+      const size_t cnt = off[g + 1] - off[g];
+      const uint64_t nb =
+          std::max<uint64_t>(2, uint64_t(std::ceil(double(cnt) * scale / (4 * cfg_.build_load))));
+      sts[g] = build_shard(g, idx.data() + off[g], cnt, keys, hashes, values, nb, &built[g], &fbs[g]);
+    }
+  };
+  threads = std::max(1u, std::min(threads, ns));
+  std::vector<std::thread> pool;
+  for (unsigned t = 1; t < threads; ++t) pool.emplace_back(work);
+  work();
+  for (auto& th : pool) th.join();
+  for (uint32_t g = 0; g < ns; ++g) SB_RETURN_IF_ERROR(sts[g]);
+  // Install: lookup shards, fallback keys.
+  size_ = 0;
+  fb_.clear();
+  T.fallback_.clear();
+  for (uint32_t g = 0; g < ns; ++g) {
+    T.publish(g, make_lookup_shard(*built[g]));
+    size_ += built[g]->count;
+    for (uint32_t t : fbs[g]) {
+      const uint32_t i = idx[off[g] + t];
+      fb_.push_back({keys[i], hashes[i], values[i], g});
+      T.fallback_.put(keys[i], hashes[i], g, values[i]);
+      ++stats_.fallback_inserts;
+    }
+    shards_[g] = std::move(built[g]);
+  }
+  for (uint32_t g = 0; g < ns; ++g) {
+    // Buckets without any seed <= 255: their keys live in the fallback table.
+    Shard& S = *shards_[g];
+    for (uint64_t b = 0; b < S.nb; ++b)
+      if (S.bk[b].fb)
+        for (unsigned i = 0; i < S.bk[b].cnt; ++i)
+          T.fallback_.put(S.keys[4 * b + i], S.bk[b].h[i], g, S.bk[b].v[i]);
+  }
+  size_ += fb_.size();
+  T.fallback_n_.store(T.fallback_.size(), std::memory_order_relaxed);
+  T.retired_.clear();  // REQUIRES (build): no concurrent readers of the builder's table
+  return Status::Ok();
+}
+
+// ---- delta emission --------------------------------------------------------------
+
+Status LudoBuilder::emit(uint32_t g, LudoDelta kind, DeltaList* out) {
+  DeltaHeader hd;
+  hd.backend = Backend::kLudo;
+  hd.format_version = kLudoFormatVersion;
+  hd.kind = uint8_t(kind);
+  hd.partition = g / table_->k_;
+  hd.sub_id = g % table_->k_;
+  hd.shape = table_->shape_;
+  out->add(hd, scratch_);
+  ++stats_.deltas;
+  stats_.delta_payload_bytes += scratch_.size();
+  stats_.delta_bytes += scratch_.size() + kDeltaHeaderBytes;
+  // table() is kept equal to what a remote node gets from the same bytes.
+  return table_->apply(out->operator[](out->size() - 1));
+}
+
+// Whole shard (growth or Othello reconstruction): installed locally from the
+// maintenance structure, shipped as its blob.
+Status LudoBuilder::emit_replace(uint32_t g, DeltaList* out) {
+  SB_RETURN_IF_ERROR(table_->install_shard(g, make_lookup_shard(*shards_[g])));
+  scratch_.clear();
+  table_->write_shard(g, &scratch_);
+  DeltaHeader hd;
+  hd.backend = Backend::kLudo;
+  hd.format_version = kLudoFormatVersion;
+  hd.kind = uint8_t(LudoDelta::kShardReplace);
+  hd.partition = g / table_->k_;
+  hd.sub_id = g % table_->k_;
+  hd.shape = table_->shape_;
+  out->add(hd, scratch_);
+  ++stats_.deltas;
+  stats_.delta_payload_bytes += scratch_.size();
+  stats_.delta_bytes += scratch_.size() + kDeltaHeaderBytes;
+  return Status::Ok();
+}
+
+Status LudoBuilder::fallback_put(uint32_t g, const FlowKey& key, uint64_t h, uint8_t v, DeltaList* out) {
+  bool found = false;
+  for (auto& e : fb_)
+    if (e.h == h && e.key == key) { e.v = v; found = true; }
+  if (!found) fb_.push_back({key, h, v, g});
+  return emit_fb_put(g, key, h, v, out);
+}
+
+Status LudoBuilder::emit_fb_put(uint32_t g, const FlowKey& key, uint64_t h, uint8_t v, DeltaList* out) {
+  scratch_.resize(25);
+  std::memcpy(scratch_.data(), key.bytes, 16);
+  put_u64(scratch_.data() + 16, h);
+  scratch_[24] = v;
+  return emit(g, LudoDelta::kFallbackPut, out);
+}
+
+namespace {
+// Appends one insertion-message node (§4.4.8: bIdx, seed, value order, Ochg).
+void put_node(std::vector<uint8_t>& o, uint64_t bucket, const LudoBuilder::Shard::Bucket& B,
+              unsigned l, const std::vector<OthelloChange>& chg) {
+  uint8_t vals[4];
+  bucket_word(B, l, vals);
+  const size_t at = o.size();
+  o.resize(at + 12 + 4 * chg.size());
+  uint8_t* p = o.data() + at;
+  put_u32(p, uint32_t(bucket));
+  p[4] = B.seed;
+  p[5] = B.ovf;
+  std::memcpy(p + 6, vals, 4);
+  put_u16(p + 10, uint16_t(chg.size()));
+  p += 12;
+  for (const auto& c : chg) {
+    put_u32(p, uint32_t(c.side) << 31 | uint32_t(c.value & 1) << 30 | uint32_t(c.index));
+    p += 4;
+  }
+}
+}  // namespace
+
+// ---- single-key maintenance (§4.4.8) ---------------------------------------------
+
+Status LudoBuilder::insert(const FlowKey& key, uint64_t h, uint8_t value, DeltaList* out) {
+  if (value >> cfg_.value_bits) return Status::InvalidArgument("ludo insert: value wider than value_bits");
+  const uint32_t g = table_->shard_of(h);
+  {
+    Shard& S = *shards_[g];
+    if (S.find_in(S.b0(h), key, h) >= 0 || S.find_in(S.b1(h), key, h) >= 0)
+      return Status::AlreadyExists("ludo insert: key present");
+    for (const auto& e : fb_)
+      if (e.h == h && e.key == key) return Status::AlreadyExists("ludo insert: key present (fallback)");
+    if (S.count + 1 > S.cap) SB_RETURN_IF_ERROR(grow(g, out));
+  }
+  Shard& S = *shards_[g];
+  ++stats_.inserts;
+  static thread_local std::vector<BfsNode> q, chain;
+  if (S.has_hash(S.b0(h), h) || S.has_hash(S.b1(h), h) ||
+      !bfs_path(S, h, cfg_.max_bfs_buckets, q, chain)) {
+    ++stats_.fallback_inserts;
+    ++size_;
+    return fallback_put(g, key, h, value, out);
+  }
+  const unsigned l = cfg_.value_bits;
+  std::vector<uint8_t>& nb_buf = node_buf_;
+  nb_buf.resize(10);
+  put_u64(nb_buf.data(), S.nb);
+  unsigned nodes = 0;
+  fb_touched_.clear();
+  auto settle = [&](uint64_t b) {
+    const bool was = S.bk[b].fb;
+    settle_seed(S.bk[b], cfg_.inline_seeds, &stats_.seed_tries);
+    ++stats_.seed_searches;
+    if (was || S.bk[b].fb) fb_touched_.push_back({b, was});
+  };
+  // The path executed from its free end: each node = a bucket rewrite plus
+  // the Othello changes of the key that moved into it.
+  for (size_t j = chain.size() - 1; j >= 1; --j) {
+    const uint64_t from = chain[j - 1].bucket, to = chain[j].bucket;
+    const unsigned slot = chain[j].slot;
+    const uint64_t kh = S.bk[from].h[slot];
+    S.append(to, S.keys[4 * from + slot], kh, S.bk[from].v[slot]);
+    S.remove(from, slot);
+    SB_RETURN_IF_ERROR(S.oth.alter(kh, S.bit_of(kh, to)));
+    settle(to);
+    put_node(nb_buf, to, S.bk[to], l, S.oth.changes());
+    S.oth.clear_changes();
+    ++nodes;
+  }
+  const uint64_t root = chain[0].bucket;
+  S.append(root, key, h, value);
+  ++S.count;
+  ++size_;
+  Status st = S.oth.add(h, S.bit_of(h, root));
+  if (!st.ok()) {  // no acyclic Othello seed: keep the key in the fallback table
+    S.remove(root, unsigned(S.bk[root].cnt - 1));
+    --S.count;
+    --size_;
+  }
+  settle(root);
+  stats_.path_nodes += nodes + 1;
+  stats_.max_path = std::max<uint64_t>(stats_.max_path, nodes + 1);
+  if (nodes > 0) ++stats_.multi_bucket_updates;
+  // Buckets with no seed <= 255 (not expected): their keys enter the
+  // fallback table before the rewrite and leave it after.
+  for (const auto& [b, was] : fb_touched_)
+    if (S.bk[b].fb)
+      for (unsigned i = 0; i < S.bk[b].cnt; ++i)
+        SB_RETURN_IF_ERROR(emit_fb_put(g, S.keys[4 * b + i], S.bk[b].h[i], S.bk[b].v[i], out));
+  if (S.oth.full_reload()) {
+    // Othello reconstruction (Case I, new seed): the whole shard in place.
+    ++stats_.othello_reloads;
+    S.oth.clear_changes();
+    SB_RETURN_IF_ERROR(emit_replace(g, out));
+  } else {
+    put_node(nb_buf, root, S.bk[root], l, S.oth.changes());
+    S.oth.clear_changes();
+    ++nodes;
+    // Buckets of the path whose new seed overflows try to give a key away
+    // (relocate_out): more nodes of the same message, same rules.
+    if (cfg_.fix_overflow) {
+      static thread_local std::vector<BfsNode> q2, chain2;
+      Status mv;
+      for (const BfsNode& c : chain) {
+        if (!S.bk[c.bucket].ovf) continue;
+        const bool moved = relocate_out(
+            S, c.bucket, cfg_.inline_seeds, 256, q2, chain2, &stats_.seed_tries, [&](size_t j) {
+              const uint64_t to = chain2[j].bucket;
+              if (j > 0) {
+                const auto& T = S.bk[to];
+                const uint64_t kh = T.h[T.cnt - 1];
+                if (Status a = S.oth.alter(kh, S.bit_of(kh, to)); !a.ok()) mv = a;
+              }
+              put_node(nb_buf, to, S.bk[to], l, S.oth.changes());
+              S.oth.clear_changes();
+              ++nodes;
+            });
+        SB_RETURN_IF_ERROR(mv);
+        if (moved) ++stats_.overflow_fixes;
+      }
+    }
+    put_u16(nb_buf.data() + 8, uint16_t(nodes));
+    scratch_.swap(nb_buf);
+    SB_RETURN_IF_ERROR(emit(g, LudoDelta::kInsert, out));
+  }
+  for (const auto& [b, was] : fb_touched_) {
+    if (!was || S.bk[b].fb) continue;
+    // Previously fallback bucket: drop its keys from the fallback table
+    // (keys of fb_ proper are never in a cuckoo bucket).
+    for (unsigned i = 0; i < S.bk[b].cnt; ++i) {
+      scratch_.resize(24);
+      std::memcpy(scratch_.data(), S.keys[4 * b + i].bytes, 16);
+      put_u64(scratch_.data() + 16, S.bk[b].h[i]);
+      SB_RETURN_IF_ERROR(emit(g, LudoDelta::kFallbackErase, out));
+    }
+  }
+  if (!st.ok()) {
+    ++stats_.fallback_inserts;
+    ++size_;
+    return fallback_put(g, key, h, value, out);
+  }
+  return Status::Ok();
+}
+
+Status LudoBuilder::change(const FlowKey& key, uint64_t h, uint8_t value, DeltaList* out) {
+  if (value >> cfg_.value_bits) return Status::InvalidArgument("ludo change: value wider than value_bits");
+  const uint32_t g = table_->shard_of(h);
+  Shard& S = *shards_[g];
+  for (const uint64_t b : {S.b0(h), S.b1(h)}) {
+    const int i = S.find_in(b, key, h);
+    if (i < 0) continue;
+    ++stats_.changes;
+    auto& B = S.bk[b];
+    B.v[i] = value;
+    if (B.fb) return emit_fb_put(g, key, h, value, out);
+    // §4.4.8 value change: one slot of one bucket.
+    scratch_.resize(14);
+    put_u64(scratch_.data(), S.nb);
+    put_u32(scratch_.data() + 8, uint32_t(b));
+    scratch_[12] = uint8_t(ludo_slot(ludo_slot_word(h), B.seed));
+    scratch_[13] = value;
+    return emit(g, LudoDelta::kChange, out);
+  }
+  for (auto& e : fb_)
+    if (e.h == h && e.key == key) {
+      ++stats_.changes;
+      return fallback_put(g, key, h, value, out);
+    }
+  return Status::NotFound("ludo change: key not present");
+}
+
+Status LudoBuilder::erase(const FlowKey& key, uint64_t h, DeltaList* out) {
+  const uint32_t g = table_->shard_of(h);
+  Shard& S = *shards_[g];
+  for (const uint64_t b : {S.b0(h), S.b1(h)}) {
+    const int i = S.find_in(b, key, h);
+    if (i < 0) continue;
+    ++stats_.erases;
+    const bool was_fb = S.bk[b].fb;
+    S.remove(b, unsigned(i));
+    --S.count;
+    --size_;
+    SB_RETURN_IF_ERROR(S.oth.erase(h));
+    // §4.4.8 deletion: nothing changes on the lookup side (the remaining
+    // keys keep their slots: the seed is still injective on a subset).
+    if (was_fb) {
+      scratch_.resize(24);
+      std::memcpy(scratch_.data(), key.bytes, 16);
+      put_u64(scratch_.data() + 16, h);
+      return emit(g, LudoDelta::kFallbackErase, out);
+    }
+    return Status::Ok();
+  }
+  for (size_t j = 0; j < fb_.size(); ++j) {
+    if (fb_[j].h != h || !(fb_[j].key == key)) continue;
+    ++stats_.erases;
+    fb_[j] = fb_.back();
+    fb_.pop_back();
+    --size_;
+    scratch_.resize(24);
+    std::memcpy(scratch_.data(), key.bytes, 16);
+    put_u64(scratch_.data() + 16, h);
+    return emit(g, LudoDelta::kFallbackErase, out);
+  }
+  return Status::NotFound("ludo erase: key not present");
+}
+
+Result<uint8_t> LudoBuilder::find(const FlowKey& key, uint64_t h) const {
+  const Shard& S = *shards_[table_->shard_of(h)];
+  for (const uint64_t b : {S.b0(h), S.b1(h)}) {
+    const int i = S.find_in(b, key, h);
+    if (i >= 0) return S.bk[b].v[i];
+  }
+  for (const auto& e : fb_)
+    if (e.h == h && e.key == key) return e.v;
+  return Status::NotFound("ludo: key not present");
+}
+
+// ---- growth (§4.4.6, §4.5.3) ---------------------------------------------------------
+
+Status LudoBuilder::grow(uint32_t g, DeltaList* out) {
+  const Shard& S = *shards_[g];
+  std::vector<FlowKey> keys;
+  std::vector<uint64_t> hs;
+  std::vector<uint8_t> vs;
+  keys.reserve(S.count);
+  for (uint64_t b = 0; b < S.nb; ++b)
+    for (unsigned i = 0; i < S.bk[b].cnt; ++i) {
+      keys.push_back(S.keys[4 * b + i]);
+      hs.push_back(S.bk[b].h[i]);
+      vs.push_back(S.bk[b].v[i]);
+    }
+  std::vector<uint32_t> idx(keys.size());
+  for (uint32_t i = 0; i < idx.size(); ++i) idx[i] = i;
+  const uint64_t nb = std::max<uint64_t>(S.nb + 1, uint64_t(std::ceil(double(S.nb) * cfg_.grow_factor)));
+  std::unique_ptr<Shard> ns;
+  std::vector<uint32_t> fb;
+  SB_RETURN_IF_ERROR(build_shard(g, idx.data(), idx.size(), keys.data(), hs.data(), vs.data(), nb, &ns, &fb));
+  // Keys of old fallback buckets (no seed <= 255) leave the fallback table
+  // after the swap unless they are in a fallback bucket of the new shard.
+  std::vector<std::pair<FlowKey, uint64_t>> old_fb;
+  for (uint64_t b = 0; b < S.nb; ++b)
+    if (S.bk[b].fb)
+      for (unsigned i = 0; i < S.bk[b].cnt; ++i) old_fb.push_back({S.keys[4 * b + i], S.bk[b].h[i]});
+  shards_[g] = std::move(ns);
+  ++stats_.growths;
+  // Keys that did not fit the new cuckoo table (not expected) fall back first.
+  for (uint32_t t : fb) {
+    ++stats_.fallback_inserts;
+    Shard& N = *shards_[g];
+    (void)N;
+    SB_RETURN_IF_ERROR(fallback_put(g, keys[t], hs[t], vs[t], out));
+  }
+  Shard& N = *shards_[g];
+  std::vector<uint64_t> new_fb;
+  for (uint64_t b = 0; b < N.nb; ++b)
+    if (N.bk[b].fb)
+      for (unsigned i = 0; i < N.bk[b].cnt; ++i) {
+        new_fb.push_back(N.bk[b].h[i]);
+        SB_RETURN_IF_ERROR(emit_fb_put(g, N.keys[4 * b + i], N.bk[b].h[i], N.bk[b].v[i], out));
+      }
+  SB_RETURN_IF_ERROR(emit_replace(g, out));
+  for (const auto& [k, h] : old_fb) {
+    if (std::find(new_fb.begin(), new_fb.end(), h) != new_fb.end()) continue;
+    scratch_.resize(24);
+    std::memcpy(scratch_.data(), k.bytes, 16);
+    put_u64(scratch_.data() + 16, h);
+    SB_RETURN_IF_ERROR(emit(g, LudoDelta::kFallbackErase, out));
+  }
+  return Status::Ok();
+}
+
+Status LudoBuilder::grow_shard_of(uint64_t h, DeltaList* out) { return grow(table_->shard_of(h), out); }
+
+uint64_t LudoBuilder::overflow_buckets() const {
+  uint64_t n = 0;
+  for (const auto& s : shards_)
+    for (const auto& B : s->bk) n += B.ovf;
+  return n;
+}
+
+uint64_t LudoBuilder::total_buckets() const {
+  uint64_t n = 0;
+  for (const auto& s : shards_) n += s->nb;
+  return n;
+}
+
+Status LudoBuilder::check() const {
+  uint64_t total = fb_.size();
+  for (uint32_t g = 0; g < shards_.size(); ++g) {
+    const Shard& S = *shards_[g];
+    SB_RETURN_IF_ERROR(S.oth.check());
+    uint64_t cnt = 0;
+    for (uint64_t b = 0; b < S.nb; ++b) {
+      const auto& B = S.bk[b];
+      cnt += B.cnt;
+      unsigned used = 0;
+      for (unsigned i = 0; i < B.cnt; ++i) {
+        const uint64_t h = B.h[i];
+        if (S.b0(h) != b && S.b1(h) != b) return Status::Internal("ludo check: key in a foreign bucket");
+        if (table_->shard_of(h) != g) return Status::Internal("ludo check: key in a foreign shard");
+        auto v = S.oth.value_of(h);
+        if (!v.ok() || *v != S.bit_of(h, b)) return Status::Internal("ludo check: Othello bit wrong");
+        if (!B.fb) {
+          const unsigned bit = 1u << ludo_slot(ludo_slot_word(h), B.seed);
+          if (used & bit) return Status::Internal("ludo check: seed not injective");
+          used |= bit;
+        }
+        if (table_->lookup(S.keys[4 * b + i], h) != B.v[i])
+          return Status::Internal("ludo check: lookup structure disagrees");
+      }
+    }
+    if (cnt != S.count) return Status::Internal("ludo check: key count mismatch");
+    total += cnt;
+  }
+  if (total != size_) return Status::Internal("ludo check: size mismatch");
+  return Status::Ok();
+}
+
+}  // namespace sb::gpt

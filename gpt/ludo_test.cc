@@ -1,0 +1,411 @@
+// gpt/ludo_test.cc: Ludo hashing (gpt/ludo.h) tests: correctness of every
+// key at 1M keys for l = 1..8, model-based updates with a delta-fed remote
+// table, writer-stall concurrency, growth under updates, forced overflow
+// seeds, hash collisions, snapshots and corrupt input.
+#include <catch2/catch.hpp>
+
+#include <atomic>
+#include <random>
+#include <thread>
+#include <unordered_map>
+#include <vector>
+
+#include "core/keygen.h"
+#include "core/test_util.h"
+#include "gpt/gpt.h"
+#include "gpt/ludo.h"
+
+namespace sb::gpt {
+namespace {
+
+struct KeyHash {
+  size_t operator()(const FlowKey& k) const { return size_t(hash_key(k, 7)); }
+};
+
+LudoConfig small_config(unsigned l, unsigned log2p = 2, uint32_t k = 2) {
+  LudoConfig c;
+  c.value_bits = l;
+  c.log2_partitions = log2p;
+  c.shards_per_partition = k;
+  c.hash_seed = 5;
+  return c;
+}
+
+std::unique_ptr<LudoTable> remote_copy(const LudoTable& t) {
+  std::vector<uint8_t> snap;
+  t.serialize(&snap);
+  auto r = LudoTable::deserialize(snap);
+  REQUIRE(r.ok());
+  return std::move(r.value());
+}
+
+void apply_all(LudoTable* t, const DeltaList& d) {
+  for (size_t i = 0; i < d.size(); ++i) {
+    const Status st = t->apply(d[i]);
+    INFO(st.to_string());
+    REQUIRE(st.ok());
+  }
+}
+
+}  // namespace
+
+TEST_CASE("ludo: every key correct at 1M keys for l = 1..8", "[ludo]") {
+  const uint64_t seed = test_seed(11);
+  const size_t n = 1 << 20;
+  auto keys = make_keys(n, seed);
+  for (unsigned l = 1; l <= 8; ++l) {
+    Rng r(seed + l);
+    std::vector<uint8_t> vals(n);
+    for (auto& v : vals) v = uint8_t(r.below(1u << l));
+    LudoConfig c;
+    c.value_bits = l;
+    c.log2_partitions = 0;
+    c.hash_seed = seed;
+    auto b = LudoBuilder::create(c);
+    REQUIRE(b.ok());
+    REQUIRE((*b)->build(keys.data(), vals.data(), n, 2).ok());
+    const LudoTable& t = (*b)->ludo();
+    size_t wrong = 0;
+    std::vector<uint64_t> h(kMaxBurst);
+    std::vector<uint8_t> out(kMaxBurst);
+    for (size_t i = 0; i < n; i += 32) {
+      for (size_t j = 0; j < 32; ++j) h[j] = hash_key(keys[i + j], seed);
+      t.lookup_bulk(&keys[i], h.data(), 32, out.data());
+      for (size_t j = 0; j < 32; ++j) wrong += out[j] != vals[i + j];
+      wrong += t.lookup(keys[i], h[0]) != vals[i];
+    }
+    INFO("l=" << l << " bits/key=" << double(t.num_bits()) / n);
+    CHECK(wrong == 0);
+    CHECK(t.fallback_keys() == 0);
+    const double bpk = double(t.num_bits()) / double(n);
+    CHECK(bpk <= 3.76 + 1.05 * l + 0.35);  // 1 shard at 1M: versions add 0.25
+  }
+}
+
+TEST_CASE("ludo: check() holds after build and updates", "[ludo]") {
+  const uint64_t seed = test_seed(3);
+  auto c = small_config(3);
+  auto b = LudoBuilder::create(c);
+  REQUIRE(b.ok());
+  auto keys = make_keys(20000, seed);
+  std::vector<uint8_t> vals(keys.size());
+  for (size_t i = 0; i < keys.size(); ++i) vals[i] = uint8_t(i % 8);
+  REQUIRE((*b)->build(keys.data(), vals.data(), 15000, 1).ok());
+  REQUIRE((*b)->check().ok());
+  DeltaList d;
+  for (size_t i = 15000; i < 20000; ++i) REQUIRE((*b)->insert(keys[i], vals[i], &d).ok());
+  const Status st = (*b)->check();
+  INFO(st.to_string());
+  REQUIRE(st.ok());
+  CHECK((*b)->stats().growths > 0);
+}
+
+TEST_CASE("ludo: model-based updates, remote fed only deltas agrees", "[ludo]") {
+  const uint64_t seed = test_seed(21);
+  for (unsigned l : {1u, 2u, 5u, 8u}) {
+    auto c = small_config(l, 1, 3);
+    c.grow_load = 0.94;
+    auto b = LudoBuilder::create(c);
+    REQUIRE(b.ok());
+    auto pool = make_keys(40000, seed + l);
+    Rng r(seed * 7 + l);
+    std::unordered_map<FlowKey, uint8_t, KeyHash> model;
+    std::vector<uint8_t> vals(12000);
+    for (size_t i = 0; i < vals.size(); ++i) {
+      vals[i] = uint8_t(r.below(1u << l));
+      model[pool[i]] = vals[i];
+    }
+    REQUIRE((*b)->build(pool.data(), vals.data(), vals.size(), 1).ok());
+    auto remote = remote_copy((*b)->ludo());
+    DeltaList d;
+    for (int round = 0; round < 30000; ++round) {
+      d.clear();
+      const FlowKey& k = pool[r.below(pool.size())];
+      const uint8_t v = uint8_t(r.below(1u << l));
+      const auto it = model.find(k);
+      const unsigned op = unsigned(r.below(3));
+      if (it == model.end()) {
+        REQUIRE((*b)->insert(k, v, &d).ok());
+        model[k] = v;
+      } else if (op == 0) {
+        REQUIRE((*b)->erase(k, &d).ok());
+        model.erase(it);
+      } else {
+        REQUIRE((*b)->change(k, v, &d).ok());
+        it->second = v;
+      }
+      apply_all(remote.get(), d);
+      // Spot check the touched key and a random live key on both sides.
+      const uint64_t h = hash_key(k, c.hash_seed);
+      if (model.count(k)) {
+        REQUIRE(remote->lookup(k, h) == model[k]);
+        REQUIRE((*b)->ludo().lookup(k, h) == model[k]);
+      }
+    }
+    size_t wrong = 0;
+    for (const auto& [k, v] : model) {
+      const uint64_t h = hash_key(k, c.hash_seed);
+      wrong += remote->lookup(k, h) != v;
+      wrong += (*b)->ludo().lookup(k, h) != v;
+      auto f = (*b)->find(k);
+      wrong += !f.ok() || *f != v;
+    }
+    INFO("l=" << l);
+    CHECK(wrong == 0);
+    CHECK((*b)->size() == model.size());
+    REQUIRE((*b)->check().ok());
+    // The remote equals the builder's table byte for byte.
+    std::vector<uint8_t> s1, s2;
+    (*b)->ludo().serialize(&s1);
+    remote->serialize(&s2);
+    CHECK(s1 == s2);
+  }
+}
+
+TEST_CASE("ludo: growth crossing 94% under updates keeps lookups correct", "[ludo]") {
+  const uint64_t seed = test_seed(5);
+  LudoConfig c = small_config(4, 0, 1);
+  c.build_load = 0.80;
+  c.grow_load = 0.94;
+  auto b = LudoBuilder::create(c);
+  REQUIRE(b.ok());
+  auto keys = make_keys(30000, seed);
+  std::vector<uint8_t> vals(keys.size());
+  Rng r(seed);
+  for (auto& v : vals) v = uint8_t(r.below(16));
+  const size_t n0 = 10000;
+  REQUIRE((*b)->build(keys.data(), vals.data(), n0, 1).ok());
+  auto remote = remote_copy((*b)->ludo());
+  const uint64_t slots0 = (*b)->ludo().capacity();
+  std::atomic<bool> stop{false};
+  std::atomic<size_t> live{n0};
+  std::atomic<uint64_t> wrong{0}, reads{0};
+  // A reader checks inserted keys on the remote while it is fed deltas.
+  std::thread reader([&] {
+    Rng rr(seed + 1);
+    while (!stop.load(std::memory_order_relaxed)) {
+      const size_t m = live.load(std::memory_order_acquire);
+      const size_t i = rr.below(m);
+      const uint64_t h = hash_key(keys[i], c.hash_seed);
+      wrong += remote->lookup(keys[i], h) != vals[i];
+      ++reads;
+    }
+  });
+  DeltaList d;
+  bool crossed = false;
+  for (size_t i = n0; i < keys.size(); ++i) {
+    d.clear();
+    const double load = double((*b)->size()) / double((*b)->ludo().capacity());
+    crossed |= load >= 0.94;
+    REQUIRE((*b)->insert(keys[i], vals[i], &d).ok());
+    apply_all(remote.get(), d);
+    live.store(i + 1, std::memory_order_release);
+  }
+  stop = true;
+  reader.join();
+  CHECK(crossed);
+  CHECK((*b)->stats().growths >= 1);
+  CHECK((*b)->ludo().capacity() > slots0);
+  CHECK(wrong.load() == 0);
+  CHECK(reads.load() > 0);
+  for (size_t i = 0; i < keys.size(); ++i)
+    REQUIRE(remote->lookup(keys[i], hash_key(keys[i], c.hash_seed)) == vals[i]);
+  const double load = double((*b)->size()) / double((*b)->ludo().capacity());
+  CHECK(load <= 0.94 + 1e-9);
+  std::printf("[ludo growth] slots %llu -> %llu, growths %llu, bits/key after growth %.3f at load %.3f\n",
+              (unsigned long long)slots0, (unsigned long long)(*b)->ludo().capacity(),
+              (unsigned long long)(*b)->stats().growths,
+              double((*b)->ludo().num_bits()) / double((*b)->size()), load);
+}
+
+TEST_CASE("ludo: forced overflow seeds are stored and found", "[ludo]") {
+  const uint64_t seed = test_seed(9);
+  LudoConfig c = small_config(3, 1, 1);
+  c.inline_seeds = 1;  // every seed > 0 goes to the overflow table
+  c.fix_overflow = false;
+  auto b = LudoBuilder::create(c);
+  REQUIRE(b.ok());
+  auto keys = make_keys(20000, seed);
+  std::vector<uint8_t> vals(keys.size());
+  for (size_t i = 0; i < keys.size(); ++i) vals[i] = uint8_t((i * 7) % 8);
+  REQUIRE((*b)->build(keys.data(), vals.data(), 15000, 1).ok());
+  CHECK((*b)->ludo().overflow_entries() > 1000);
+  CHECK((*b)->overflow_buckets() == (*b)->ludo().overflow_entries());
+  auto remote = remote_copy((*b)->ludo());
+  DeltaList d;
+  for (size_t i = 15000; i < 20000; ++i) {
+    REQUIRE((*b)->insert(keys[i], vals[i], &d).ok());
+    if (i % 3 == 0) REQUIRE((*b)->erase(keys[i - 100], &d).ok());
+  }
+  apply_all(remote.get(), d);
+  for (size_t i = 0; i < keys.size(); ++i) {
+    if (i >= 14900 && i < 19900 && (i + 100) % 3 == 0) continue;  // erased
+    const uint64_t h = hash_key(keys[i], c.hash_seed);
+    REQUIRE((*b)->ludo().lookup(keys[i], h) == vals[i]);
+    REQUIRE(remote->lookup(keys[i], h) == vals[i]);
+  }
+  REQUIRE((*b)->check().ok());
+}
+
+TEST_CASE("ludo: keys with colliding 64-bit hashes go to the fallback table", "[ludo]") {
+  auto c = small_config(2, 0, 1);
+  auto b = LudoBuilder::create(c);
+  REQUIRE(b.ok());
+  auto keys = make_keys(1000, 3);
+  std::vector<uint64_t> h(keys.size());
+  std::vector<uint8_t> v(keys.size());
+  for (size_t i = 0; i < keys.size(); ++i) {
+    h[i] = hash_key(keys[i], c.hash_seed);
+    v[i] = uint8_t(i & 3);
+  }
+  h[1] = h[0];  // injected collision, different values
+  v[1] = uint8_t((v[0] + 1) & 3);
+  REQUIRE((*b)->build_hashed(keys.data(), h.data(), v.data(), keys.size(), 1).ok());
+  CHECK((*b)->ludo().fallback_keys() == 1);
+  for (size_t i = 0; i < keys.size(); ++i) REQUIRE((*b)->ludo().lookup(keys[i], h[i]) == v[i]);
+  auto remote = remote_copy((*b)->ludo());
+  DeltaList d;
+  d.clear();
+  REQUIRE((*b)->change(keys[1], h[1], 2, &d).ok());
+  REQUIRE((*b)->erase(keys[0], h[0], &d).ok());
+  apply_all(remote.get(), d);
+  CHECK(remote->lookup(keys[1], h[1]) == 2);
+  REQUIRE((*b)->erase(keys[1], h[1], &d).ok());
+  REQUIRE((*b)->insert(keys[1], h[1], 1, &d).ok());
+  d.clear();
+  REQUIRE((*b)->insert(keys[0], h[0], 0, &d).ok());  // collides again -> fallback
+  apply_all(remote.get(), d);
+  CHECK(remote->lookup(keys[0], h[0]) == 0);
+}
+
+TEST_CASE("ludo: snapshots round-trip; corrupt input rejected", "[ludo]") {
+  auto c = small_config(2, 2, 2);
+  auto b = LudoBuilder::create(c);
+  REQUIRE(b.ok());
+  auto keys = make_keys(5000, 1);
+  std::vector<uint8_t> v(keys.size());
+  for (size_t i = 0; i < v.size(); ++i) v[i] = uint8_t(i % 4);
+  REQUIRE((*b)->build(keys.data(), v.data(), keys.size(), 1).ok());
+  std::vector<uint8_t> snap;
+  (*b)->ludo().serialize(&snap);
+  auto any = deserialize_gpt(snap);
+  if (any.ok()) CHECK((*any)->backend() == Backend::kLudo);
+  auto t = LudoTable::deserialize(snap);
+  REQUIRE(t.ok());
+  for (size_t i = 0; i < keys.size(); ++i)
+    REQUIRE((*t)->lookup(keys[i], hash_key(keys[i], c.hash_seed)) == v[i]);
+  // Every single-byte corruption and every truncation is rejected.
+  Rng r(4);
+  for (int i = 0; i < 200; ++i) {
+    auto bad = snap;
+    bad[r.below(bad.size())] ^= uint8_t(1 + r.below(255));
+    CHECK(!LudoTable::deserialize(bad).ok());
+  }
+  for (size_t cut : {size_t(0), size_t(10), size_t(63), snap.size() / 2, snap.size() - 1}) {
+    std::vector<uint8_t> bad(snap.begin(), snap.begin() + long(cut));
+    CHECK(!LudoTable::deserialize(bad).ok());
+  }
+  // Partition snapshots: load into an empty table of the same geometry.
+  auto e = LudoTable::create(c);
+  REQUIRE(e.ok());
+  for (uint32_t p = 0; p < 4; ++p) {
+    std::vector<uint8_t> ps;
+    REQUIRE((*b)->ludo().serialize_partition(p, &ps).ok());
+    REQUIRE((*e)->load_partition(ps).ok());
+  }
+  for (size_t i = 0; i < keys.size(); ++i)
+    REQUIRE((*e)->lookup(keys[i], hash_key(keys[i], c.hash_seed)) == v[i]);
+  // A delta for another geometry, a corrupt delta, a truncated delta: rejected,
+  // table unchanged.
+  DeltaList d;
+  auto k2 = make_absent_keys(10, 1);
+  REQUIRE((*b)->insert(k2[0], 1, &d).ok());
+  auto other_cfg = c;
+  other_cfg.value_bits = 3;
+  auto other = LudoTable::create(other_cfg);
+  REQUIRE(other.ok());
+  CHECK(!(*other)->apply(d[0]).ok());
+  std::vector<uint8_t> bad(d[0].begin(), d[0].end());
+  bad.back() ^= 1;
+  CHECK(!(*e)->apply(bad).ok());
+  CHECK(!(*e)->apply(std::span<const uint8_t>(d[0].data(), d[0].size() - 1)).ok());
+  std::vector<uint8_t> before, after;
+  (*e)->serialize(&before);
+  CHECK(!(*e)->apply(bad).ok());
+  (*e)->serialize(&after);
+  CHECK(before == after);
+  REQUIRE((*e)->apply(d[0]).ok());
+  CHECK((*e)->lookup(k2[0], hash_key(k2[0], c.hash_seed)) == 1);
+}
+
+TEST_CASE("ludo: writer stall: readers retry, never answer wrong", "[ludo][tsan]") {
+  const uint64_t seed = test_seed(17);
+  LudoConfig c = small_config(4, 0, 1);
+  auto b = LudoBuilder::create(c);
+  REQUIRE(b.ok());
+  const size_t n = 4000;
+  auto keys = make_keys(n + 2000, seed);
+  std::vector<uint8_t> vals(keys.size());
+  Rng r(seed);
+  for (auto& v : vals) v = uint8_t(r.below(16));
+  REQUIRE((*b)->build(keys.data(), vals.data(), n, 1).ok());
+  auto remote = remote_copy((*b)->ludo());
+  // Produce the deltas first (inserts that move keys, value changes).
+  DeltaList d;
+  std::vector<uint8_t> final_val(vals);
+  for (size_t i = n; i < n + 300; ++i) REQUIRE((*b)->insert(keys[i], vals[i], &d).ok());
+  for (size_t i = 0; i < 300; ++i) {
+    final_val[i] = uint8_t((vals[i] + 1) & 15);
+    REQUIRE((*b)->change(keys[i], final_val[i], &d).ok());
+  }
+  std::atomic<bool> in_write{false}, stop{false};
+  std::atomic<uint64_t> retries{0}, wrong{0}, reads{0};
+  struct Ctx { std::atomic<bool>* in_write; std::atomic<uint64_t>* reads; };
+  Ctx ctx{&in_write, &reads};
+  remote->set_write_hook(
+      [](void* a) {
+        auto* x = static_cast<Ctx*>(a);
+        x->in_write->store(true);
+        const uint64_t r0 = x->reads->load();
+        // Stall with the versions odd until readers have made progress.
+        for (int spin = 0; spin < 200000 && x->reads->load() < r0 + 50; ++spin) std::this_thread::yield();
+        x->in_write->store(false);
+      },
+      &ctx);
+  std::vector<std::thread> readers;
+  for (int t = 0; t < 2; ++t)
+    readers.emplace_back([&, t] {
+      Rng rr(seed + 100 + t);
+      uint64_t h[32];
+      uint8_t out[32];
+      FlowKey ks[32];
+      std::vector<size_t> idx(32);
+      while (!stop.load()) {
+        // Keys untouched by the deltas' values (300..n) keep their value; the
+        // changed keys (0..300) answer old or new; inserted ones are checked
+        // after the writer is done.
+        for (int j = 0; j < 32; ++j) {
+          idx[size_t(j)] = rr.below(n);
+          ks[j] = keys[idx[size_t(j)]];
+          h[j] = hash_key(ks[j], c.hash_seed);
+        }
+        retries += remote->lookup_bulk(ks, h, 32, out);
+        for (int j = 0; j < 32; ++j) {
+          const size_t i = idx[size_t(j)];
+          const bool ok = out[j] == vals[i] || out[j] == final_val[i];
+          wrong += !ok;
+        }
+        reads += 32;
+      }
+    });
+  for (size_t i = 0; i < d.size(); ++i) REQUIRE(remote->apply(d[i]).ok());
+  stop = true;
+  for (auto& th : readers) th.join();
+  remote->set_write_hook(nullptr, nullptr);
+  CHECK(wrong.load() == 0);
+  CHECK(retries.load() > 0);
+  for (size_t i = 0; i < n + 300; ++i)
+    REQUIRE(remote->lookup(keys[i], hash_key(keys[i], c.hash_seed)) == final_val[i]);
+}
+
+}  // namespace sb::gpt
