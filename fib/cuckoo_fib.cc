@@ -13,42 +13,38 @@ namespace {
 constexpr uint64_t kEmpty = ~0ULL;  // both words of an empty slot
 }
 
-Result<std::unique_ptr<CuckooFib>> CuckooFib::create(uint64_t capacity, uint64_t hash_seed,
-                                                     uint32_t seed) {
+template <class L>
+Result<std::unique_ptr<CuckooFibT<L>>> CuckooFibT<L>::create(uint64_t capacity, uint64_t hash_seed,
+                                                             uint32_t seed) {
   if (capacity == 0) return Status::InvalidArgument("cuckoo fib: capacity must be >= 1");
-  std::unique_ptr<CuckooFib> f(new CuckooFib(hash_seed));
-  f->nb_ = std::max<uint64_t>(2, uint64_t(std::ceil(double(capacity) / (kSlots * kDesignLoad))));
+  std::unique_ptr<CuckooFibT> f(new CuckooFibT(hash_seed));
+  f->nb_ = std::max<uint64_t>(2, uint64_t(std::ceil(double(capacity) / (kSlots * L::kDesignLoad))));
   if (f->nb_ * kSlots >= (1ULL << 32)) return Status::InvalidArgument("cuckoo fib: capacity too large");
   f->salt1_ = salt::kCuckooB1 ^ seed_salt(seed);
   f->salt2_ = salt::kCuckooB2 ^ seed_salt(seed);
   try {
     f->buckets_.allocate(f->nb_);
-    f->values_.allocate(f->nb_ * kSlots);
+    if (!L::kInline) f->values_.allocate(f->nb_ * kSlots);
   } catch (const std::bad_alloc&) {
     return Status::Capacity("cuckoo fib: cannot map memory");
   }
-  std::memset(f->buckets_.data(), 0xff, f->nb_ * sizeof(Bucket));
-  std::memset(f->values_.data(), 0xff, f->nb_ * kSlots * 4);  // kFibMiss
+  for (uint64_t b = 0; b < f->nb_; ++b) {
+    Bucket& k = f->buckets_[b];
+    for (unsigned i = 0; i < 2 * kSlots; ++i) k.w[i] = kEmpty;
+    for (unsigned i = 0; i < kSlots; ++i) *f->value_ptr(b, i) = kFibMiss;
+  }
   f->mark_.assign(f->nb_, 0);
   return f;
 }
 
-void CuckooFib::buckets_of(uint64_t h, uint64_t* b1, uint64_t* b2) const {
-  *b1 = reduce(remix(h, salt1_), nb_);
-  uint64_t x = reduce(remix(h, salt2_), nb_);
-  if (x == *b1) x = (x + 1 == nb_) ? 0 : x + 1;
-  *b2 = x;
-}
-
 // The slow path of one key: versions, probe both buckets, value, re-check.
-uint32_t CuckooFib::lookup_one(const FlowKey& key, uint64_t h) const {
+template <class L>
+uint32_t CuckooFibT<L>::lookup_one(const FlowKey& key, uint64_t h) const {
   if ((key.hi() >> 40) != 0) return kFibMiss;
   uint64_t b1, b2;
   buckets_of(h, &b1, &b2);
-  const SeqVersion& v1 = ver_.at(b1);
-  const SeqVersion& v2 = ver_.at(b2);
   for (;;) {
-    const uint32_t s1 = v1.read_begin(), s2 = v2.read_begin();
+    const uint32_t s1 = ver_begin(b1), s2 = ver_begin(b2);
     if (((s1 | s2) & 1u) != 0) {
       _mm_pause();
       continue;
@@ -56,51 +52,72 @@ uint32_t CuckooFib::lookup_one(const FlowKey& key, uint64_t h) const {
     uint32_t r = kFibMiss;
     int s = probe(b1, key.lo(), key.hi());
     if (s >= 0) {
-      r = load_value(b1 * kSlots + unsigned(s));
+      r = load_value(b1, unsigned(s));
     } else if ((s = probe(b2, key.lo(), key.hi())) >= 0) {
-      r = load_value(b2 * kSlots + unsigned(s));
+      r = load_value(b2, unsigned(s));
     }
-    if (!v1.read_retry(s1) && !v2.read_retry(s2)) return r;
+    if (!ver_retry(b1, s1) && !ver_retry(b2, s2)) return r;
   }
 }
 
-void CuckooFib::lookup_bulk(const FlowKey* keys, const uint64_t* hashes, size_t n,
-                            uint32_t* out) const {
+template <class L>
+void CuckooFibT<L>::lookup_bulk(const FlowKey* keys, const uint64_t* hashes, size_t n,
+                                uint32_t* out) const {
+  // A non-canonical query needs no test here: it can only equal the empty
+  // slot's key, whose value is kFibMiss.
   uint64_t b1[kMaxBurst], b2[kMaxBurst];
-  uint32_t s1[kMaxBurst], s2[kMaxBurst];
-  uint64_t slot[kMaxBurst];
-  // Phase 1: both buckets of every key, prefetched.
+  // Phase 1: both buckets of every key, prefetched (one memory round).
   for (size_t i = 0; i < n; ++i) {
     buckets_of(hashes[i], &b1[i], &b2[i]);
     prefetch_r(&buckets_[b1[i]]);
     prefetch_r(&buckets_[b2[i]]);
   }
-  // Phase 2: versions, probe, prefetch the value of a hit.
-  for (size_t i = 0; i < n; ++i) {
-    s1[i] = ver_.at(b1[i]).read_begin();
-    s2[i] = ver_.at(b2[i]).read_begin();
-    const uint64_t lo = keys[i].lo(), hi = keys[i].hi();
-    const int a = probe(b1[i], lo, hi);
-    const int b = probe(b2[i], lo, hi);
-    slot[i] = a >= 0 ? b1[i] * kSlots + unsigned(a)
-                     : (b >= 0 ? b2[i] * kSlots + unsigned(b) : ~0ULL);
-    if (slot[i] != ~0ULL) prefetch_r(&values_[slot[i]]);
-  }
-  // Phase 3: values, re-validate; a key whose buckets changed is redone.
-  for (size_t i = 0; i < n; ++i) {
-    const uint32_t r = slot[i] != ~0ULL ? load_value(slot[i]) : kFibMiss;
-    const bool stale = ((s1[i] | s2[i]) & 1u) != 0 || ver_.at(b1[i]).read_retry(s1[i]) ||
-                       ver_.at(b2[i]).read_retry(s2[i]) || (keys[i].hi() >> 40) != 0;
-    if (stale) [[unlikely]] {
-      if ((keys[i].hi() >> 40) == 0) count_retry();
-      out[i] = lookup_one(keys[i], hashes[i]);
-    } else {
+  if constexpr (L::kInline) {
+    // Phase 2: versions, keys and values are in the two lines just fetched.
+    for (size_t i = 0; i < n; ++i) {
+      const uint32_t s1 = ver_begin(b1[i]), s2 = ver_begin(b2[i]);
+      const uint64_t lo = keys[i].lo(), hi = keys[i].hi();
+      const unsigned m1 = match(b1[i], lo, hi), m2 = match(b2[i], lo, hi);
+      uint32_t r = kFibMiss;
+      if ((m1 | m2) != 0) r = load_value(m1 ? b1[i] : b2[i], unsigned(__builtin_ctz(m1 ? m1 : m2)));
+      if (((s1 | s2) & 1u) != 0 || ver_retry(b1[i], s1) || ver_retry(b2[i], s2)) [[unlikely]] {
+        count_retry();
+        r = lookup_one(keys[i], hashes[i]);
+      }
+      out[i] = r;
+    }
+  } else {
+    uint32_t s1[kMaxBurst], s2[kMaxBurst];
+    uint64_t vb[kMaxBurst];
+    unsigned vs[kMaxBurst];
+    // Phase 2: versions, probe, prefetch the value line of a hit.
+    for (size_t i = 0; i < n; ++i) {
+      s1[i] = ver_begin(b1[i]);
+      s2[i] = ver_begin(b2[i]);
+      const uint64_t lo = keys[i].lo(), hi = keys[i].hi();
+      const unsigned m1 = match(b1[i], lo, hi), m2 = match(b2[i], lo, hi);
+      vb[i] = ~0ULL;
+      if ((m1 | m2) != 0) {
+        vb[i] = m1 ? b1[i] : b2[i];
+        vs[i] = unsigned(__builtin_ctz(m1 ? m1 : m2));
+        prefetch_r(value_ptr(vb[i], vs[i]));
+      }
+    }
+    // Phase 3: values (a second memory round), re-validate.
+    for (size_t i = 0; i < n; ++i) {
+      uint32_t r = vb[i] != ~0ULL ? load_value(vb[i], vs[i]) : kFibMiss;
+      if (((s1[i] | s2[i]) & 1u) != 0 || ver_retry(b1[i], s1[i]) || ver_retry(b2[i], s2[i]))
+          [[unlikely]] {
+        count_retry();
+        r = lookup_one(keys[i], hashes[i]);
+      }
       out[i] = r;
     }
   }
 }
 
-bool CuckooFib::find(const FlowKey& key, uint64_t h, uint64_t* b, int* s) const {
+template <class L>
+bool CuckooFibT<L>::find(const FlowKey& key, uint64_t h, uint64_t* b, int* s) const {
   uint64_t b1, b2;
   buckets_of(h, &b1, &b2);
   if ((*s = probe(b1, key.lo(), key.hi())) >= 0) { *b = b1; return true; }
@@ -108,26 +125,31 @@ bool CuckooFib::find(const FlowKey& key, uint64_t h, uint64_t* b, int* s) const 
   return false;
 }
 
-void CuckooFib::store_slot(uint64_t b, unsigned s, uint64_t lo, uint64_t hi, uint32_t v) {
+template <class L>
+void CuckooFibT<L>::store_slot(uint64_t b, unsigned s, uint64_t lo, uint64_t hi, uint32_t v) {
   store_relaxed(&buckets_[b].w[2 * s], lo);
   store_relaxed(&buckets_[b].w[2 * s + 1], hi);
-  __atomic_store_n(&values_[b * kSlots + s], v, __ATOMIC_RELAXED);
+  __atomic_store_n(value_ptr(b, s), v, __ATOMIC_RELAXED);
 }
 
-Status CuckooFib::build(const FlowKey* keys, const uint32_t* values, size_t n) {
+template <class L>
+Status CuckooFibT<L>::build(const FlowKey* keys, const uint32_t* values, size_t n) {
   if (n_ != 0) return Status::FailedPrecondition("cuckoo fib: build needs an empty fib");
   for (size_t i = 0; i < n; ++i) SB_RETURN_IF_ERROR(insert(keys[i], values[i]));
   return Status::Ok();
 }
 
-Status CuckooFib::insert_hashed(const FlowKey& key, uint64_t h, uint32_t value) {
+template <class L>
+Status CuckooFibT<L>::insert_hashed(const FlowKey& key, uint64_t h, uint32_t value) {
   if (!key.canonical()) return Status::InvalidArgument("cuckoo fib: key bytes 13..15 must be zero");
   if (value == kFibMiss) return Status::InvalidArgument("cuckoo fib: value 0xffffffff is the miss marker");
+  uint64_t b1, b2;
+  buckets_of(h, &b1, &b2);
+  prefetch_w(&buckets_[b1]);
+  prefetch_w(&buckets_[b2]);
   uint64_t fb;
   int fs;
   if (find(key, h, &fb, &fs)) return Status::AlreadyExists("cuckoo fib: key present");
-  uint64_t b1, b2;
-  buckets_of(h, &b1, &b2);
   // BFS over buckets (MemC3 §4.2 / libcuckoo): node = (bucket, parent node,
   // slot of the parent bucket whose key would move into this bucket).
   struct Node {
@@ -182,55 +204,53 @@ Status CuckooFib::insert_hashed(const FlowKey& key, uint64_t h, uint32_t value) 
     const Node& nd = nodes[cur];
     const uint64_t src_b = nodes[nd.parent].bucket, dst_b = nd.bucket;
     const unsigned src_s = unsigned(nd.pslot);
-    SeqVersion& vs = ver_.at(src_b);
-    SeqVersion& vd = ver_.at(dst_b);
-    const bool same = &vs == &vd;
-    vs.write_begin();
-    if (!same) vd.write_begin();
+    const bool same = same_guard(src_b, dst_b);
+    write_begin(src_b);
+    if (!same) write_begin(dst_b);
     const uint64_t* w = buckets_[src_b].w;
-    store_slot(dst_b, dst_slot, w[2 * src_s], w[2 * src_s + 1], values_[src_b * kSlots + src_s]);
+    store_slot(dst_b, dst_slot, w[2 * src_s], w[2 * src_s + 1], *value_ptr(src_b, src_s));
     if (stall_) stall_();
     store_slot(src_b, src_s, kEmpty, kEmpty, kFibMiss);
-    if (!same) vd.write_end();
-    vs.write_end();
+    if (!same) write_end(dst_b);
+    write_end(src_b);
     ++moves_;
     dst_slot = src_s;
     cur = nd.parent;
   }
-  SeqVersion& v = ver_.at(nodes[cur].bucket);
-  v.write_begin();
+  write_begin(nodes[cur].bucket);
   if (stall_) stall_();
   store_slot(nodes[cur].bucket, dst_slot, key.lo(), key.hi(), value);
-  v.write_end();
+  write_end(nodes[cur].bucket);
   ++n_;
   return Status::Ok();
 }
 
-Status CuckooFib::update_hashed(const FlowKey& key, uint64_t h, uint32_t value) {
+template <class L>
+Status CuckooFibT<L>::update_hashed(const FlowKey& key, uint64_t h, uint32_t value) {
   if (value == kFibMiss) return Status::InvalidArgument("cuckoo fib: value 0xffffffff is the miss marker");
   uint64_t b;
   int s;
   if (!key.canonical() || !find(key, h, &b, &s)) return Status::NotFound("cuckoo fib: key not present");
-  SeqVersion& v = ver_.at(b);
-  v.write_begin();
-  __atomic_store_n(&values_[b * kSlots + unsigned(s)], value, __ATOMIC_RELAXED);
-  v.write_end();
+  write_begin(b);
+  __atomic_store_n(value_ptr(b, unsigned(s)), value, __ATOMIC_RELAXED);
+  write_end(b);
   return Status::Ok();
 }
 
-Status CuckooFib::erase_hashed(const FlowKey& key, uint64_t h) {
+template <class L>
+Status CuckooFibT<L>::erase_hashed(const FlowKey& key, uint64_t h) {
   uint64_t b;
   int s;
   if (!key.canonical() || !find(key, h, &b, &s)) return Status::NotFound("cuckoo fib: key not present");
-  SeqVersion& v = ver_.at(b);
-  v.write_begin();
+  write_begin(b);
   store_slot(b, unsigned(s), kEmpty, kEmpty, kFibMiss);
-  v.write_end();
+  write_end(b);
   --n_;
   return Status::Ok();
 }
 
-void CuckooFib::for_each(const std::function<void(const FlowKey&, uint32_t)>& f) const {
+template <class L>
+void CuckooFibT<L>::for_each(const std::function<void(const FlowKey&, uint32_t)>& f) const {
   for (uint64_t b = 0; b < nb_; ++b)
     for (unsigned s = 0; s < kSlots; ++s) {
       const uint64_t* w = buckets_[b].w;
@@ -238,8 +258,11 @@ void CuckooFib::for_each(const std::function<void(const FlowKey&, uint32_t)>& f)
       FlowKey k;
       std::memcpy(k.bytes, &w[2 * s], 8);
       std::memcpy(k.bytes + 8, &w[2 * s + 1], 8);
-      f(k, values_[b * kSlots + s]);
+      f(k, *value_ptr(b, s));
     }
 }
+
+template class CuckooFibT<Layout3>;
+template class CuckooFibT<Layout4>;
 
 }  // namespace sb::fib

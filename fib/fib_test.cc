@@ -32,15 +32,22 @@ struct Env {
   std::unique_ptr<Fib> fib;
 };
 
-Env make_env(FibKind kind, uint32_t capacity, uint64_t hash_seed) {
+enum class Backend { kOthello, kCuckoo, kCuckoo4 };
+using FibKindT = Backend;
+
+Env make_env(Backend kind, uint32_t capacity, uint64_t hash_seed) {
   Env e;
   e.table = SessionTable::create(capacity).value();
-  if (kind == FibKind::kOthello) {
+  if (kind == Backend::kOthello) {
     auto f = OthelloFib::create(e.table.get(), hash_seed);
     REQUIRE(f.ok());
     e.fib = std::move(f).value();
-  } else {
+  } else if (kind == Backend::kCuckoo) {
     auto f = CuckooFib::create(capacity, hash_seed);
+    REQUIRE(f.ok());
+    e.fib = std::move(f).value();
+  } else {
+    auto f = CuckooFib4::create(capacity, hash_seed);
     REQUIRE(f.ok());
     e.fib = std::move(f).value();
   }
@@ -59,7 +66,7 @@ std::vector<uint32_t> lookup_all(const Fib& f, const std::vector<FlowKey>& keys)
   return out;
 }
 
-void exact_at(FibKind kind, size_t n, uint64_t seed) {
+void exact_at(Backend kind, size_t n, uint64_t seed) {
   Env e = make_env(kind, uint32_t(n), seed);
   const auto keys = make_keys(n, seed);
   std::vector<uint32_t> idx(n);
@@ -82,14 +89,16 @@ void exact_at(FibKind kind, size_t n, uint64_t seed) {
   CHECK(fp == 0);
 }
 
-const FibKind kKinds[] = {FibKind::kOthello, FibKind::kCuckoo};
-const char* kind_name(FibKind k) { return k == FibKind::kOthello ? "othello" : "cuckoo"; }
+const Backend kKinds[] = {Backend::kOthello, Backend::kCuckoo, Backend::kCuckoo4};
+const char* kind_name(Backend k) {
+  return k == Backend::kOthello ? "othello" : k == Backend::kCuckoo ? "cuckoo" : "cuckoo4";
+}
 
 }  // namespace
 
 TEST_CASE("fib: every key found, absent keys miss, 1M keys", "[fib]") {
   const uint64_t seed = test_seed(21);
-  for (FibKind k : kKinds) {
+  for (Backend k : kKinds) {
     INFO(kind_name(k));
     exact_at(k, 1u << 20, seed);
   }
@@ -97,7 +106,7 @@ TEST_CASE("fib: every key found, absent keys miss, 1M keys", "[fib]") {
 
 TEST_CASE("fib: every key found, absent keys miss, 16M keys", "[fib][large]") {
   const uint64_t seed = test_seed(22);
-  for (FibKind k : kKinds) {
+  for (Backend k : kKinds) {
     INFO(kind_name(k));
     exact_at(k, 16u << 20, seed);
   }
@@ -105,7 +114,7 @@ TEST_CASE("fib: every key found, absent keys miss, 16M keys", "[fib][large]") {
 
 TEST_CASE("fib: model-based insert/update/erase vs unordered_map", "[fib]") {
   const uint64_t seed = test_seed(23);
-  for (FibKind kind : kKinds) {
+  for (Backend kind : kKinds) {
     INFO(kind_name(kind));
     const uint32_t cap = 3000;
     Env e = make_env(kind, cap + 64, seed);
@@ -154,7 +163,7 @@ TEST_CASE("fib: model-based insert/update/erase vs unordered_map", "[fib]") {
         for (uint32_t v : lookup_all(*e.fib, absent)) REQUIRE(v == kFibMiss);
       }
     }
-    if (kind == FibKind::kOthello) {
+    if (kind == Backend::kOthello) {
       auto* of = static_cast<OthelloFib*>(e.fib.get());
       INFO("reconstructions " << of->control().stats().reconstructions);
       REQUIRE(of->control().check().ok());
@@ -164,7 +173,7 @@ TEST_CASE("fib: model-based insert/update/erase vs unordered_map", "[fib]") {
 
 TEST_CASE("fib: serialization round trip, corrupt input rejected", "[fib]") {
   const uint64_t seed = test_seed(24);
-  for (FibKind kind : kKinds) {
+  for (Backend kind : kKinds) {
     INFO(kind_name(kind));
     const size_t n = 20000;
     Env e = make_env(kind, uint32_t(n), seed);
@@ -175,10 +184,12 @@ TEST_CASE("fib: serialization round trip, corrupt input rejected", "[fib]") {
     const std::string img = e.fib->serialize();
     // A second fib over the same table.
     std::unique_ptr<Fib> g;
-    if (kind == FibKind::kOthello)
+    if (kind == Backend::kOthello)
       g = OthelloFib::create(e.table.get(), seed).value();
-    else
+    else if (kind == Backend::kCuckoo)
       g = CuckooFib::create(n, seed).value();
+    else
+      g = CuckooFib4::create(n, seed).value();
     std::string bad = img;
     bad[bad.size() / 2] ^= 0x10;
     CHECK(g->deserialize(bad).code() == StatusCode::kCorrupt);
@@ -191,7 +202,7 @@ TEST_CASE("fib: serialization round trip, corrupt input rejected", "[fib]") {
     for (size_t i = 0; i < n; ++i) REQUIRE(got[i] == idx[i]);
     // The other backend's image is refused.
     std::unique_ptr<Fib> other;
-    if (kind == FibKind::kOthello)
+    if (kind == Backend::kOthello)
       other = CuckooFib::create(n, seed).value();
     else
       other = OthelloFib::create(e.table.get(), seed).value();
@@ -200,7 +211,7 @@ TEST_CASE("fib: serialization round trip, corrupt input rejected", "[fib]") {
 }
 
 TEST_CASE("fib: table-full and invalid input are clear errors", "[fib]") {
-  for (FibKind kind : kKinds) {
+  for (Backend kind : kKinds) {
     INFO(kind_name(kind));
     Env e = make_env(kind, 100, 1);
     FlowKey bad = make_keys(1, 1)[0];
@@ -219,7 +230,7 @@ TEST_CASE("fib: table-full and invalid input are clear errors", "[fib]") {
 // holds the writer inside its write window until a reader has retried.
 TEST_CASE("fib: concurrent readers with a stalled writer", "[fib][tsan]") {
   const uint64_t seed = test_seed(25);
-  for (FibKind kind : kKinds) {
+  for (Backend kind : kKinds) {
     INFO(kind_name(kind));
     const uint32_t cap = 4000;
     Env e = make_env(kind, cap, seed);
@@ -244,10 +255,12 @@ TEST_CASE("fib: concurrent readers with a stalled writer", "[fib][tsan]") {
              std::chrono::steady_clock::now() - t0 < std::chrono::milliseconds(300))
         std::this_thread::yield();
     };
-    if (kind == FibKind::kOthello)
+    if (kind == Backend::kOthello)
       static_cast<OthelloFib*>(e.fib.get())->set_write_stall_hook(hook);
-    else
+    else if (kind == Backend::kCuckoo)
       static_cast<CuckooFib*>(e.fib.get())->set_write_stall_hook(hook);
+    else
+      static_cast<CuckooFib4*>(e.fib.get())->set_write_stall_hook(hook);
     auto reader = [&](uint64_t rs) {
       Rng rng(rs);
       uint64_t bad = 0, n = 0;
