@@ -13,15 +13,6 @@
 
 namespace sb::control {
 
-const char* fsync_name(FsyncPolicy p) {
-  switch (p) {
-    case FsyncPolicy::kBatch: return "batch";
-    case FsyncPolicy::kInterval: return "interval";
-    case FsyncPolicy::kNone: return "none";
-  }
-  return "?";
-}
-
 namespace {
 
 Status bad(const std::string& field, const std::string& what) {

@@ -19,15 +19,13 @@
 
 #include "core/status.h"
 #include "rib/cluster.h"
+#include "rib/wal.h"
 
 namespace sb::control {
 
-enum class FsyncPolicy : uint8_t {
-  kBatch = 0,     // fdatasync once per group commit, before any ack (default, safe)
-  kInterval = 1,  // fdatasync every fsync_interval_ms (acks may precede it)
-  kNone = 2,      // never (tests / benchmarks of the upper bound only)
-};
-const char* fsync_name(FsyncPolicy p);
+// batch: fdatasync once per group commit, before any ack (default, safe);
+// interval: every fsync_interval_ms (acks may precede it); none: never.
+using FsyncPolicy = rib::FsyncPolicy;
 
 struct NodeSpec {
   uint32_t id = 0;

@@ -1,0 +1,108 @@
+// rib/messages.h: the transport-neutral messages between RIB owners, nodes
+// and clients. control/ maps them to and from protobuf (sb.control.v1); the
+// in-process tests pass them directly. Plain value types.
+#pragma once
+
+#include <cstdint>
+#include <vector>
+
+#include "core/flow_key.h"
+#include "core/status.h"
+
+namespace sb::rib {
+
+enum class OpKind : uint8_t { kAdd = 1, kModify = 2, kMove = 3, kDelete = 4, kShow = 5 };
+const char* op_kind_name(OpKind k);
+
+struct SessionSpec {
+  FlowKey key{};
+  uint32_t node = 0;   // handling node (ignored when choose)
+  bool choose = false;
+  uint32_t teid_dl = 0;
+  uint32_t enb_ip = 0;
+  uint8_t bearer = 0;
+};
+
+// A session record as the owner holds it.
+struct SessionRec {
+  FlowKey key{};
+  uint32_t node = 0;
+  uint32_t teid_dl = 0;
+  uint32_t enb_ip = 0;
+  uint8_t bearer = 0;
+  uint32_t teid_ul = 0;  // learnt from the handling node's FIB ack (0: not yet)
+};
+
+struct ClientOp {
+  OpKind kind = OpKind::kAdd;
+  uint64_t request_id = 0;
+  SessionSpec s;
+  uint64_t token = 0;   // opaque: who gets the reply (the transport's)
+  uint64_t t0_us = 0;   // arrival time (latency accounting)
+};
+
+struct OpReply {
+  uint64_t token = 0;
+  uint64_t request_id = 0;
+  Status status;
+  SessionRec rec;         // the record after the op (SHOW: the record)
+  uint32_t partition = 0;
+  uint32_t epoch = 0;     // stream position of the op's GPT change (0: none)
+  uint64_t seq = 0;
+};
+
+struct FibEntry {
+  FlowKey key{};
+  uint32_t handling_node = 0;
+  uint32_t teid_dl = 0;
+  uint32_t enb_ip = 0;
+  uint8_t bearer = 0;
+};
+
+struct FibBatch {
+  uint64_t batch_id = 0;
+  uint32_t owner = 0;
+  std::vector<FibEntry> install;  // insert or overwrite (idempotent)
+  std::vector<FlowKey> remove;    // absent keys are fine
+  // Reconcile (an owner's first batch after a restart): after the installs,
+  // the node removes every entry of these partitions that this batch did
+  // not install (stale entries of moves whose removal the crash lost).
+  std::vector<uint32_t> reconcile;
+};
+
+struct FibAckMsg {
+  uint64_t batch_id = 0;
+  uint32_t node = 0;
+  std::vector<StatusCode> install_code;
+  std::vector<uint32_t> teid_ul;  // per install (0 when not the handling node)
+  std::vector<StatusCode> remove_code;
+};
+
+// One GPT delta in its partition stream.
+struct StreamDelta {
+  uint32_t partition = 0;
+  uint32_t sub_id = 0;
+  uint32_t epoch = 0;
+  uint64_t seq = 0;
+  std::vector<uint8_t> bytes;  // gpt/delta.h bytes, stamped with (epoch, seq); empty = filler
+};
+
+struct StreamPos {
+  uint32_t epoch = 0;
+  uint64_t seq = 0;
+  friend bool operator==(const StreamPos&, const StreamPos&) = default;
+  // Total order: a later epoch is newer whatever its seq.
+  friend bool operator<(const StreamPos& a, const StreamPos& b) {
+    return a.epoch != b.epoch ? a.epoch < b.epoch : a.seq < b.seq;
+  }
+  friend bool operator<=(const StreamPos& a, const StreamPos& b) { return !(b < a); }
+};
+
+struct SnapshotOut {
+  uint32_t partition = 0;
+  StreamPos pos;
+  std::vector<uint8_t> gpt;      // serialize_partition bytes (empty: no GPT)
+  std::vector<FibEntry> fib;     // entries for the requesting node
+};
+
+}  // namespace sb::rib

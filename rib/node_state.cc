@@ -1,0 +1,271 @@
+#include "rib/node_state.h"
+
+#include <algorithm>
+#include <unordered_set>
+
+#include "fib/cuckoo_fib.h"
+
+namespace sb::rib {
+
+namespace {
+struct KeyHash {
+  size_t operator()(const FlowKey& k) const { return size_t(fmix64(k.lo() ^ fmix64(k.hi()))); }
+};
+}  // namespace
+
+Result<std::unique_ptr<NodeState>> NodeState::create(const ClusterSpec& spec, uint32_t self,
+                                                      uint32_t fib_capacity,
+                                                      std::unique_ptr<gpt::GptTable> gpt) {
+  SB_RETURN_IF_ERROR(spec.validate());
+  if (!spec.is_member(self)) return Status::InvalidArgument("node state: self is not a member");
+  std::unique_ptr<NodeState> n(new NodeState());
+  n->spec_ = spec;
+  n->self_ = self;
+  n->gpt_ = std::move(gpt);
+  Result<std::unique_ptr<fib::SessionTable>> st = fib::SessionTable::create(fib_capacity, 1, self);
+  if (!st.ok()) return st.status().with_context("node state: session table");
+  n->sessions_ = std::move(st.value());
+  uint64_t cap = fib_capacity;
+  if (spec.architecture != Architecture::kScaleBricks) cap += spec.capacity;
+  Result<std::unique_ptr<fib::CuckooFib>> f = fib::CuckooFib::create(cap, spec.hash_seed);
+  if (!f.ok()) return f.status().with_context("node state: FIB");
+  n->fib_ = std::move(f.value());
+  n->parts_.resize(spec.partitions);
+  return n;
+}
+
+// ---- FIB ------------------------------------------------------------------
+
+Status NodeState::install(const FibEntry& e, uint32_t* teid_ul) {
+  *teid_ul = 0;
+  const uint64_t h = fib_->hash(e.key);
+  uint32_t cur;
+  fib_->lookup_bulk(&e.key, &h, 1, &cur);
+  fib::SessionInfo info{e.key, e.teid_dl, e.enb_ip, e.bearer};
+  if (e.handling_node == self_) {
+    if (cur != fib::kFibMiss && !(cur & kRemoteBit)) {
+      SB_RETURN_IF_ERROR(sessions_->modify(cur, info));
+    } else {
+      Result<uint32_t> idx = sessions_->add(info);
+      if (!idx.ok()) return idx.status();
+      Status st = cur == fib::kFibMiss ? fib_->insert_hashed(e.key, h, idx.value())
+                                       : fib_->update_hashed(e.key, h, idx.value());
+      if (!st.ok()) {
+        (void)sessions_->remove(idx.value());
+        return st;
+      }
+      cur = idx.value();
+    }
+    fib::SessionRecord r;
+    if (sessions_->read(cur, &r)) *teid_ul = r.teid_ul;
+    return Status::Ok();
+  }
+  const uint32_t v = kRemoteBit | e.handling_node;
+  if (cur == fib::kFibMiss) return fib_->insert_hashed(e.key, h, v);
+  SB_RETURN_IF_ERROR(fib_->update_hashed(e.key, h, v));
+  if (!(cur & kRemoteBit)) SB_RETURN_IF_ERROR(sessions_->remove(cur));  // FIB no longer points at it
+  return Status::Ok();
+}
+
+Status NodeState::remove(const FlowKey& k) {
+  const uint64_t h = fib_->hash(k);
+  uint32_t cur;
+  fib_->lookup_bulk(&k, &h, 1, &cur);
+  if (cur == fib::kFibMiss) return Status::Ok();
+  SB_RETURN_IF_ERROR(fib_->erase_hashed(k, h));
+  if (!(cur & kRemoteBit)) SB_RETURN_IF_ERROR(sessions_->remove(cur));
+  return Status::Ok();
+}
+
+FibAckMsg NodeState::apply_fib(const FibBatch& b) {
+  FibAckMsg a;
+  a.batch_id = b.batch_id;
+  a.node = self_;
+  a.install_code.reserve(b.install.size());
+  a.teid_ul.reserve(b.install.size());
+  for (const FibEntry& e : b.install) {
+    uint32_t t = 0;
+    const Status st = install(e, &t);
+    if (!st.ok()) ++c_.fib_errors;
+    ++c_.fib_installs;
+    a.install_code.push_back(st.code());
+    a.teid_ul.push_back(t);
+  }
+  for (const FlowKey& k : b.remove) {
+    const Status st = remove(k);
+    if (!st.ok()) ++c_.fib_errors;
+    ++c_.fib_removes;
+    a.remove_code.push_back(st.code());
+  }
+  if (!b.reconcile.empty()) {
+    std::vector<bool> in(spec_.partitions, false);
+    for (uint32_t p : b.reconcile)
+      if (p < in.size()) in[p] = true;
+    std::unordered_set<FlowKey, KeyHash> keep;
+    keep.reserve(b.install.size());
+    for (const FibEntry& e : b.install) keep.insert(e.key);
+    const unsigned log2p = spec_.log2_partitions();
+    std::vector<FlowKey> stale;
+    fib_->for_each([&](const FlowKey& k, uint32_t) {
+      if (in[partition_of(fib_->hash(k), log2p)] && !keep.count(k)) stale.push_back(k);
+    });
+    for (const FlowKey& k : stale) {
+      if (!remove(k).ok()) ++c_.fib_errors;
+      ++c_.fib_reconciled;
+    }
+  }
+  return a;
+}
+
+// ---- streams ----------------------------------------------------------------
+
+void NodeState::need_snapshot(Part& p, const StreamDelta* keep) {
+  if (p.state == kSynced) p.state = kNeedSnapshot;
+  if (keep) {
+    if (p.buf.size() >= max_buffer_) {
+      ++c_.buffer_overflow;
+      p.buf.clear();
+    }
+    p.buf.push_back(*keep);
+    ++c_.buffered;
+  }
+}
+
+NodeState::DeltaResult NodeState::apply_in_order(Part& p, const StreamDelta& d) {
+  if (!d.bytes.empty()) {
+    if (!gpt_) {
+      ++c_.delta_rejected;
+      return DeltaResult::kRejected;
+    }
+    const Status st = gpt_->apply(d.bytes);
+    if (!st.ok()) {
+      // The stream is unusable from here: resync the partition.
+      ++c_.delta_rejected;
+      need_snapshot(p, nullptr);
+      return DeltaResult::kRejected;
+    }
+  }
+  p.applied = StreamPos{d.epoch, d.seq};
+  p.changed = true;
+  ++c_.deltas_applied;
+  return DeltaResult::kApplied;
+}
+
+NodeState::DeltaResult NodeState::on_delta(const StreamDelta& d) {
+  if (d.partition >= parts_.size()) {
+    ++c_.delta_rejected;
+    return DeltaResult::kRejected;
+  }
+  if (drop_ > 0) {
+    --drop_;
+    return DeltaResult::kStale;  // silently lost (test hook)
+  }
+  Part& p = parts_[d.partition];
+  if (p.state != kSynced) {
+    need_snapshot(p, &d);
+    return DeltaResult::kBuffered;
+  }
+  const StreamPos pos{d.epoch, d.seq};
+  if (pos <= p.applied) {
+    ++c_.stale_delta;
+    return DeltaResult::kStale;
+  }
+  if (d.epoch != p.applied.epoch || d.seq != p.applied.seq + 1) {
+    ++c_.gap;
+    need_snapshot(p, &d);
+    return DeltaResult::kGap;
+  }
+  return apply_in_order(p, d);
+}
+
+void NodeState::on_head(uint32_t partition, StreamPos head) {
+  if (partition >= parts_.size()) return;
+  Part& p = parts_[partition];
+  if (p.state != kSynced) return;
+  if (p.applied < head) {
+    ++c_.gap;
+    need_snapshot(p, nullptr);
+  }
+}
+
+std::vector<uint32_t> NodeState::take_resync() {
+  std::vector<uint32_t> out;
+  for (uint32_t i = 0; i < parts_.size(); ++i)
+    if (parts_[i].state == kNeedSnapshot) {
+      parts_[i].state = kRequested;
+      out.push_back(i);
+    }
+  return out;
+}
+
+void NodeState::retry_requested() {
+  for (Part& p : parts_)
+    if (p.state == kRequested) p.state = kNeedSnapshot;
+}
+
+size_t NodeState::unsynced() const {
+  return size_t(std::count_if(parts_.begin(), parts_.end(), [](const Part& p) { return p.state != kSynced; }));
+}
+
+Status NodeState::on_snapshot(const SnapshotOut& s) {
+  if (s.partition >= parts_.size()) return Status::InvalidArgument("snapshot: partition out of range");
+  Part& p = parts_[s.partition];
+  if (p.state == kSynced && s.pos <= p.applied) return Status::Ok();  // an older answer: nothing to do
+  if (gpt_) {
+    if (s.gpt.empty()) {
+      ++c_.snapshot_rejected;
+      return Status::InvalidArgument("snapshot: no GPT part");
+    }
+    const Status st = gpt_->load_partition(s.gpt);
+    if (!st.ok()) {
+      ++c_.snapshot_rejected;
+      p.state = kNeedSnapshot;
+      return st.with_context("snapshot");
+    }
+  }
+  for (const FibEntry& e : s.fib) {
+    uint32_t t;
+    if (!install(e, &t).ok()) ++c_.fib_errors;
+  }
+  ++c_.snapshots_loaded;
+  p.state = kSynced;
+  p.applied = s.pos;
+  p.changed = true;
+  // Replay what was buffered after S.
+  std::deque<StreamDelta> buf;
+  buf.swap(p.buf);
+  std::sort(buf.begin(), buf.end(), [](const StreamDelta& a, const StreamDelta& b) {
+    return StreamPos{a.epoch, a.seq} < StreamPos{b.epoch, b.seq};
+  });
+  for (const StreamDelta& d : buf) {
+    if (StreamPos{d.epoch, d.seq} <= p.applied) continue;
+    if (p.state != kSynced) {
+      need_snapshot(p, &d);
+      continue;
+    }
+    if (d.epoch != p.applied.epoch || d.seq != p.applied.seq + 1) {
+      ++c_.gap;
+      need_snapshot(p, &d);
+      continue;
+    }
+    (void)apply_in_order(p, d);
+  }
+  return Status::Ok();
+}
+
+std::vector<std::pair<uint32_t, StreamPos>> NodeState::take_applied_changes() {
+  std::vector<std::pair<uint32_t, StreamPos>> out;
+  for (uint32_t i = 0; i < parts_.size(); ++i)
+    if (parts_[i].changed) {
+      parts_[i].changed = false;
+      out.emplace_back(i, parts_[i].applied);
+    }
+  return out;
+}
+
+uint32_t NodeState::gpt_lookup(const FlowKey& k) const {
+  if (!gpt_) return 0;
+  return gpt_->lookup(k, hash_key(k, spec_.hash_seed));
+}
+
+}  // namespace sb::rib

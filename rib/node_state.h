@@ -1,0 +1,121 @@
+// rib/node_state.h: what every node maintains from the owners' updates:
+// the GPT query table (fed by the partition streams) and the partial FIB
+// (fed by owners' FIB batches), plus the follower state of every partition
+// stream (ARCHITECTURE.md "Update semantics").
+//
+// STREAM FOLLOWING, per partition
+//   synced      deltas must come in order: (epoch, seq) = applied + 1 is
+//               applied; seq <= applied or an older epoch is a replay:
+//               dropped and counted (`stale_delta`), state unchanged; a
+//               later seq or a newer epoch is a gap (`gap`): the partition
+//               needs a snapshot. A heartbeat head ahead of `applied` in the
+//               same epoch (or a newer epoch) means the tail was lost: gap.
+//   resyncing   deltas are buffered (bounded); the agent fetches a snapshot
+//               of the partition (its position S); on_snapshot() loads it,
+//               discards buffered deltas <= S and applies the rest in order
+//               (a hole in them means another snapshot).
+// Every partition starts resyncing: a (re)starting node fetches every
+// partition (subscribe first, then snapshot: the agent subscribes before
+// calling take_resync()).
+//
+// FIB: entries for sessions this node handles go to the session table (a
+// stable index, teid_ul allocated here) and the FIB maps key -> index;
+// entries for sessions handled elsewhere (full-duplication, hash-partition
+// lookup nodes) map key -> kRemoteBit | node. Installs overwrite
+// (idempotent), removes of absent keys are fine. Snapshots only add or
+// overwrite entries: removals travel as acknowledged FIB batches.
+//
+// THREAD SAFETY: one control thread calls every mutating method; the
+// data plane may call gpt().lookup_bulk / fib().lookup_bulk concurrently
+// (those structures' own reader guarantees).
+#pragma once
+
+#include <array>
+#include <cstdint>
+#include <deque>
+#include <memory>
+#include <vector>
+
+#include "core/status.h"
+#include "fib/fib.h"
+#include "fib/session_table.h"
+#include "gpt/gpt.h"
+#include "rib/cluster.h"
+#include "rib/messages.h"
+
+namespace sb::rib {
+
+inline constexpr uint32_t kRemoteBit = 0x80000000u;
+
+struct NodeCounters {
+  uint64_t deltas_applied = 0, stale_delta = 0, gap = 0, delta_rejected = 0;
+  uint64_t buffered = 0, buffer_overflow = 0, snapshots_loaded = 0, snapshot_rejected = 0;
+  uint64_t fib_installs = 0, fib_removes = 0, fib_errors = 0, fib_reconciled = 0;
+};
+
+class NodeState {
+ public:
+  // `gpt` may be null (architectures without a GPT).
+  static Result<std::unique_ptr<NodeState>> create(const ClusterSpec& spec, uint32_t self,
+                                                   uint32_t fib_capacity,
+                                                   std::unique_ptr<gpt::GptTable> gpt);
+
+  // ---- FIB batches from owners ----
+  FibAckMsg apply_fib(const FibBatch& b);
+
+  // ---- partition streams ----
+  enum class DeltaResult { kApplied, kStale, kGap, kBuffered, kRejected };
+  DeltaResult on_delta(const StreamDelta& d);
+  void on_head(uint32_t partition, StreamPos head);
+  // Partitions that need a snapshot and have none requested yet (marks them
+  // requested). retry_all_requested() makes requested ones eligible again
+  // (after a timeout).
+  std::vector<uint32_t> take_resync();
+  void retry_requested();
+  Status on_snapshot(const SnapshotOut& s);
+  bool synced(uint32_t p) const { return parts_[p].state == kSynced; }
+  size_t unsynced() const;
+  StreamPos applied(uint32_t p) const { return parts_[p].applied; }
+  // Partitions whose applied position changed since the last call.
+  std::vector<std::pair<uint32_t, StreamPos>> take_applied_changes();
+  // Test hook: drop the next n deltas silently (as a lossy PUB/SUB would).
+  void drop_next_deltas(uint32_t n) { drop_ = n; }
+
+  // ---- queries (control thread / tests) ----
+  // GPT answer for a key (0 when there is no GPT).
+  uint32_t gpt_lookup(const FlowKey& k) const;
+  // FIB value: session index, kRemoteBit | node, or fib::kFibMiss.
+  uint32_t fib_lookup(const FlowKey& k) const { return fib_->lookup(k); }
+  bool read_session(uint32_t idx, fib::SessionRecord* out) const { return sessions_->read(idx, out); }
+  const fib::Fib& fib() const { return *fib_; }
+  const gpt::GptTable* gpt() const { return gpt_.get(); }
+  size_t fib_size() const { return fib_->size(); }
+  uint32_t self() const { return self_; }
+  const NodeCounters& counters() const { return c_; }
+
+ private:
+  enum State : uint8_t { kSynced, kNeedSnapshot, kRequested };
+  struct Part {
+    State state = kNeedSnapshot;
+    StreamPos applied;
+    std::deque<StreamDelta> buf;
+    bool changed = false;
+  };
+  NodeState() = default;
+  Status install(const FibEntry& e, uint32_t* teid_ul);
+  Status remove(const FlowKey& k);
+  DeltaResult apply_in_order(Part& p, const StreamDelta& d);
+  void need_snapshot(Part& p, const StreamDelta* keep);
+
+  ClusterSpec spec_;
+  uint32_t self_ = 0;
+  std::unique_ptr<gpt::GptTable> gpt_;
+  std::unique_ptr<fib::SessionTable> sessions_;
+  std::unique_ptr<fib::Fib> fib_;
+  std::vector<Part> parts_;
+  size_t max_buffer_ = 1 << 16;
+  uint32_t drop_ = 0;
+  NodeCounters c_;
+};
+
+}  // namespace sb::rib

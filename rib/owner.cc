@@ -1,0 +1,715 @@
+#include "rib/owner.h"
+
+#include <fcntl.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <bit>
+#include <cstring>
+#include <filesystem>
+#include <fstream>
+
+#include "gpt/setsep.h"
+
+namespace sb::rib {
+
+const char* op_kind_name(OpKind k) {
+  switch (k) {
+    case OpKind::kAdd: return "add";
+    case OpKind::kModify: return "modify";
+    case OpKind::kMove: return "move";
+    case OpKind::kDelete: return "delete";
+    case OpKind::kShow: return "show";
+  }
+  return "?";
+}
+
+namespace {
+
+gpt::SetSepConfig setsep_config(const ClusterSpec& spec) {
+  gpt::SetSepConfig c;
+  c.value_bits = spec.value_bits();
+  c.capacity = spec.capacity;
+  c.log2_partitions = spec.log2_partitions();
+  c.hash_seed = spec.hash_seed;
+  c.seed = 1;
+  return c;
+}
+
+// Reads, bumps and syncs data_dir/epoch.
+Result<uint32_t> bump_epoch(const std::string& dir) {
+  std::error_code ec;
+  std::filesystem::create_directories(dir, ec);
+  if (ec) return Status::Io(dir + ": " + ec.message());
+  const std::string path = dir + "/epoch";
+  uint64_t e = 0;
+  {
+    std::ifstream in(path);
+    if (in) {
+      in >> e;
+      if (!in) return Status::Corrupt(path + ": not a number");
+    }
+  }
+  if (e >= 0xfffffffeULL) return Status::Corrupt(path + ": epoch exhausted");
+  ++e;
+  const std::string tmp = path + ".tmp";
+  const int fd = ::open(tmp.c_str(), O_WRONLY | O_CREAT | O_TRUNC, 0644);
+  if (fd < 0) return Status::Io(tmp + ": open");
+  const std::string s = std::to_string(e) + "\n";
+  const bool ok = ::write(fd, s.data(), s.size()) == ssize_t(s.size()) && ::fsync(fd) == 0;
+  ::close(fd);
+  if (!ok || ::rename(tmp.c_str(), path.c_str()) != 0) return Status::Io(path + ": write");
+  const int dfd = ::open(dir.c_str(), O_RDONLY | O_DIRECTORY);
+  if (dfd >= 0) {
+    (void)::fsync(dfd);
+    ::close(dfd);
+  }
+  return uint32_t(e);
+}
+
+}  // namespace
+
+Result<std::unique_ptr<gpt::GptBuilder>> make_setsep_builder(const ClusterSpec& spec) {
+  Result<std::unique_ptr<gpt::SetSepBuilder>> b = gpt::SetSepBuilder::create(setsep_config(spec));
+  if (!b.ok()) return b.status();
+  return std::unique_ptr<gpt::GptBuilder>(std::move(b.value()));
+}
+
+Result<std::unique_ptr<gpt::GptTable>> make_setsep_table(const ClusterSpec& spec) {
+  Result<std::unique_ptr<gpt::SetSep>> t = gpt::SetSep::create(setsep_config(spec));
+  if (!t.ok()) return t.status();
+  return std::unique_ptr<gpt::GptTable>(std::move(t.value()));
+}
+
+Owner::Owner(const ClusterSpec& spec, const OwnerOptions& opt, OwnerIo* io)
+    : spec_(spec), opt_(opt), io_(io) {}
+
+Owner::~Owner() = default;
+
+Result<std::unique_ptr<Owner>> Owner::open(const ClusterSpec& spec, const OwnerOptions& opt,
+                                           OwnerIo* io) {
+  SB_RETURN_IF_ERROR(spec.validate());
+  if (!spec.is_member(opt.self)) return Status::InvalidArgument("owner: self is not a member");
+  std::unique_ptr<Owner> o(new Owner(spec, opt, io));
+  o->log2p_ = spec.log2_partitions();
+  for (const Member& m : spec.members) o->member_mask_ |= 1u << m.id;
+  o->live_mask_ = o->member_mask_;
+  std::vector<std::pair<uint32_t, double>> w;
+  for (const Member& m : spec.members) w.emplace_back(m.id, m.weight);
+  Result<CodeTable> ct = CodeTable::build(w);
+  if (!ct.ok()) return ct.status();
+  o->codes_ = ct.value();
+  o->recs_.resize(spec.partitions);
+  o->seq_.assign(spec.partitions, 0);
+  o->applied_.resize(spec.partitions);
+  if (spec.architecture == Architecture::kScaleBricks) {
+    if (!opt.make_gpt) return Status::InvalidArgument("owner: no GPT builder factory");
+    Result<std::unique_ptr<gpt::GptBuilder>> b = opt.make_gpt(spec);
+    if (!b.ok()) return b.status().with_context("owner: GPT builder");
+    o->gpt_ = std::move(b.value());
+  }
+  Result<uint32_t> e = bump_epoch(opt.wal.dir);
+  if (!e.ok()) return e.status();
+  o->epoch_ = e.value();
+  SB_RETURN_IF_ERROR(o->recover());
+  return o;
+}
+
+Status Owner::recover() {
+  Result<std::unique_ptr<Wal>> w = Wal::open(opt_.wal);
+  if (!w.ok()) return w.status();
+  wal_ = std::move(w.value());
+  size_t foreign = 0;
+  SB_RETURN_IF_ERROR(wal_->recover([&](const WalRecord& r) {
+    const uint32_t p = partition_of_key(r.key);
+    if (!owns(p)) { ++foreign; return; }  // ownership changed under the log: ignore
+    auto& m = recs_[p];
+    if (r.type == WalRecord::kPut) {
+      SessionRec& s = m[r.key];
+      s.key = r.key;
+      s.node = r.node;
+      s.teid_dl = r.teid_dl;
+      s.enb_ip = r.enb_ip;
+      s.bearer = r.bearer;
+      s.teid_ul = 0;
+    } else {
+      m.erase(r.key);
+    }
+    if (r.request_id != 0) remember(r.request_id, StatusCode::kOk, r.node);
+  }));
+  nsessions_ = 0;
+  for (const auto& m : recs_) nsessions_ += m.size();
+  // Rebuild the GPT of our partitions.
+  if (gpt_ && nsessions_ > 0) {
+    std::vector<FlowKey> keys;
+    std::vector<uint8_t> vals;
+    keys.reserve(nsessions_);
+    vals.reserve(nsessions_);
+    for (const auto& m : recs_)
+      for (const auto& [k, r] : m) {
+        keys.push_back(k);
+        vals.push_back(uint8_t(r.node));
+      }
+    SB_RETURN_IF_ERROR(gpt_->build(keys.data(), vals.data(), keys.size(), opt_.build_threads)
+                           .with_context("owner: rebuilding the GPT"));
+  }
+  return Status::Ok();
+}
+
+uint32_t Owner::partition_of_key(const FlowKey& k, uint64_t* hout) const {
+  const uint64_t h = hash_key(k, spec_.hash_seed);
+  if (hout) *hout = h;
+  return partition_of(h, log2p_);
+}
+
+uint32_t Owner::placement(const SessionRec& rec, uint64_t h) const {
+  switch (spec_.architecture) {
+    case Architecture::kScaleBricks:
+      return 1u << rec.node;
+    case Architecture::kFullDuplication:
+      return live_mask_ | (1u << rec.node);
+    case Architecture::kHashPartition: {
+      const uint32_t n = uint32_t(spec_.members.size());
+      const uint32_t lookup = spec_.members[reduce(remix(h, salt::kHashPart), n)].id;
+      return (1u << rec.node) | (1u << lookup);
+    }
+  }
+  return 1u << rec.node;
+}
+
+void Owner::remember(uint64_t request_id, StatusCode code, uint32_t node) {
+  if (request_id == 0) return;
+  auto [it, fresh] = done_.insert({request_id, Done{code, node}});
+  if (!fresh) {
+    it->second = Done{code, node};
+    return;
+  }
+  done_order_.push_back(request_id);
+  while (done_order_.size() > opt_.dedup_window) {
+    done_.erase(done_order_.front());
+    done_order_.pop_front();
+  }
+}
+
+void Owner::reply_now(const ClientOp& op, Status st, const SessionRec* rec, uint32_t part) {
+  OpReply r;
+  r.token = op.token;
+  r.request_id = op.request_id;
+  r.status = std::move(st);
+  if (rec) r.rec = *rec;
+  else r.rec.key = op.s.key;
+  r.partition = part;
+  std::vector<OpReply> v;
+  v.push_back(std::move(r));
+  io_->reply(std::move(v));
+}
+
+void Owner::submit(ClientOp&& op) { queue_.push_back(std::move(op)); }
+
+bool Owner::idle() const {
+  if (!queue_.empty() || in_flight_) return false;
+  for (const auto& [p, d] : waiters_)
+    if (!d.empty()) return false;
+  return true;
+}
+
+Status Owner::set_weights(const std::vector<std::pair<uint32_t, double>>& w) {
+  Result<CodeTable> ct = CodeTable::build(w);
+  if (!ct.ok()) return ct.status();
+  codes_ = ct.value();
+  return Status::Ok();
+}
+
+void Owner::set_live(uint32_t node, bool live, uint64_t now_us) {
+  if (node >= kMaxNodes || !(member_mask_ >> node & 1u)) return;
+  const uint32_t before = live_mask_;
+  if (live) live_mask_ |= 1u << node;
+  else live_mask_ &= ~(1u << node);
+  if (before != live_mask_ && !live) {
+    std::vector<uint32_t> parts;
+    for (const auto& [p, d] : waiters_) parts.push_back(p);
+    for (uint32_t p : parts) check_converged(p, now_us);
+  }
+}
+
+StreamPos Owner::min_applied(uint32_t partition) const {
+  StreamPos m{epoch_, seq_[partition]};
+  for (uint32_t n = 0; n < kMaxNodes; ++n)
+    if ((live_mask_ >> n & 1u) && n != opt_.self && applied_[partition][n] < m) m = applied_[partition][n];
+  return m;
+}
+
+bool Owner::converged(uint32_t partition, StreamPos pos) const {
+  for (uint32_t n = 0; n < kMaxNodes; ++n) {
+    if (!(live_mask_ >> n & 1u) || n == opt_.self) continue;  // the owner applies its own deltas at publish
+    if (applied_[partition][n] < pos) return false;
+  }
+  return true;
+}
+
+void Owner::on_applied(uint32_t node, uint32_t partition, StreamPos pos, uint64_t now_us) {
+  if (node >= kMaxNodes || partition >= spec_.partitions || !owns(partition)) return;
+  if (pos.epoch != epoch_) return;  // a report about an old stream of ours
+  StreamPos& a = applied_[partition][node];
+  if (a < pos) a = pos;
+  check_converged(partition, now_us);
+}
+
+void Owner::check_converged(uint32_t partition, uint64_t now_us) {
+  auto it = waiters_.find(partition);
+  if (it == waiters_.end()) return;
+  std::deque<Waiter>& d = it->second;
+  std::unordered_map<uint32_t, FibBatch> removes;
+  while (!d.empty() && converged(partition, d.front().pos)) {
+    const Waiter& w = d.front();
+    if (lat_converge_.size() < (4u << 20)) lat_converge_.push_back(uint32_t(std::min<uint64_t>(now_us - w.t0_us, UINT32_MAX)));
+    if (w.remove_mask) {
+      // Never remove an entry the current state (or the group in flight) still needs.
+      uint32_t keep = 0;
+      uint64_t h = 0;
+      const uint32_t p = partition_of_key(w.key, &h);
+      if (const SessionRec* r = find(w.key)) keep |= placement(*r, h);
+      auto g = group_keys_.find(w.key);
+      if (g != group_keys_.end()) keep |= group_[g->second].install_mask;
+      (void)p;
+      for (uint32_t m = w.remove_mask & ~keep; m; m &= m - 1) {
+        const uint32_t n = uint32_t(std::countr_zero(m));
+        removes[n].remove.push_back(w.key);
+      }
+      ++stats_.removes_after_converge;
+    }
+    d.pop_front();
+  }
+  for (auto& [n, b] : removes) {
+    b.batch_id = next_batch_++;  // fire and forget: the ack is a stray
+    b.owner = opt_.self;
+    io_->send_fib(n, std::move(b));
+  }
+  if (d.empty()) waiters_.erase(it);
+}
+
+const SessionRec* Owner::find(const FlowKey& k) const {
+  const uint32_t p = partition_of_key(k);
+  auto it = recs_[p].find(k);
+  return it == recs_[p].end() ? nullptr : &it->second;
+}
+
+void Owner::for_each(const std::function<void(const SessionRec&)>& f) const {
+  for (const auto& m : recs_)
+    for (const auto& [k, r] : m) f(r);
+}
+
+Result<SnapshotOut> Owner::snapshot(uint32_t partition, uint32_t for_node) const {
+  if (partition >= spec_.partitions) return Status::InvalidArgument("snapshot: partition out of range");
+  if (!owns(partition)) return Status::InvalidArgument("snapshot: partition " + std::to_string(partition) + " is not owned here");
+  SnapshotOut out;
+  out.partition = partition;
+  out.pos = head(partition);
+  if (gpt_) SB_RETURN_IF_ERROR(gpt_->table().serialize_partition(partition, &out.gpt));
+  // FIB entries as they will be once the group in flight lands: its FIB
+  // messages were sent before this answer, so a removal in flight must not
+  // be undone by the snapshot (snapshots only add).
+  for (const auto& [k, r] : recs_[partition]) {
+    if (group_keys_.count(k)) continue;
+    uint64_t h = hash_key(k, spec_.hash_seed);
+    if (placement(r, h) >> for_node & 1u)
+      out.fib.push_back(FibEntry{k, r.node, r.teid_dl, r.enb_ip, r.bearer});
+  }
+  for (const Op& g : group_)
+    if (g.part == partition && !g.erase && (g.install_mask >> for_node & 1u))
+      out.fib.push_back(FibEntry{g.now.key, g.now.node, g.now.teid_dl, g.now.enb_ip, g.now.bearer});
+  return out;
+}
+
+void Owner::repush() {
+  // One reconciling batch per member: every entry of our partitions it
+  // should hold; it drops the rest of those partitions.
+  std::vector<uint32_t> mine = spec_.partitions_of(opt_.self);
+  std::unordered_map<uint32_t, FibBatch> b;
+  for (const Member& m : spec_.members) b[m.id].reconcile = mine;
+  for (const auto& m : recs_)
+    for (const auto& [k, r] : m) {
+      const uint64_t h = hash_key(k, spec_.hash_seed);
+      for (uint32_t mask = placement(r, h); mask; mask &= mask - 1)
+        b[uint32_t(std::countr_zero(mask))].install.push_back(FibEntry{k, r.node, r.teid_dl, r.enb_ip, r.bearer});
+    }
+  for (auto& [n, fb] : b) {
+    fb.batch_id = next_batch_++;
+    fb.owner = opt_.self;
+    repush_batches_.insert(fb.batch_id);
+    std::vector<FlowKey> keys;
+    keys.reserve(fb.install.size());
+    for (const FibEntry& e : fb.install) keys.push_back(e.key);
+    repush_keys_[fb.batch_id] = std::move(keys);
+    io_->send_fib(n, std::move(fb));
+  }
+}
+
+Status Owner::pump(uint64_t now_us) {
+  if (!repushed_) {
+    repushed_ = true;
+    repush();
+  }
+  if (in_flight_) {
+    if (now_us - group_t0_us_ > uint64_t(opt_.fib_timeout_ms) * 1000) fail_timeouts(now_us);
+    return Status::Ok();
+  }
+  while (!in_flight_ && !queue_.empty()) SB_RETURN_IF_ERROR(start_group(now_us));
+  return Status::Ok();
+}
+
+Status Owner::start_group(uint64_t now_us) {
+  group_.clear();
+  group_keys_.clear();
+  acks_.clear();
+  while (!queue_.empty() && group_.size() < opt_.max_group_ops) {
+    ClientOp& in = queue_.front();
+    uint64_t h = 0;
+    const uint32_t p = partition_of_key(in.s.key, &h);
+    if (group_keys_.count(in.s.key)) break;  // cut: per-key order
+    ClientOp op = std::move(in);
+    queue_.pop_front();
+    if (!owns(p)) {
+      ++stats_.wrong_owner;
+      reply_now(op, Status::InvalidArgument("partition " + std::to_string(p) + " is not owned by node " +
+                                            std::to_string(opt_.self)), nullptr, p);
+      continue;
+    }
+    if (op.kind == OpKind::kShow) {
+      const SessionRec* r = find(op.s.key);
+      reply_now(op, r ? Status::Ok() : Status::NotFound("unknown session " + op.s.key.to_string()), r, p);
+      continue;
+    }
+    if (op.request_id != 0) {
+      auto d = done_.find(op.request_id);
+      if (d != done_.end()) {
+        ++stats_.ops_deduped;
+        const SessionRec* r = find(op.s.key);
+        Status st = d->second.code == StatusCode::kOk ? Status::Ok()
+                                                       : Status(d->second.code, "retry of a failed request");
+        reply_now(op, st, r, p);
+        continue;
+      }
+      auto f = inflight_ids_.find(op.request_id);
+      if (f != inflight_ids_.end()) {
+        ++stats_.ops_deduped;
+        f->second.push_back(std::move(op));
+        continue;
+      }
+    }
+    Op g;
+    g.h = h;
+    g.part = p;
+    auto& m = recs_[p];
+    auto it = m.find(op.s.key);
+    g.had_old = it != m.end();
+    if (g.had_old) g.old = it->second;
+    Status st;
+    switch (op.kind) {
+      case OpKind::kAdd:
+        if (g.had_old) { st = Status::AlreadyExists("duplicate add of " + op.s.key.to_string()); break; }
+        g.now.key = op.s.key;
+        g.now.node = op.s.choose ? codes_.choose(h) : op.s.node;
+        g.now.teid_dl = op.s.teid_dl;
+        g.now.enb_ip = op.s.enb_ip;
+        g.now.bearer = op.s.bearer;
+        break;
+      case OpKind::kModify:
+        if (!g.had_old) { st = Status::NotFound("unknown session " + op.s.key.to_string()); break; }
+        g.now = g.old;
+        g.now.teid_dl = op.s.teid_dl;
+        g.now.enb_ip = op.s.enb_ip;
+        g.now.bearer = op.s.bearer;
+        break;
+      case OpKind::kMove:
+        if (!g.had_old) { st = Status::NotFound("unknown session " + op.s.key.to_string()); break; }
+        g.now = g.old;
+        g.now.node = op.s.node;
+        g.now.teid_ul = 0;
+        break;
+      case OpKind::kDelete:
+        if (!g.had_old) { st = Status::NotFound("unknown session " + op.s.key.to_string()); break; }
+        g.now = g.old;
+        g.erase = true;
+        break;
+      case OpKind::kShow:
+        break;
+    }
+    if (st.ok() && !g.erase && !(member_mask_ >> g.now.node & 1u))
+      st = Status::InvalidArgument("unknown node " + std::to_string(g.now.node));
+    if (st.ok() && !g.erase && !(live_mask_ >> g.now.node & 1u))
+      st = Status::Unavailable("handling node " + std::to_string(g.now.node) + " is down");
+    if (!st.ok()) {
+      ++stats_.ops_failed;
+      remember(op.request_id, st.code(), 0);
+      reply_now(op, st, g.had_old ? &g.old : nullptr, p);
+      continue;
+    }
+    if (op.kind == OpKind::kMove && g.old.node == g.now.node) {
+      ++stats_.ops_ok;
+      remember(op.request_id, StatusCode::kOk, g.now.node);
+      reply_now(op, Status::Ok(), &g.old, p);
+      continue;
+    }
+    if (g.erase) {
+      g.remove_mask = placement(g.old, h);
+      wal_->append(WalRecord{WalRecord::kDel, op.s.key, 0, 0, 0, 0, op.request_id});
+    } else {
+      g.install_mask = placement(g.now, h);
+      wal_->append(WalRecord{WalRecord::kPut, g.now.key, g.now.node, g.now.teid_dl, g.now.enb_ip,
+                             g.now.bearer, op.request_id});
+    }
+    if (op.request_id != 0) inflight_ids_[op.request_id];
+    g.in = std::move(op);
+    group_keys_[g.now.key] = uint32_t(group_.size());
+    group_.push_back(std::move(g));
+  }
+  if (group_.empty()) return Status::Ok();
+  Status st = wal_->commit();
+  if (!st.ok()) {
+    // Nothing was acknowledged; the ops fail (the log may hold them: a retry
+    // with the same id after a restart is answered from the log).
+    std::vector<OpReply> rs;
+    for (Op& g : group_) {
+      OpReply r;
+      r.token = g.in.token;
+      r.request_id = g.in.request_id;
+      r.status = st;
+      r.rec = g.old;
+      rs.push_back(std::move(r));
+      inflight_ids_.erase(g.in.request_id);
+    }
+    io_->reply(std::move(rs));
+    group_.clear();
+    group_keys_.clear();
+    return st;
+  }
+  ++stats_.groups;
+  stats_.max_group = std::max<uint64_t>(stats_.max_group, group_.size());
+  // One FibBatch per node, in op order.
+  std::unordered_map<uint32_t, FibBatch> batches;
+  std::unordered_map<uint32_t, PendingAck> pend;
+  for (uint32_t i = 0; i < group_.size(); ++i) {
+    const Op& g = group_[i];
+    for (uint32_t m = g.install_mask; m; m &= m - 1) {
+      const uint32_t n = uint32_t(std::countr_zero(m));
+      batches[n].install.push_back(FibEntry{g.now.key, g.now.node, g.now.teid_dl, g.now.enb_ip, g.now.bearer});
+      pend[n].items.push_back({i, true});
+    }
+    for (uint32_t m = g.remove_mask; m; m &= m - 1) {
+      const uint32_t n = uint32_t(std::countr_zero(m));
+      batches[n].remove.push_back(g.old.key);
+      pend[n].items.push_back({i, false});
+    }
+  }
+  in_flight_ = true;
+  group_t0_us_ = now_us;
+  for (auto& [n, b] : batches) {
+    b.batch_id = next_batch_++;
+    b.owner = opt_.self;
+    PendingAck pa = std::move(pend[n]);
+    pa.node = n;
+    // Installs first, then removes: the batch's order on the wire.
+    std::stable_partition(pa.items.begin(), pa.items.end(), [](auto& x) { return x.second; });
+    acks_[b.batch_id] = std::move(pa);
+    ++stats_.fib_batches;
+  }
+  // Send after registering every pending ack (an in-process io may ack inline).
+  std::vector<std::pair<uint32_t, FibBatch>> out;
+  for (auto& [n, b] : batches) out.emplace_back(n, std::move(b));
+  for (auto& [n, b] : out) io_->send_fib(n, std::move(b));
+  if (in_flight_ && acks_.empty()) finish_group(now_us);
+  return Status::Ok();
+}
+
+void Owner::on_fib_ack(const FibAckMsg& ack, uint64_t now_us) {
+  if (repush_batches_.erase(ack.batch_id)) {
+    auto it = repush_keys_.find(ack.batch_id);
+    if (it != repush_keys_.end()) {
+      for (size_t i = 0; i < it->second.size() && i < ack.teid_ul.size(); ++i) {
+        const uint32_t p = partition_of_key(it->second[i]);
+        auto r = recs_[p].find(it->second[i]);
+        if (r != recs_[p].end() && r->second.node == ack.node && ack.teid_ul[i] != 0)
+          r->second.teid_ul = ack.teid_ul[i];
+      }
+      repush_keys_.erase(it);
+    }
+    return;
+  }
+  auto it = acks_.find(ack.batch_id);
+  if (it == acks_.end() || it->second.node != ack.node) {
+    ++stats_.stray_acks;
+    return;
+  }
+  const PendingAck& pa = it->second;
+  size_t ii = 0, ri = 0;
+  for (const auto& [opi, is_install] : pa.items) {
+    Op& g = group_[opi];
+    if (is_install) {
+      const StatusCode c = ii < ack.install_code.size() ? ack.install_code[ii] : StatusCode::kInternal;
+      const uint32_t teid = ii < ack.teid_ul.size() ? ack.teid_ul[ii] : 0;
+      ++ii;
+      if (c != StatusCode::kOk) {
+        if (g.st.ok()) g.st = Status(c, "FIB install at node " + std::to_string(ack.node) + " failed");
+      } else if (ack.node == g.now.node) {
+        g.now.teid_ul = teid;
+      }
+    } else {
+      const StatusCode c = ri < ack.remove_code.size() ? ack.remove_code[ri] : StatusCode::kInternal;
+      ++ri;
+      if (c != StatusCode::kOk && c != StatusCode::kNotFound && g.st.ok())
+        g.st = Status(c, "FIB remove at node " + std::to_string(ack.node) + " failed");
+    }
+  }
+  acks_.erase(it);
+  if (acks_.empty() && in_flight_) finish_group(now_us);
+}
+
+void Owner::fail_timeouts(uint64_t now_us) {
+  for (auto& [id, pa] : acks_) {
+    ++stats_.fib_timeouts;
+    for (const auto& [opi, is_install] : pa.items) {
+      Op& g = group_[opi];
+      if (g.st.ok()) g.st = Status::Unavailable("node " + std::to_string(pa.node) + " did not ack the FIB entry");
+    }
+  }
+  acks_.clear();
+  finish_group(now_us);
+}
+
+void Owner::finish_group(uint64_t now_us) {
+  in_flight_ = false;
+  std::vector<StreamDelta> deltas;
+  std::vector<OpReply> replies;
+  replies.reserve(group_.size());
+  gpt::DeltaList dl;
+  std::unordered_map<uint32_t, FibBatch> cleanup;  // strays of failed ops
+  bool compensated = false;
+  for (Op& g : group_) {
+    const uint32_t p = g.part;
+    if (g.st.ok() && gpt_) {
+      dl.clear();
+      Status gs;
+      switch (g.in.kind) {
+        case OpKind::kAdd: gs = gpt_->insert(g.now.key, uint8_t(g.now.node), &dl); break;
+        case OpKind::kMove: gs = gpt_->change(g.now.key, uint8_t(g.now.node), &dl); break;
+        case OpKind::kDelete: gs = gpt_->erase(g.now.key, &dl); break;
+        default: break;
+      }
+      if (!gs.ok()) g.st = gs.with_context("GPT");
+      for (size_t i = 0; i < dl.size(); ++i) {
+        std::span<uint8_t> d = dl.mutable_delta(i);
+        gpt::DeltaHeader hdr;
+        std::span<const uint8_t> payload;
+        if (!gpt::parse_delta(d, &hdr, &payload).ok()) continue;  // cannot happen: builder output
+        const uint64_t seq = ++seq_[hdr.partition];
+        gpt::delta_stamp(d, epoch_, seq);
+        StreamDelta sd;
+        sd.partition = hdr.partition;
+        sd.sub_id = hdr.sub_id;
+        sd.epoch = epoch_;
+        sd.seq = seq;
+        sd.bytes.assign(d.begin(), d.end());
+        stats_.delta_bytes += sd.bytes.size();
+        deltas.push_back(std::move(sd));
+      }
+    }
+    OpReply r;
+    r.token = g.in.token;
+    r.request_id = g.in.request_id;
+    r.partition = p;
+    if (g.st.ok()) {
+      auto& m = recs_[p];
+      if (g.erase) {
+        if (m.erase(g.now.key)) --nsessions_;
+      } else {
+        auto [it, fresh] = m.insert_or_assign(g.now.key, g.now);
+        (void)it;
+        if (fresh) ++nsessions_;
+      }
+      ++stats_.ops_ok;
+      r.status = Status::Ok();
+      r.rec = g.now;
+      r.epoch = epoch_;
+      r.seq = seq_[p];
+      remember(g.in.request_id, StatusCode::kOk, g.now.node);
+      // Convergence watch (and the make-before-break removal of a move).
+      uint32_t rm = 0;
+      if (g.in.kind == OpKind::kMove) rm = placement(g.old, g.h) & ~g.install_mask;
+      if (gpt_) {
+        waiters_[p].push_back(Waiter{StreamPos{epoch_, seq_[p]}, g.in.t0_us, g.now.key, rm});
+      } else if (rm) {
+        // No GPT: the lookup nodes were updated by the installs just acked.
+        for (uint32_t mm = rm; mm; mm &= mm - 1) cleanup[uint32_t(std::countr_zero(mm))].remove.push_back(g.now.key);
+        ++stats_.removes_after_converge;
+      }
+    } else {
+      ++stats_.ops_failed;
+      r.status = g.st;
+      r.rec = g.had_old ? g.old : g.now;
+      remember(g.in.request_id, g.st.code(), 0);
+      // Compensate the log and undo stray FIB changes.
+      ++stats_.compensations;
+      compensated = true;
+      if (g.had_old)
+        wal_->append(WalRecord{WalRecord::kPut, g.old.key, g.old.node, g.old.teid_dl, g.old.enb_ip, g.old.bearer, 0});
+      else
+        wal_->append(WalRecord{WalRecord::kDel, g.now.key, 0, 0, 0, 0, 0});
+      if (g.erase) {
+        // The entry may already be gone where the remove was acked: restore it.
+        for (uint32_t mm = g.remove_mask; mm; mm &= mm - 1)
+          cleanup[uint32_t(std::countr_zero(mm))].install.push_back(
+              FibEntry{g.old.key, g.old.node, g.old.teid_dl, g.old.enb_ip, g.old.bearer});
+      } else {
+        const uint32_t keep = g.had_old ? placement(g.old, g.h) : 0;
+        for (uint32_t mm = g.install_mask & ~keep; mm; mm &= mm - 1)
+          cleanup[uint32_t(std::countr_zero(mm))].remove.push_back(g.now.key);
+        // Restore the old entry where the failed op overwrote it.
+        if (g.had_old)
+          for (uint32_t mm = g.install_mask & keep; mm; mm &= mm - 1)
+            cleanup[uint32_t(std::countr_zero(mm))].install.push_back(
+                FibEntry{g.old.key, g.old.node, g.old.teid_dl, g.old.enb_ip, g.old.bearer});
+      }
+    }
+    const uint64_t lat = now_us - g.in.t0_us;
+    if (lat_update_.size() < (4u << 20)) lat_update_.push_back(uint32_t(std::min<uint64_t>(lat, UINT32_MAX)));
+    replies.push_back(std::move(r));
+  }
+  if (compensated) (void)wal_->commit();  // best effort; replay is assignment
+  stats_.deltas += deltas.size();
+  if (!deltas.empty()) io_->publish(std::move(deltas));
+  for (auto& [n, b] : cleanup) {
+    b.batch_id = next_batch_++;
+    b.owner = opt_.self;
+    io_->send_fib(n, std::move(b));
+  }
+  // Retries that arrived while in flight get the same answer.
+  std::vector<OpReply> extra;
+  for (const OpReply& r : replies) {
+    auto f = inflight_ids_.find(r.request_id);
+    if (f == inflight_ids_.end()) continue;
+    for (ClientOp& w : f->second) {
+      OpReply c = r;
+      c.token = w.token;
+      extra.push_back(std::move(c));
+    }
+    inflight_ids_.erase(f);
+  }
+  for (OpReply& r : extra) replies.push_back(std::move(r));
+  io_->reply(std::move(replies));
+  group_.clear();
+  group_keys_.clear();
+  // Partitions with new waiters might already be converged (single node).
+  std::vector<uint32_t> parts;
+  for (const auto& [p, d] : waiters_) parts.push_back(p);
+  for (uint32_t p : parts) check_converged(p, now_us);
+  if (wal_->records_since_snapshot() >= opt_.snapshot_every) {
+    (void)wal_->snapshot([&](const std::function<void(const WalRecord&)>& emit) {
+      for (const auto& m : recs_)
+        for (const auto& [k, r] : m)
+          emit(WalRecord{WalRecord::kPut, k, r.node, r.teid_dl, r.enb_ip, r.bearer, 0});
+    });
+  }
+}
+
+}  // namespace sb::rib

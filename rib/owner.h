@@ -1,0 +1,232 @@
+// rib/owner.h: the RIB owner of a node's partitions (ScaleBricks §3 "RIB
+// Updates", §4.5; ARCHITECTURE.md "Updates (make-before-break)" and
+// "Update semantics").
+//
+// WHAT IT DOES
+// The owner keeps the authoritative session records of the partitions the
+// ownership table gives its node, runs the GPT builder for them, and turns
+// every client op into WAL records, FIB entries for nodes and GPT deltas:
+//
+//   add/modify/move: WAL (group commit, synced per policy) -> FIB install at
+//        the placement nodes, wait for every ack -> GPT insert/change, deltas
+//        stamped (epoch, seq) and published -> client acked. A move then
+//        removes the old FIB entry only after every live node reported the
+//        move's delta applied (converged): no packet is forwarded to a node
+//        without the entry.
+//   delete: WAL -> FIB remove at the placement nodes, wait -> GPT erase
+//        (the GPT may keep answering the old node: one-sided error) -> ack.
+//
+// Placement by architecture (rib/cluster.h): scalebricks = {handling node};
+// full-duplication = every live member; hash-partition = {handling node,
+// lookup node reduce(remix(h, kHashPart), N)}. Only scalebricks has a GPT.
+//
+// GROUPS: ops are processed in groups (one group in flight at a time; ops
+// arriving meanwhile form the next group). A group is cut before an op whose
+// key is already in it, so per-key order is the arrival order and one FIB
+// batch never holds two ops on one key. One group = one WAL commit (one
+// fdatasync under the default policy), one FibBatch per node, one publish.
+//
+// IDEMPOTENCE: the result of every request id is remembered (bounded window,
+// and rebuilt from the WAL on restart); a retry gets the first result, a
+// retry of an op still in flight gets the reply when it completes.
+//
+// EPOCHS: the owner's epoch (data_dir/epoch) is read, incremented and synced
+// at open(); every partition stream restarts at (epoch, 0). Subscribers see
+// the new epoch and fetch a snapshot (rib/follower.h). After recovery the
+// owner re-pushes every record's FIB entries (installs are idempotent) to
+// relearn teid_ul and to repair entries whose ack was lost in the crash.
+//
+// FAILURES: an op whose FIB ack does not come within fib_timeout_ms fails
+// with kUnavailable; its WAL record is compensated (the previous state is
+// logged again) and the stray entry removed. A handling node that is not
+// live is refused up front (kUnavailable, nothing logged).
+//
+// THREAD SAFETY: not thread-safe; one thread (the node agent's control
+// thread) calls everything. OwnerIo callbacks are made from inside these
+// calls and must not call back into the owner.
+#pragma once
+
+#include <cstdint>
+#include <deque>
+#include <functional>
+#include <memory>
+#include <unordered_map>
+#include <unordered_set>
+#include <vector>
+
+#include "core/flow_key.h"
+#include "core/hash.h"
+#include "core/status.h"
+#include "gpt/gpt.h"
+#include "rib/choose.h"
+#include "rib/cluster.h"
+#include "rib/messages.h"
+#include "rib/wal.h"
+
+namespace sb::rib {
+
+struct KeyHasher {
+  size_t operator()(const FlowKey& k) const { return size_t(fmix64(k.lo() ^ fmix64(k.hi()))); }
+};
+
+// Where the owner's effects go (the transport, or an in-process bus).
+class OwnerIo {
+ public:
+  virtual ~OwnerIo() = default;
+  virtual void send_fib(uint32_t node, FibBatch&& batch) = 0;
+  // Deltas in stream order (per partition, consecutive seqs).
+  virtual void publish(std::vector<StreamDelta>&& deltas) = 0;
+  virtual void reply(std::vector<OpReply>&& replies) = 0;
+};
+
+using GptBuilderFactory =
+    std::function<Result<std::unique_ptr<gpt::GptBuilder>>(const ClusterSpec&)>;
+
+struct OwnerOptions {
+  uint32_t self = 0;
+  WalOptions wal;
+  uint64_t snapshot_every = 1 << 20;   // WAL records between RIB snapshots
+  uint32_t max_group_ops = 1 << 16;
+  uint32_t fib_timeout_ms = 3000;
+  uint64_t dedup_window = 1 << 21;     // request ids remembered
+  unsigned build_threads = 1;
+  GptBuilderFactory make_gpt;          // required for scalebricks
+};
+
+struct OwnerStats {
+  uint64_t ops_ok = 0, ops_failed = 0, ops_deduped = 0, groups = 0, deltas = 0;
+  uint64_t delta_bytes = 0, fib_batches = 0, fib_timeouts = 0, stray_acks = 0;
+  uint64_t removes_after_converge = 0, compensations = 0, max_group = 0;
+  uint64_t wrong_owner = 0;
+};
+
+class Owner {
+ public:
+  static Result<std::unique_ptr<Owner>> open(const ClusterSpec& spec, const OwnerOptions& opt,
+                                             OwnerIo* io);
+  ~Owner();
+
+  // Queues a client op (any kind). REQUIRES: the key's partition is owned
+  // by this node (otherwise the op is answered kInvalidArgument, counted).
+  void submit(ClientOp&& op);
+  // Starts the next group when none is in flight; fails timed-out FIB acks;
+  // re-pushes FIB entries after a restart (first call). Call after every
+  // batch of incoming messages and periodically.
+  Status pump(uint64_t now_us);
+  void on_fib_ack(const FibAckMsg& ack, uint64_t now_us);
+  // A node's applied position for one partition (its applied-report).
+  void on_applied(uint32_t node, uint32_t partition, StreamPos pos, uint64_t now_us);
+  void set_live(uint32_t node, bool live, uint64_t now_us);
+  bool live(uint32_t node) const { return live_mask_ >> node & 1u; }
+  // New weights for `choose` (existing sessions keep their node).
+  Status set_weights(const std::vector<std::pair<uint32_t, double>>& w);
+
+  // A partition's GPT part and the FIB entries `for_node` holds, at the
+  // current head of the stream.
+  Result<SnapshotOut> snapshot(uint32_t partition, uint32_t for_node) const;
+
+  uint32_t epoch() const { return epoch_; }
+  StreamPos head(uint32_t partition) const { return {epoch_, seq_[partition]}; }
+  bool owns(uint32_t partition) const { return spec_.owner[partition] == opt_.self; }
+  uint32_t partition_of_key(const FlowKey& k, uint64_t* h = nullptr) const;
+  // Nothing queued, in flight or waiting for convergence.
+  bool idle() const;
+  size_t queued() const { return queue_.size(); }
+  size_t sessions() const { return nsessions_; }
+  const OwnerStats& stats() const { return stats_; }
+  const WalStats& wal_stats() const { return wal_->stats(); }
+  const ClusterSpec& spec() const { return spec_; }
+  // Lowest applied position of a live node for a partition.
+  StreamPos min_applied(uint32_t partition) const;
+  // Latency samples (us): request arrival -> client reply, and -> converged.
+  std::vector<uint32_t>& update_latencies() { return lat_update_; }
+  std::vector<uint32_t>& converge_latencies() { return lat_converge_; }
+  // Every record (tests, status).
+  void for_each(const std::function<void(const SessionRec&)>& f) const;
+  const SessionRec* find(const FlowKey& k) const;
+  const gpt::GptBuilder* gpt() const { return gpt_.get(); }
+
+  // Nodes holding the FIB entry of `rec` (by architecture; full-duplication
+  // uses the live members).
+  uint32_t placement(const SessionRec& rec, uint64_t h) const;
+
+ private:
+  struct Op {
+    ClientOp in;
+    uint64_t h = 0;
+    uint32_t part = 0;
+    bool had_old = false;
+    SessionRec old, now;
+    bool erase = false;           // delete
+    uint32_t install_mask = 0;    // nodes getting an install
+    uint32_t remove_mask = 0;     // nodes getting a remove (delete)
+    Status st;                    // failure so far
+  };
+  struct PendingAck {
+    uint32_t node;
+    std::vector<std::pair<uint32_t, bool>> items;  // (op index, is_install) in batch order
+  };
+  struct Waiter {  // convergence watch
+    StreamPos pos;
+    uint64_t t0_us;
+    FlowKey key;
+    uint32_t remove_mask;  // nodes to remove the entry from once converged
+  };
+  struct Done {
+    StatusCode code;
+    uint32_t node;
+  };
+
+  Owner(const ClusterSpec& spec, const OwnerOptions& opt, OwnerIo* io);
+  Status recover();
+  Status start_group(uint64_t now_us);
+  void finish_group(uint64_t now_us);
+  void fail_timeouts(uint64_t now_us);
+  void check_converged(uint32_t partition, uint64_t now_us);
+  bool converged(uint32_t partition, StreamPos pos) const;
+  void remember(uint64_t request_id, StatusCode code, uint32_t node);
+  void reply_now(const ClientOp& op, Status st, const SessionRec* rec, uint32_t part);
+  void repush();
+  std::unordered_map<FlowKey, SessionRec, KeyHasher>& part_map(uint32_t p) { return recs_[p]; }
+
+  ClusterSpec spec_;
+  OwnerOptions opt_;
+  OwnerIo* io_;
+  unsigned log2p_ = 0;
+  uint32_t epoch_ = 0;
+  uint32_t live_mask_ = 0, member_mask_ = 0;
+  std::unique_ptr<Wal> wal_;
+  std::unique_ptr<gpt::GptBuilder> gpt_;
+  CodeTable codes_;
+  std::vector<std::unordered_map<FlowKey, SessionRec, KeyHasher>> recs_;  // by partition
+  size_t nsessions_ = 0;
+  std::vector<uint64_t> seq_;                           // head seq by partition
+  std::vector<std::array<StreamPos, kMaxNodes>> applied_;  // [partition][node]
+  std::deque<ClientOp> queue_;
+
+  // The group in flight.
+  std::vector<Op> group_;
+  std::unordered_map<FlowKey, uint32_t, KeyHasher> group_keys_;
+  std::unordered_map<uint64_t, PendingAck> acks_;      // batch id -> pending
+  uint64_t group_t0_us_ = 0;
+  bool in_flight_ = false;
+  uint64_t next_batch_ = 1;
+  bool repushed_ = false;
+  std::unordered_set<uint64_t> repush_batches_;
+  std::unordered_map<uint64_t, std::vector<FlowKey>> repush_keys_;
+
+  std::unordered_map<uint32_t, std::deque<Waiter>> waiters_;  // by partition
+  std::unordered_map<uint64_t, Done> done_;
+  std::deque<uint64_t> done_order_;
+  std::unordered_map<uint64_t, std::vector<ClientOp>> inflight_ids_;  // retries waiting
+
+  std::vector<uint32_t> lat_update_, lat_converge_;
+  OwnerStats stats_;
+};
+
+// The GPT builder of the configured backend for `spec` (SetSep today).
+Result<std::unique_ptr<gpt::GptBuilder>> make_setsep_builder(const ClusterSpec& spec);
+// An empty query table of the same geometry (what every node holds).
+Result<std::unique_ptr<gpt::GptTable>> make_setsep_table(const ClusterSpec& spec);
+
+}  // namespace sb::rib

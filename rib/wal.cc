@@ -1,0 +1,309 @@
+#include "rib/wal.h"
+
+#include <dirent.h>
+#include <fcntl.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <cerrno>
+#include <chrono>
+#include <cstring>
+#include <filesystem>
+
+#include "core/checksum.h"
+
+namespace sb::rib {
+
+namespace fs = std::filesystem;
+
+const char* fsync_policy_name(FsyncPolicy p) {
+  switch (p) {
+    case FsyncPolicy::kBatch: return "batch";
+    case FsyncPolicy::kInterval: return "interval";
+    case FsyncPolicy::kNone: return "none";
+  }
+  return "?";
+}
+
+namespace {
+
+constexpr size_t kHdr = 8;   // len, type, pad; the checksum trails the payload
+constexpr size_t kPutLen = 16 + 4 + 4 + 4 + 1 + 8;
+constexpr size_t kDelLen = 16 + 8;
+constexpr uint64_t kSnapMagic = 0x31504e5342525342ULL;  // "BSRBSNP1"
+
+void put32(std::string* o, uint32_t v) { o->append(reinterpret_cast<const char*>(&v), 4); }
+void put64(std::string* o, uint64_t v) { o->append(reinterpret_cast<const char*>(&v), 8); }
+uint32_t get32(const char* p) { uint32_t v; std::memcpy(&v, p, 4); return v; }
+uint64_t get64(const char* p) { uint64_t v; std::memcpy(&v, p, 8); return v; }
+
+uint64_t now_ns() {
+  return uint64_t(std::chrono::duration_cast<std::chrono::nanoseconds>(
+                      std::chrono::steady_clock::now().time_since_epoch()).count());
+}
+
+std::string seg_name(uint64_t s) {
+  char b[32];
+  std::snprintf(b, sizeof b, "%016llx", (unsigned long long)s);
+  return b;
+}
+
+// Numbers of files "<16 hex>.<ext>" in dir, ascending.
+std::vector<uint64_t> list_numbered(const std::string& dir, const std::string& ext) {
+  std::vector<uint64_t> out;
+  std::error_code ec;
+  for (const auto& e : fs::directory_iterator(dir, ec)) {
+    const std::string n = e.path().filename().string();
+    if (n.size() != 16 + ext.size() || n.compare(16, ext.size(), ext) != 0) continue;
+    char* end = nullptr;
+    const uint64_t v = std::strtoull(n.substr(0, 16).c_str(), &end, 16);
+    if (end && *end == '\0') out.push_back(v);
+  }
+  std::sort(out.begin(), out.end());
+  return out;
+}
+
+Status read_file(const std::string& path, std::string* out) {
+  const int fd = ::open(path.c_str(), O_RDONLY);
+  if (fd < 0) return Status::Io(path + ": open: " + std::strerror(errno));
+  struct stat st;
+  if (::fstat(fd, &st) != 0) { ::close(fd); return Status::Io(path + ": fstat"); }
+  out->resize(size_t(st.st_size));
+  size_t got = 0;
+  while (got < out->size()) {
+    const ssize_t r = ::read(fd, out->data() + got, out->size() - got);
+    if (r <= 0) { ::close(fd); return Status::Io(path + ": read"); }
+    got += size_t(r);
+  }
+  ::close(fd);
+  return Status::Ok();
+}
+
+// Decodes one record at p (n bytes available). Returns bytes consumed, 0 on a
+// torn/corrupt record.
+size_t decode(const char* p, size_t n, WalRecord* r) {
+  if (n < kHdr) return 0;
+  const uint32_t len = get32(p);
+  const uint8_t type = uint8_t(p[4]);
+  if (p[5] != 0 || p[6] != 0 || p[7] != 0) return 0;
+  if ((type == WalRecord::kPut && len != kPutLen) || (type == WalRecord::kDel && len != kDelLen) ||
+      (type != WalRecord::kPut && type != WalRecord::kDel))
+    return 0;
+  if (n < kHdr + len + 8) return 0;
+  if (checksum64(p, kHdr + len) != get64(p + kHdr + len)) return 0;
+  const char* q = p + kHdr;
+  r->type = WalRecord::Type(type);
+  std::memcpy(r->key.bytes, q, 16);
+  if (type == WalRecord::kPut) {
+    r->node = get32(q + 16);
+    r->teid_dl = get32(q + 20);
+    r->enb_ip = get32(q + 24);
+    r->bearer = uint8_t(q[28]);
+    r->request_id = get64(q + 29);
+  } else {
+    r->node = r->teid_dl = r->enb_ip = 0;
+    r->bearer = 0;
+    r->request_id = get64(q + 16);
+  }
+  return kHdr + len + 8;
+}
+
+Status write_all(int fd, const char* p, size_t n, const std::string& what) {
+  while (n > 0) {
+    const ssize_t w = ::write(fd, p, n);
+    if (w < 0) {
+      if (errno == EINTR) continue;
+      return Status::Io(what + ": write: " + std::strerror(errno));
+    }
+    p += w;
+    n -= size_t(w);
+  }
+  return Status::Ok();
+}
+
+}  // namespace
+
+void Wal::encode(const WalRecord& r, std::string* out) {
+  const size_t start = out->size();
+  const uint32_t len = r.type == WalRecord::kPut ? kPutLen : kDelLen;
+  put32(out, len);
+  out->push_back(char(r.type));
+  out->append(3, '\0');
+  out->append(reinterpret_cast<const char*>(r.key.bytes), 16);
+  if (r.type == WalRecord::kPut) {
+    put32(out, r.node);
+    put32(out, r.teid_dl);
+    put32(out, r.enb_ip);
+    out->push_back(char(r.bearer));
+  }
+  put64(out, r.request_id);
+  put64(out, checksum64(out->data() + start, kHdr + len));
+}
+
+Result<std::unique_ptr<Wal>> Wal::open(const WalOptions& opt) {
+  if (opt.dir.empty()) return Status::InvalidArgument("wal: empty data dir");
+  std::error_code ec;
+  fs::create_directories(opt.dir + "/wal", ec);
+  if (ec) return Status::Io(opt.dir + "/wal: " + ec.message());
+  fs::create_directories(opt.dir + "/snap", ec);
+  if (ec) return Status::Io(opt.dir + "/snap: " + ec.message());
+  return std::unique_ptr<Wal>(new Wal(opt));
+}
+
+Wal::~Wal() {
+  if (fd_ >= 0) {
+    if (!buf_.empty()) (void)commit();
+    ::close(fd_);
+  }
+}
+
+Status Wal::sync_dir(const std::string& d) {
+  const int fd = ::open(d.c_str(), O_RDONLY | O_DIRECTORY);
+  if (fd < 0) return Status::Io(d + ": open dir");
+  const int r = ::fsync(fd);
+  ::close(fd);
+  return r == 0 ? Status::Ok() : Status::Io(d + ": fsync dir");
+}
+
+Status Wal::open_segment(uint64_t seg) {
+  if (fd_ >= 0) ::close(fd_);
+  const std::string p = opt_.dir + "/wal/" + seg_name(seg) + ".log";
+  fd_ = ::open(p.c_str(), O_WRONLY | O_CREAT | O_APPEND, 0644);
+  if (fd_ < 0) return Status::Io(p + ": open: " + std::strerror(errno));
+  seg_ = seg;
+  if (opt_.fsync != FsyncPolicy::kNone) SB_RETURN_IF_ERROR(sync_dir(opt_.dir + "/wal"));
+  return Status::Ok();
+}
+
+Status Wal::recover(const std::function<void(const WalRecord&)>& replay) {
+  // 1. newest verifying snapshot
+  uint64_t base = 0;
+  const std::vector<uint64_t> snaps = list_numbered(opt_.dir + "/snap", ".snap");
+  for (auto it = snaps.rbegin(); it != snaps.rend(); ++it) {
+    std::string b;
+    if (!read_file(opt_.dir + "/snap/" + seg_name(*it) + ".snap", &b).ok()) continue;
+    if (b.size() < 32 || get64(b.data()) != kSnapMagic) continue;
+    const uint64_t count = get64(b.data() + 8);
+    if (checksum64(b.data(), b.size() - 8) != get64(b.data() + b.size() - 8)) continue;
+    size_t off = 16;
+    std::vector<WalRecord> recs;
+    recs.reserve(count);
+    bool ok = true;
+    for (uint64_t i = 0; i < count; ++i) {
+      WalRecord r;
+      const size_t used = decode(b.data() + off, b.size() - 8 - off, &r);
+      if (used == 0) { ok = false; break; }
+      off += used;
+      recs.push_back(r);
+    }
+    if (!ok) continue;
+    for (const WalRecord& r : recs) replay(r);
+    base = *it;
+    break;
+  }
+  // 2. segments >= base
+  const std::vector<uint64_t> segs = list_numbered(opt_.dir + "/wal", ".log");
+  uint64_t last = base;
+  for (size_t i = 0; i < segs.size(); ++i) {
+    if (segs[i] < base) continue;
+    const std::string p = opt_.dir + "/wal/" + seg_name(segs[i]) + ".log";
+    std::string b;
+    SB_RETURN_IF_ERROR(read_file(p, &b));
+    size_t off = 0;
+    while (off < b.size()) {
+      WalRecord r;
+      const size_t used = decode(b.data() + off, b.size() - off, &r);
+      if (used == 0) break;
+      replay(r);
+      ++since_snap_;
+      off += used;
+    }
+    if (off < b.size()) {
+      const bool is_last = i + 1 == segs.size();
+      if (!is_last)
+        return Status::Corrupt(p + ": corrupt record at offset " + std::to_string(off) +
+                               " in a segment that is not the last");
+      stats_.truncated_tail_bytes += b.size() - off;
+      if (::truncate(p.c_str(), off_t(off)) != 0) return Status::Io(p + ": truncate");
+    }
+    last = segs[i];
+  }
+  // New records go to a fresh segment after everything replayed.
+  return open_segment(segs.empty() ? std::max<uint64_t>(base, 1) : last + 1);
+}
+
+void Wal::append(const WalRecord& r) {
+  encode(r, &buf_);
+  ++pending_n_;
+}
+
+Status Wal::commit() {
+  if (fd_ < 0) return Status::FailedPrecondition("wal: recover() was not called");
+  if (!buf_.empty()) {
+    SB_RETURN_IF_ERROR(write_all(fd_, buf_.data(), buf_.size(), "wal"));
+    stats_.bytes += buf_.size();
+    stats_.records += pending_n_;
+    since_snap_ += pending_n_;
+    ++stats_.commits;
+    buf_.clear();
+    pending_n_ = 0;
+    dirty_ = true;
+  }
+  if (!dirty_) return Status::Ok();
+  bool sync = false;
+  if (opt_.fsync == FsyncPolicy::kBatch) {
+    sync = true;
+  } else if (opt_.fsync == FsyncPolicy::kInterval) {
+    sync = now_ns() - last_sync_ns_ >= uint64_t(opt_.fsync_interval_ms) * 1000000ULL;
+  }
+  if (sync) {
+    if (::fdatasync(fd_) != 0) return Status::Io(std::string("wal: fdatasync: ") + std::strerror(errno));
+    ++stats_.syncs;
+    last_sync_ns_ = now_ns();
+    dirty_ = false;
+  }
+  return Status::Ok();
+}
+
+Status Wal::snapshot(
+    const std::function<void(const std::function<void(const WalRecord&)>&)>& each) {
+  if (pending_n_ != 0) return Status::FailedPrecondition("wal: snapshot with pending records");
+  if (dirty_ && opt_.fsync != FsyncPolicy::kNone && ::fdatasync(fd_) != 0)
+    return Status::Io("wal: fdatasync");
+  const uint64_t next = seg_ + 1;
+  SB_RETURN_IF_ERROR(open_segment(next));
+  std::string b;
+  put64(&b, kSnapMagic);
+  put64(&b, 0);
+  uint64_t count = 0;
+  each([&](const WalRecord& r) {
+    WalRecord p = r;
+    p.type = WalRecord::kPut;
+    encode(p, &b);
+    ++count;
+  });
+  std::memcpy(b.data() + 8, &count, 8);
+  put64(&b, checksum64(b.data(), b.size()));
+  const std::string final_path = opt_.dir + "/snap/" + seg_name(next) + ".snap";
+  const std::string tmp = final_path + ".tmp";
+  const int fd = ::open(tmp.c_str(), O_WRONLY | O_CREAT | O_TRUNC, 0644);
+  if (fd < 0) return Status::Io(tmp + ": open");
+  Status st = write_all(fd, b.data(), b.size(), tmp);
+  if (st.ok() && opt_.fsync != FsyncPolicy::kNone && ::fsync(fd) != 0) st = Status::Io(tmp + ": fsync");
+  ::close(fd);
+  SB_RETURN_IF_ERROR(st);
+  if (::rename(tmp.c_str(), final_path.c_str()) != 0) return Status::Io(final_path + ": rename");
+  if (opt_.fsync != FsyncPolicy::kNone) SB_RETURN_IF_ERROR(sync_dir(opt_.dir + "/snap"));
+  // Truncate: segments and snapshots older than this one are no longer needed.
+  for (uint64_t s : list_numbered(opt_.dir + "/wal", ".log"))
+    if (s < next) ::unlink((opt_.dir + "/wal/" + seg_name(s) + ".log").c_str());
+  for (uint64_t s : list_numbered(opt_.dir + "/snap", ".snap"))
+    if (s < next) ::unlink((opt_.dir + "/snap/" + seg_name(s) + ".snap").c_str());
+  since_snap_ = 0;
+  dirty_ = false;
+  ++stats_.snapshots;
+  return Status::Ok();
+}
+
+}  // namespace sb::rib

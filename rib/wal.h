@@ -1,0 +1,119 @@
+// rib/wal.h: the RIB owner's write-ahead log, snapshots and recovery.
+//
+// FILES (in the owner's data dir)
+//   wal/SSSSSSSSSSSSSSSS.log   segments, numbered in order (16 hex digits)
+//   snap/SSSSSSSSSSSSSSSS.snap RIB snapshot: the state at the START of
+//                              segment S (every record of segments < S is in it)
+//   epoch                      the owner's stream epoch (rib/owner.h)
+//
+// RECORD (little-endian)
+//   u32 payload_len | u8 type | u8[3] zero | payload | u64 checksum64(all bytes before it)
+//   type 1 PUT: key[16] node u32 teid_dl u32 enb_ip u32 bearer u8 request_id u64
+//   type 2 DEL: key[16] request_id u64
+// Records state the RESULT of an op (not the op), so replay is assignment
+// and applying a record twice is harmless.
+//
+// GROUP COMMIT: append() buffers records; commit() writes the buffer with
+// one write() and, under FsyncPolicy::kBatch (the default), fdatasync()s
+// before returning, so everything appended before a commit() that returned
+// OK survives kill -9 and power loss. kInterval syncs when the last sync is
+// older than the interval (an ack may precede it: a crash can lose up to an
+// interval); kNone never syncs.
+//
+// SNAPSHOTS AND TRUNCATION: rotate() closes the current segment and opens
+// S+1; write_snapshot(S+1, records) writes snap/S+1 (tmp file, fsync,
+// rename, fsync dir) and then deletes every segment < S+1 and older
+// snapshots, so the log stays bounded.
+//
+// RECOVERY: recover() loads the newest snapshot whose checksum verifies
+// (older ones are the fallback), then replays every segment >= its number in
+// order. A torn or corrupt record in the LAST segment ends the log (the tail
+// is truncated there: it was never acknowledged under kBatch); in an
+// earlier segment it is an error (kCorrupt) and the owner refuses to start.
+//
+// THREAD SAFETY: one thread (the owner's) uses a Wal; no internal locking.
+#pragma once
+
+#include <cstdint>
+#include <functional>
+#include <string>
+#include <vector>
+
+#include "core/flow_key.h"
+#include "core/status.h"
+
+namespace sb::rib {
+
+enum class FsyncPolicy : uint8_t { kBatch = 0, kInterval = 1, kNone = 2 };
+const char* fsync_policy_name(FsyncPolicy p);
+
+// The durable part of a session record (teid_ul is the handling node's; the
+// owner relearns it from FIB acks after a restart).
+struct WalRecord {
+  enum Type : uint8_t { kPut = 1, kDel = 2 };
+  Type type = kPut;
+  FlowKey key{};
+  uint32_t node = 0;
+  uint32_t teid_dl = 0;
+  uint32_t enb_ip = 0;
+  uint8_t bearer = 0;
+  uint64_t request_id = 0;
+};
+
+struct WalOptions {
+  std::string dir;
+  FsyncPolicy fsync = FsyncPolicy::kBatch;
+  uint32_t fsync_interval_ms = 10;
+};
+
+struct WalStats {
+  uint64_t records = 0, commits = 0, syncs = 0, bytes = 0, snapshots = 0;
+  uint64_t truncated_tail_bytes = 0;  // found at recovery
+};
+
+class Wal {
+ public:
+  // Creates the directories if needed. Does not recover: call recover() once
+  // before the first append().
+  static Result<std::unique_ptr<Wal>> open(const WalOptions& opt);
+  ~Wal();
+
+  // Replays snapshot + log: `put_snapshot` gets every snapshot record (type
+  // kPut), then `replay` every log record in order. Opens the segment that
+  // new records go to (a fresh one after the replayed ones).
+  Status recover(const std::function<void(const WalRecord&)>& replay);
+
+  void append(const WalRecord& r);
+  // Writes (and syncs, per policy) everything appended so far.
+  Status commit();
+  size_t pending_records() const { return pending_n_; }
+
+  // Snapshot of the complete state as of now: REQUIRES no pending records.
+  // `each` must call emit(record) for every live record.
+  Status snapshot(const std::function<void(const std::function<void(const WalRecord&)>&)>& each);
+
+  uint64_t segment() const { return seg_; }
+  uint64_t records_since_snapshot() const { return since_snap_; }
+  const WalStats& stats() const { return stats_; }
+  const WalOptions& options() const { return opt_; }
+
+  // Encoding, exposed for tests (corruption injection).
+  static void encode(const WalRecord& r, std::string* out);
+
+ private:
+  explicit Wal(WalOptions opt) : opt_(std::move(opt)) {}
+  Status open_segment(uint64_t seg);
+  Status sync_dir(const std::string& d);
+
+  WalOptions opt_;
+  int fd_ = -1;
+  uint64_t seg_ = 0;
+  std::string buf_;
+  size_t pending_n_ = 0;
+  uint64_t since_snap_ = 0;
+  uint64_t last_sync_ns_ = 0;
+  bool dirty_ = false;
+  WalStats stats_;
+};
+
+}  // namespace sb::rib
