@@ -383,6 +383,8 @@ Status OthelloControl::add(uint64_t h, uint64_t value) {
       }
     }
   }
+  if (cycle && !opt_.rebuild_on_cycle)
+    return Status::FailedPrecondition("othello: the key closes a cycle (rebuild_on_cycle is off)");
   const uint32_t e = new_edge(h, value);
   ++n_;
   if (!cycle) {

@@ -279,6 +279,10 @@ class OthelloControl {
     unsigned value_bits = 1;   // l, 1..64
     uint32_t seed = 1;         // first seed tried
     unsigned max_tries = 64;   // seeds tried per (re)construction
+    // false: add() of a key that closes a cycle (Case I) returns
+    // kFailedPrecondition and changes nothing instead of reconstructing
+    // (Ludo keeps such keys in its fallback table; gpt/ludo.h).
+    bool rebuild_on_cycle = true;
   };
   struct Stats {
     uint64_t reconstructions = 0;  // Case I adds (and the initial build's extra seeds)
