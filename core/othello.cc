@@ -96,7 +96,7 @@ void OthelloQuery::apply(const OthelloChange* c, size_t n) {
   }
 }
 
-void OthelloQuery::reload(uint32_t seed, const BitArray& a, const BitArray& b) {
+void OthelloQuery::reload(uint32_t seed, const OthelloArray& a, const OthelloArray& b) {
   epoch_.write_begin();
   shape_.seed = seed;
   salt_a_.store(shape_.salt_a(), std::memory_order_relaxed);
@@ -164,7 +164,7 @@ Status OthelloQuery::deserialize(std::string_view bytes) {
 void OthelloControl::next_stamp() {
   stamp_ += 2;
   if (stamp_ == 0 || stamp_ + 1 == 0) {  // wrapped: clear marks
-    std::fill(mark_.begin(), mark_.end(), 0u);
+    for (size_t v = 0; v < verts_.size(); ++v) verts_[v].mark = 0;
     stamp_ = 2;
   }
 }
@@ -181,16 +181,16 @@ void OthelloControl::set_color(uint32_t v, uint64_t c, bool record) {
 }
 
 void OthelloControl::link(uint32_t e) {
-  const uint32_t va = ea_[e], vb = vertex_b(eb_[e]);
-  next_[2 * size_t(e)] = head_[va];
-  head_[va] = e;
-  next_[2 * size_t(e) + 1] = head_[vb];
-  head_[vb] = e;
+  const uint32_t va = edges_[e].ea, vb = vertex_b(edges_[e].eb);
+  edges_[e].next[0] = verts_[va].head;
+  verts_[va].head = e;
+  edges_[e].next[1] = verts_[vb].head;
+  verts_[vb].head = e;
 }
 
 void OthelloControl::unlink(uint32_t e) {
-  for (const uint32_t v : {ea_[e], vertex_b(eb_[e])}) {
-    uint32_t* p = &head_[v];
+  for (const uint32_t v : {edges_[e].ea, vertex_b(edges_[e].eb)}) {
+    uint32_t* p = &verts_[v].head;
     while (*p != e) p = &next_of(*p, v);
     *p = next_of(e, v);
   }
@@ -202,33 +202,28 @@ uint32_t OthelloControl::new_edge(uint64_t h, uint64_t value) {
     e = free_.back();
     free_.pop_back();
   } else {
-    e = uint32_t(hash_.size());
-    hash_.push_back(0);
-    value_.push_back(0);
-    ea_.push_back(kNone);
-    eb_.push_back(kNone);
-    next_.push_back(kNone);
-    next_.push_back(kNone);
+    e = uint32_t(edges_.size());
+    edges_.push_back(Edge{0, 0, kNone, kNone, {kNone, kNone}});
   }
-  hash_[e] = h;
-  value_[e] = value;
-  ea_[e] = uint32_t(shape_.index_a(h));
-  eb_[e] = uint32_t(shape_.index_b(h));
+  edges_[e].h = h;
+  edges_[e].value = value;
+  edges_[e].ea = uint32_t(shape_.index_a(h));
+  edges_[e].eb = uint32_t(shape_.index_b(h));
   return e;
 }
 
 uint32_t OthelloControl::find_edge(uint64_t h) const {
   if (shape_.m_a == 0) return kNone;
   const uint32_t va = uint32_t(shape_.index_a(h));
-  for (uint32_t e = head_[va]; e != kNone; e = next_of(e, va))
-    if (hash_[e] == h) return e;
+  for (uint32_t e = verts_[va].head; e != kNone; e = next_of(e, va))
+    if (edges_[e].h == h) return e;
   return kNone;
 }
 
 Result<uint64_t> OthelloControl::value_of(uint64_t h) const {
   const uint32_t e = find_edge(h);
   if (e == kNone) return Status::NotFound("othello: key hash not present");
-  return value_[e];
+  return edges_[e].value;
 }
 
 // Algorithm 1 for one seed: Phase I (build G, DFS finds a cycle or not) and
@@ -238,11 +233,11 @@ bool OthelloControl::try_seed(uint32_t seed, bool* dup) {
   *dup = false;
   ++stats_.seeds_tried;
   shape_.seed = seed;
-  std::fill(head_.begin(), head_.end(), kNone);
-  for (uint32_t e = 0; e < hash_.size(); ++e) {
-    if (ea_[e] == kNone) continue;
-    ea_[e] = uint32_t(shape_.index_a(hash_[e]));
-    eb_[e] = uint32_t(shape_.index_b(hash_[e]));
+  for (size_t v = 0; v < verts_.size(); ++v) verts_[v].head = kNone;
+  for (uint32_t e = 0; e < edges_.size(); ++e) {
+    if (edges_[e].ea == kNone) continue;
+    edges_[e].ea = uint32_t(shape_.index_a(edges_[e].h));
+    edges_[e].eb = uint32_t(shape_.index_b(edges_[e].h));
     link(e);
   }
   a_.reset(shape_.m_a, shape_.value_bits);  // unassigned vertices stay 0
@@ -251,8 +246,8 @@ bool OthelloControl::try_seed(uint32_t seed, bool* dup) {
   const uint32_t s = stamp_;
   const uint32_t nv = uint32_t(shape_.m_a + shape_.m_b);
   for (uint32_t r = 0; r < nv; ++r) {
-    if (head_[r] == kNone || mark_[r] == s) continue;
-    mark_[r] = s;  // root: colour 0 (Algorithm 1 line 13: a[i] <- 0)
+    if (verts_[r].head == kNone || verts_[r].mark == s) continue;
+    verts_[r].mark = s;  // root: colour 0 (Algorithm 1 line 13: a[i] <- 0)
     stack_.clear();
     stack_.push_back(r);
     stack_.push_back(kNone);
@@ -262,16 +257,16 @@ bool OthelloControl::try_seed(uint32_t seed, bool* dup) {
       const uint32_t v = stack_.back();
       stack_.pop_back();
       const uint64_t cv = color(v);
-      for (uint32_t e = head_[v]; e != kNone; e = next_of(e, v)) {
+      for (uint32_t e = verts_[v].head; e != kNone; e = next_of(e, v)) {
         if (e == pe) continue;
         const uint32_t w = other_end(e, v);
-        if (mark_[w] == s) {  // a second path to w: cycle (or parallel edge)
-          for (uint32_t e2 = head_[v]; e2 != kNone; e2 = next_of(e2, v))
-            if (e2 != e && hash_[e2] == hash_[e]) *dup = true;
+        if (verts_[w].mark == s) {  // a second path to w: cycle (or parallel edge)
+          for (uint32_t e2 = verts_[v].head; e2 != kNone; e2 = next_of(e2, v))
+            if (e2 != e && edges_[e2].h == edges_[e].h) *dup = true;
           return false;
         }
-        mark_[w] = s;
-        set_color(w, cv ^ value_[e], false);
+        verts_[w].mark = s;
+        set_color(w, cv ^ edges_[e].value, false);
         stack_.push_back(w);
         stack_.push_back(e);
       }
@@ -308,21 +303,18 @@ Status OthelloControl::construct(const Options& opt, const uint64_t* hashes, con
   opt_ = opt;
   shape_ = shape;
   n_ = n;
-  hash_.assign(hashes, hashes + n);
-  value_.assign(values, values + n);
-  ea_.assign(n, 0);
-  eb_.assign(n, 0);
-  next_.assign(2 * n, kNone);
+  edges_.clear();
+  edges_.reserve(std::max<size_t>(n, opt.capacity) + opt.capacity / 16 + 16);
+  for (size_t i = 0; i < n; ++i) edges_.push_back(Edge{hashes[i], values[i], 0, 0, {kNone, kNone}});
   free_.clear();
-  head_.assign(shape_.m_a + shape_.m_b, kNone);
-  mark_.assign(shape_.m_a + shape_.m_b, 0);
+  verts_.assign(shape_.m_a + shape_.m_b, Vertex{kNone, 0});
   stamp_ = 0;
   stats_ = Stats{};
   const Status st = rebuild(opt.seed);
   if (!st.ok()) {
     n_ = 0;
-    hash_.clear(); value_.clear(); ea_.clear(); eb_.clear(); next_.clear();
-    std::fill(head_.begin(), head_.end(), kNone);
+    edges_.clear();
+    verts_.assign(shape_.m_a + shape_.m_b, Vertex{kNone, 0});
     a_.reset(shape_.m_a, shape_.value_bits);
     b_.reset(shape_.m_b, shape_.value_bits);
     shape_.seed = opt.seed;
@@ -338,14 +330,14 @@ Status OthelloControl::add(uint64_t h, uint64_t value) {
   const uint32_t ia = uint32_t(shape_.index_a(h)), ib = uint32_t(shape_.index_b(h));
   const uint32_t va = ia, vb = vertex_b(ib);
   bool cycle = false;
-  for (uint32_t e = head_[va]; e != kNone; e = next_of(e, va)) {
-    if (hash_[e] == h) return Status::AlreadyExists("othello: key hash already present");
-    if (eb_[e] == ib) cycle = true;  // parallel edge: a 2-cycle (§IV-B1)
+  for (uint32_t e = verts_[va].head; e != kNone; e = next_of(e, va)) {
+    if (edges_[e].h == h) return Status::AlreadyExists("othello: key hash already present");
+    if (edges_[e].eb == ib) cycle = true;  // parallel edge: a 2-cycle (§IV-B1)
   }
   if (!cycle) {
-    if (head_[vb] == kNone) {
+    if (verts_[vb].head == kNone) {
       set_color(vb, color(va) ^ value, true);  // isolated B end: O(1)
-    } else if (head_[va] == kNone) {
+    } else if (verts_[va].head == kNone) {
       set_color(va, color(vb) ^ value, true);  // isolated A end: O(1)
     } else {
       // Case II or Case I: BFS from both ends in lock step (§IV-B2).
@@ -353,17 +345,17 @@ Status OthelloControl::add(uint64_t h, uint64_t value) {
       const uint32_t s0 = stamp_, s1 = stamp_ + 1;
       q0_.assign(1, va);
       q1_.assign(1, vb);
-      mark_[va] = s0;
-      mark_[vb] = s1;
+      verts_[va].mark = s0;
+      verts_[vb].mark = s1;
       size_t i0 = 0, i1 = 0;
       int done = -1;
       auto expand = [&](std::vector<uint32_t>& q, size_t& i, uint32_t mine, uint32_t theirs) {
         const uint32_t v = q[i++];
-        for (uint32_t e = head_[v]; e != kNone; e = next_of(e, v)) {
+        for (uint32_t e = verts_[v].head; e != kNone; e = next_of(e, v)) {
           const uint32_t w = other_end(e, v);
-          if (mark_[w] == theirs) return true;  // the components meet: Case I
-          if (mark_[w] != mine) {
-            mark_[w] = mine;
+          if (verts_[w].mark == theirs) return true;  // the components meet: Case I
+          if (verts_[w].mark != mine) {
+            verts_[w].mark = mine;
             q.push_back(w);
           }
         }
@@ -398,7 +390,7 @@ Status OthelloControl::add(uint64_t h, uint64_t value) {
   if (st.ok()) return st;
   // Leave the structure as it was (minus nothing): drop the new key and
   // rebuild with the old seed, which was acyclic for the old key set.
-  ea_[e] = kNone;
+  edges_[e].ea = kNone;
   free_.push_back(e);
   --n_;
   bool dup;
@@ -412,23 +404,23 @@ Status OthelloControl::alter(uint64_t h, uint64_t value) {
     return Status::InvalidArgument("othello: value wider than value_bits");
   const uint32_t e = find_edge(h);
   if (e == kNone) return Status::NotFound("othello: key hash not present");
-  const uint64_t delta = value_[e] ^ value;
-  value_[e] = value;
+  const uint64_t delta = edges_[e].value ^ value;
+  edges_[e].value = value;
   if (delta == 0) return Status::Ok();
   // §IV-B3: flip the colours of one side of e. Always the A side (contains
   // A[ia]): the concurrency argument in othello.h relies on it.
-  const uint32_t va = ea_[e];
+  const uint32_t va = edges_[e].ea;
   next_stamp();
   const uint32_t s = stamp_;
   q0_.assign(1, va);
-  mark_[va] = s;
+  verts_[va].mark = s;
   for (size_t i = 0; i < q0_.size(); ++i) {
     const uint32_t v = q0_[i];
-    for (uint32_t f = head_[v]; f != kNone; f = next_of(f, v)) {
+    for (uint32_t f = verts_[v].head; f != kNone; f = next_of(f, v)) {
       if (f == e) continue;
       const uint32_t w = other_end(f, v);
-      if (mark_[w] != s) {
-        mark_[w] = s;
+      if (verts_[w].mark != s) {
+        verts_[w].mark = s;
         q0_.push_back(w);
       }
     }
@@ -442,7 +434,7 @@ Status OthelloControl::erase(uint64_t h) {
   const uint32_t e = find_edge(h);
   if (e == kNone) return Status::NotFound("othello: key hash not present");
   unlink(e);
-  ea_[e] = kNone;
+  edges_[e].ea = kNone;
   free_.push_back(e);
   --n_;
   return Status::Ok();
@@ -466,36 +458,34 @@ void OthelloControl::publish(OthelloQuery* q) {
 }
 
 uint64_t OthelloControl::control_bits() const {
-  const uint64_t bytes = hash_.capacity() * 8 + value_.capacity() * 8 + ea_.capacity() * 4 +
-                         eb_.capacity() * 4 + next_.capacity() * 4 + free_.capacity() * 4 +
-                         head_.capacity() * 4 + mark_.capacity() * 4;
+  const uint64_t bytes = edges_.bytes() + verts_.bytes() + free_.capacity() * 4;
   return bytes * 8 + a_.num_words() * 64 + b_.num_words() * 64;
 }
 
 Status OthelloControl::check() const {
   // Every key answers its value; lists hold each live edge exactly twice.
   uint64_t live = 0, listed = 0;
-  for (uint32_t e = 0; e < hash_.size(); ++e) {
-    if (ea_[e] == kNone) continue;
+  for (uint32_t e = 0; e < edges_.size(); ++e) {
+    if (edges_[e].ea == kNone) continue;
     ++live;
-    if (lookup(hash_[e]) != value_[e]) return Status::Internal("othello: wrong value for a key");
-    if (ea_[e] != shape_.index_a(hash_[e]) || eb_[e] != shape_.index_b(hash_[e]))
+    if (lookup(edges_[e].h) != edges_[e].value) return Status::Internal("othello: wrong value for a key");
+    if (edges_[e].ea != shape_.index_a(edges_[e].h) || edges_[e].eb != shape_.index_b(edges_[e].h))
       return Status::Internal("othello: stale endpoints");
   }
   if (live != n_) return Status::Internal("othello: key count mismatch");
-  for (uint32_t v = 0; v < head_.size(); ++v)
-    for (uint32_t e = head_[v]; e != kNone; e = next_of(e, v)) ++listed;
+  for (uint32_t v = 0; v < verts_.size(); ++v)
+    for (uint32_t e = verts_[v].head; e != kNone; e = next_of(e, v)) ++listed;
   if (listed != 2 * live) return Status::Internal("othello: adjacency lists inconsistent");
   // Acyclic: union-find over the live edges.
-  std::vector<uint32_t> parent(head_.size());
+  std::vector<uint32_t> parent(verts_.size());
   std::iota(parent.begin(), parent.end(), 0u);
   auto find = [&](uint32_t x) {
     while (parent[x] != x) x = parent[x] = parent[parent[x]];
     return x;
   };
-  for (uint32_t e = 0; e < hash_.size(); ++e) {
-    if (ea_[e] == kNone) continue;
-    const uint32_t a = find(ea_[e]), b = find(vertex_b(eb_[e]));
+  for (uint32_t e = 0; e < edges_.size(); ++e) {
+    if (edges_[e].ea == kNone) continue;
+    const uint32_t a = find(edges_[e].ea), b = find(vertex_b(edges_[e].eb));
     if (a == b) return Status::Internal("othello: graph has a cycle");
     parent[a] = b;
   }

@@ -97,6 +97,7 @@
 #pragma once
 
 #include <atomic>
+#include <cstring>
 #include <cstddef>
 #include <cstdint>
 #include <functional>
@@ -135,6 +136,96 @@ struct OthelloShape {
   uint64_t salt_b() const { return salt::kOthelloB ^ seed_salt(seed); }
   uint64_t index_a(uint64_t h) const { return reduce(remix(h, salt_a()), m_a); }
   uint64_t index_b(uint64_t h) const { return reduce(remix(h, salt_b()), m_b); }
+};
+
+namespace othello_detail {
+// A growable array of plain structs: heap below 1 MiB, huge pages above
+// (LargeArray), so the control structure's random accesses at millions of
+// keys do not also miss the TLB, while Ludo's many small Othellos stay small.
+template <typename T>
+class Buf {
+ public:
+  size_t size() const { return n_; }
+  bool empty() const { return n_ == 0; }
+  T& operator[](size_t i) { return p_[i]; }
+  const T& operator[](size_t i) const { return p_[i]; }
+  T* data() { return p_; }
+  void clear() { n_ = 0; }
+  void reserve(size_t cap) {
+    if (cap <= cap_) return;
+    if (cap * sizeof(T) >= (size_t(1) << 20)) {
+      LargeArray<T> nb(cap);
+      if (n_) std::memcpy(nb.data(), p_, n_ * sizeof(T));
+      big_ = std::move(nb);
+      vec_.clear();
+      vec_.shrink_to_fit();
+      p_ = big_.data();
+    } else {
+      std::vector<T> nv(cap);
+      if (n_) std::memcpy(nv.data(), p_, n_ * sizeof(T));
+      vec_.swap(nv);
+      p_ = vec_.data();
+    }
+    cap_ = cap;
+  }
+  void push_back(const T& v) {
+    if (n_ == cap_) reserve(cap_ < 16 ? 16 : cap_ * 2);
+    p_[n_++] = v;
+  }
+  void assign(size_t n, const T& v) {
+    reserve(n);
+    for (size_t i = 0; i < n; ++i) p_[i] = v;
+    n_ = n;
+  }
+  uint64_t bytes() const { return uint64_t(cap_) * sizeof(T); }
+
+ private:
+  LargeArray<T> big_;
+  std::vector<T> vec_;
+  T* p_ = nullptr;
+  size_t n_ = 0, cap_ = 0;
+};
+}  // namespace othello_detail
+
+// ---- arrays A and B ------------------------------------------------------------
+
+// One Othello array (A or B): n packed l-bit entries, the BitArray layout
+// (same bit order, one guard word), but
+// big ones live on huge pages (LargeArray: a random lookup must not also
+// miss the TLB); small ones (Ludo's many shards) on the heap.
+class OthelloArray {
+ public:
+  // n zeroed entries of l bits.
+  void reset(uint64_t n, unsigned l) {
+    n_ = n;
+    l_ = l;
+    n_words_ = BitArray::words_for(n, l);
+    if (n_words_ * 8 >= (size_t(1) << 20)) {
+      vec_.clear();
+      vec_.shrink_to_fit();
+      big_.allocate(n_words_);
+      p_ = big_.data();
+    } else {
+      big_.release();
+      vec_.assign(n_words_, 0);
+      p_ = vec_.data();
+    }
+  }
+  uint64_t* words() { return p_; }
+  const uint64_t* words() const { return p_; }
+  size_t num_words() const { return n_words_; }
+  uint64_t size() const { return n_; }
+  unsigned width() const { return l_; }
+  uint64_t get(uint64_t i) const { return read_bits(p_, i * l_, l_); }
+  void set(uint64_t i, uint64_t v) { write_bits(p_, i * l_, l_, v); }
+
+ private:
+  LargeArray<uint64_t> big_;
+  std::vector<uint64_t> vec_;
+  uint64_t* p_ = nullptr;
+  size_t n_words_ = 0;
+  uint64_t n_ = 0;
+  unsigned l_ = 1;
 };
 
 // ---- query structure ---------------------------------------------------------
@@ -200,7 +291,7 @@ class OthelloQuery {
   void apply(const std::vector<OthelloChange>& c) { apply(c.data(), c.size()); }
   // Full reload (new seed after a reconstruction): same m_a, m_b, l.
   // REQUIRES a.size() == m_a, b.size() == m_b, widths == l.
-  void reload(uint32_t seed, const BitArray& a, const BitArray& b);
+  void reload(uint32_t seed, const OthelloArray& a, const OthelloArray& b);
   // Test hook: called by apply()/reload() after the first half of the
   // writes, while the versions are odd (writer-stall tests).
   void set_write_stall_hook(std::function<void()> f) { stall_ = std::move(f); }
@@ -227,43 +318,10 @@ class OthelloQuery {
     return (lo | hi) & mask_;
   }
 
-  // A packed l-bit array like BitArray (same layout and guard word), but
-  // big ones live on huge pages (LargeArray: a random lookup must not also
-  // miss the TLB); small ones (Ludo's many shards) on the heap.
-  class Packed {
-   public:
-    void reset(uint64_t n, unsigned l) {
-      l_ = l;
-      n_words_ = BitArray::words_for(n, l);
-      if (n_words_ * 8 >= (size_t(1) << 20)) {
-        vec_.clear();
-        vec_.shrink_to_fit();
-        big_.allocate(n_words_);
-        p_ = big_.data();
-      } else {
-        big_.release();
-        vec_.assign(n_words_, 0);
-        p_ = vec_.data();
-      }
-    }
-    uint64_t* words() { return p_; }
-    const uint64_t* words() const { return p_; }
-    size_t num_words() const { return n_words_; }
-    uint64_t get(uint64_t i) const { return read_bits(p_, i * l_, l_); }
-    void set(uint64_t i, uint64_t v) { write_bits(p_, i * l_, l_, v); }
-
-   private:
-    LargeArray<uint64_t> big_;
-    std::vector<uint64_t> vec_;
-    uint64_t* p_ = nullptr;
-    size_t n_words_ = 0;
-    unsigned l_ = 1;
-  };
-
   OthelloShape shape_;
   uint64_t mask_ = 0;
   std::atomic<uint64_t> salt_a_{0}, salt_b_{0};
-  Packed a_, b_;
+  OthelloArray a_, b_;
   SeqVersion epoch_;
   std::unique_ptr<SeqVersion[]> ver_{new SeqVersion[kRegions]};
   std::vector<uint64_t> touched_;  // writer scratch: bitmap of regions
@@ -317,8 +375,8 @@ class OthelloControl {
 
   size_t size() const { return n_; }
   const OthelloShape& shape() const { return shape_; }
-  const BitArray& array_a() const { return a_; }
-  const BitArray& array_b() const { return b_; }
+  const OthelloArray& array_a() const { return a_; }
+  const OthelloArray& array_b() const { return b_; }
   const Stats& stats() const { return stats_; }
 
   // ---- shipping to query structures ----
@@ -343,10 +401,10 @@ class OthelloControl {
   static constexpr uint32_t kNone = 0xffffffffu;
   uint32_t find_edge(uint64_t h) const;
   uint32_t vertex_b(uint64_t j) const { return uint32_t(shape_.m_a + j); }
-  uint32_t& next_of(uint32_t e, uint32_t v) { return next_[2 * size_t(e) + (v >= shape_.m_a)]; }
-  uint32_t next_of(uint32_t e, uint32_t v) const { return next_[2 * size_t(e) + (v >= shape_.m_a)]; }
+  uint32_t& next_of(uint32_t e, uint32_t v) { return edges_[e].next[v >= shape_.m_a]; }
+  uint32_t next_of(uint32_t e, uint32_t v) const { return edges_[e].next[v >= shape_.m_a]; }
   uint32_t other_end(uint32_t e, uint32_t v) const {
-    return v < shape_.m_a ? vertex_b(eb_[e]) : ea_[e];
+    return v < shape_.m_a ? vertex_b(edges_[e].eb) : edges_[e].ea;
   }
   uint64_t color(uint32_t v) const { return v < shape_.m_a ? a_.get(v) : b_.get(v - shape_.m_a); }
   void set_color(uint32_t v, uint64_t c, bool record);
@@ -360,16 +418,24 @@ class OthelloControl {
   Options opt_;
   OthelloShape shape_;
   uint64_t n_ = 0;
-  // Edges (one per key), dense ids with a free list.
-  std::vector<uint64_t> hash_, value_;
-  std::vector<uint32_t> ea_, eb_;     // endpoints (kNone: free edge)
-  std::vector<uint32_t> next_;        // 2 per edge: next edge at its A end / B end
+  // One edge per key, 32 bytes (one line visit per edge), dense ids with a
+  // free list; one vertex entry per A and B entry (A: 0..m_a-1, B: m_a..).
+  struct Edge {
+    uint64_t h;        // key hash
+    uint64_t value;    // l-bit value
+    uint32_t ea, eb;   // endpoints: A index, B index (ea == kNone: free edge)
+    uint32_t next[2];  // next edge in the list of its A end / B end
+  };
+  struct Vertex {
+    uint32_t head;  // first incident edge
+    uint32_t mark;  // BFS stamp
+  };
+  othello_detail::Buf<Edge> edges_;
+  othello_detail::Buf<Vertex> verts_;
   std::vector<uint32_t> free_;
-  std::vector<uint32_t> head_;        // per vertex (A: 0..m_a-1, B: m_a..)
-  std::vector<uint32_t> mark_;        // per vertex BFS stamp
   uint32_t stamp_ = 0;
   std::vector<uint32_t> q0_, q1_, stack_;  // scratch
-  BitArray a_, b_;
+  OthelloArray a_, b_;
   std::vector<OthelloChange> changes_;
   bool full_ = false;
   Stats stats_;
