@@ -55,7 +55,8 @@ int cmd_gpt(int argc, char** argv) {
              {"--keys", "N", "number of keys (suffixes K, M, G = 2^10, 2^20, 2^30)", "1M"},
              {"--value-bits", "L", "value width in bits, 1..8 (node id: ceil(log2 nodes))", "2"},
              {"--threads", "T", "build threads (implementations that build in parallel)", "1"},
-             {"--batch", "B", "lookup batch size, 1..64 (1 = one key per bulk call)", "32"},
+             {"--batch", "B[,B2..]", "lookup batch size, 1..64 (1 = one key per bulk call); a list "
+                                     "measures each batch on the same structure and prints one line per batch", "32"},
              {"--index-bits", "X", "SetSep hash-index bits x of the x+y setting", "16"},
              {"--array-bits", "Y", "SetSep bit-array bits y of the x+y setting", "8"},
              {"--queries", "Q", "lookups per repetition", "4M"},
@@ -71,12 +72,22 @@ int cmd_gpt(int argc, char** argv) {
 
   GptBenchConfig cfg;
   uint64_t queries = 0, updates = 0, reps = 0;
+  std::vector<uint64_t> batches;
   {
     auto bad = [](const Status& s) { std::fprintf(stderr, "sb-bench gpt: %s\n", s.message().c_str()); return 2; };
     auto k = args.size("--keys"); if (!k.ok()) return bad(k.status());
     auto l = args.size("--value-bits"); if (!l.ok()) return bad(l.status());
     auto t = args.size("--threads"); if (!t.ok()) return bad(t.status());
-    auto b = args.size("--batch"); if (!b.ok()) return bad(b.status());
+    std::vector<uint64_t> blist;
+    for (const auto& item : args.list("--batch")) {
+      auto bi = parse_size(item);
+      if (!bi.ok()) return bad(bi.status().with_context("--batch"));
+      if (*bi < 1 || *bi > kMaxBurst) return bad(Status::InvalidArgument("--batch: must be 1..64"));
+      blist.push_back(*bi);
+    }
+    if (blist.empty()) return bad(Status::InvalidArgument("--batch: needs a value"));
+    batches.assign(blist.begin(), blist.end());
+    Result<uint64_t> b = blist.front();
     auto x = args.size("--index-bits"); if (!x.ok()) return bad(x.status());
     auto y = args.size("--array-bits"); if (!y.ok()) return bad(y.status());
     auto q = args.size("--queries"); if (!q.ok()) return bad(q.status());
@@ -219,15 +230,18 @@ int cmd_gpt(int argc, char** argv) {
       }
     }
 
-    // bulk lookups
+    // bulk lookups, for each batch size asked (the first is the main line)
     std::vector<uint8_t> qout(queries);
-    const double tl = median_time(int(reps), [&] {
-      const size_t b = cfg.batch;
-      for (uint64_t i = 0; i < queries; i += b)
-        impl->lookup_batch(&qkeys[i], size_t(std::min<uint64_t>(b, queries - i)), &qout[i]);
-    });
-    for (uint64_t i = 0; i < queries; ++i) wrong += qout[i] != qexpect[i];
-    rec.set("lookup_mops", double(queries) / tl / 1e6);
+    std::vector<double> batch_mops;
+    for (uint64_t b : batches) {
+      const double tl = median_time(int(reps), [&] {
+        for (uint64_t i = 0; i < queries; i += b)
+          impl->lookup_batch(&qkeys[i], size_t(std::min<uint64_t>(b, queries - i)), &qout[i]);
+      });
+      for (uint64_t i = 0; i < queries; ++i) wrong += qout[i] != qexpect[i];
+      batch_mops.push_back(double(queries) / tl / 1e6);
+    }
+    rec.set("lookup_mops", batch_mops.front());
 
     // single-key lookups
     const double ts = median_time(int(reps), [&] {
@@ -287,6 +301,11 @@ int cmd_gpt(int argc, char** argv) {
     }
     rec.set("correct", correct);
     out.emit(rec);
+    for (size_t bi = 1; bi < batches.size(); ++bi) {
+      Record extra = rec;
+      extra.set("batch", batches[bi]).set("lookup_mops", batch_mops[bi]);
+      out.emit(extra);
+    }
   }
   return exit_code;
 }

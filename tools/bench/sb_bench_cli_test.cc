@@ -59,6 +59,8 @@ TEST_CASE("argument errors name the problem and exit 2", "[bench][cli]") {
       {"gpt --keys", "--keys needs a value"},
       {"gpt --value-bits 9", "--value-bits: must be 1..8"},
       {"gpt --batch 65", "--batch: must be 1..64"},
+      {"gpt --batch 8,0", "--batch: must be 1..64"},
+      {"gpt --batch 8,x", "--batch: not a size"},
       {"gpt --frobnicate 3", "unknown option '--frobnicate'"},
       {"mem --mib", "--mib needs a value"},
       {"mem stray", "unexpected argument 'stray'"},
@@ -113,6 +115,11 @@ TEST_CASE("short real runs print the contract fields", "[bench][dpdk]") {
                         "\"update_kops\"", "\"value_bits_stored\": 8", "\"capacity\"", "\"load_factor\"",
                         "\"update_mix\"", "\"correct\": true"})
     CHECK(has(g.out, f));
+  // A batch list measures each batch on one structure: one line per batch.
+  const Run gb = run("gpt --impl efd --keys 4K --batch 1,16 --queries 8K --updates 0 --reps 1 --json");
+  REQUIRE(gb.rc == 0);
+  CHECK(has(gb.out, "\"batch\": 1,"));
+  CHECK(has(gb.out, "\"batch\": 16,"));
   const Run f = run("fib --impl rte_hash --keys 4K --queries 8K --updates 3K --reps 1 --json");
   INFO(f.out);
   REQUIRE(f.rc == 0);
