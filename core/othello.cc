@@ -327,6 +327,7 @@ Status OthelloControl::construct(const Options& opt, const uint64_t* hashes, con
 Status OthelloControl::add(uint64_t h, uint64_t value) {
   if (value & ~low_mask(shape_.value_bits))
     return Status::InvalidArgument("othello: value wider than value_bits");
+  prefetch(h);
   const uint32_t ia = uint32_t(shape_.index_a(h)), ib = uint32_t(shape_.index_b(h));
   const uint32_t va = ia, vb = vertex_b(ib);
   bool cycle = false;

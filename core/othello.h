@@ -296,6 +296,13 @@ class OthelloQuery {
   // writes, while the versions are odd (writer-stall tests).
   void set_write_stall_hook(std::function<void()> f) { stall_ = std::move(f); }
 
+  // Writer side: start the reads of the two entries of h an update will
+  // rewrite (apply() does read-modify-write of packed words).
+  void prefetch_entries(uint64_t h) const {
+    if (empty()) return;
+    prefetch_r(a_.words() + (shape_.index_a(h) * shape_.value_bits >> 6));
+    prefetch_r(b_.words() + (shape_.index_b(h) * shape_.value_bits >> 6));
+  }
   // Entry reads (writer side or tests; not versioned).
   uint64_t a(uint64_t i) const { return a_.get(i); }
   uint64_t b(uint64_t j) const { return b_.get(j); }
@@ -368,6 +375,16 @@ class OthelloControl {
   // add if absent, else alter.
   Status set(uint64_t h, uint64_t value);
 
+  // Starts the memory reads an operation on h will need (both vertex
+  // records and both array words), so they overlap instead of serializing.
+  void prefetch(uint64_t h) const {
+    if (shape_.m_a == 0) return;
+    const uint64_t ia = shape_.index_a(h), ib = shape_.index_b(h);
+    prefetch_r(&verts_[ia]);
+    prefetch_r(&verts_[shape_.m_a + ib]);
+    prefetch_r(a_.words() + (ia * shape_.value_bits >> 6));
+    prefetch_r(b_.words() + (ib * shape_.value_bits >> 6));
+  }
   bool contains(uint64_t h) const { return find_edge(h) != kNone; }
   Result<uint64_t> value_of(uint64_t h) const;
   // A[ha]^B[hb] from the control's own arrays (any h).

@@ -29,6 +29,15 @@ Status OthelloFib::check_record(const FlowKey& key, uint32_t value) const {
   return Status::Ok();
 }
 
+uint32_t OthelloFib::find_session(const FlowKey& key) const {
+  if (fallback_n_.load(std::memory_order_relaxed) != 0) {
+    const int s = fallback_find(key);
+    if (s >= 0) return uint32_t(fallback_[s].value);
+  }
+  auto v = ctl_.value_of(hash(key));
+  return v.ok() && table_->key_equals(uint32_t(*v), key) ? uint32_t(*v) : kFibMiss;
+}
+
 bool OthelloFib::owns(uint64_t h, const FlowKey& key) const {
   auto v = ctl_.value_of(h);
   return v.ok() && table_->key_equals(uint32_t(*v), key);
@@ -91,10 +100,13 @@ uint32_t OthelloFib::fallback_lookup(const FlowKey& key) const {
 }
 
 Status OthelloFib::insert_hashed(const FlowKey& key, uint64_t h, uint32_t value) {
+  ctl_.prefetch(h);
+  q_.prefetch_entries(h);
   SB_RETURN_IF_ERROR(check_record(key, value));
   if (fallback_n_.load(std::memory_order_relaxed) != 0 && fallback_find(key) >= 0)
     return Status::AlreadyExists("othello fib: key present");
-  if (ctl_.contains(h)) {
+  Status st = ctl_.add(h, value);
+  if (st.code() == StatusCode::kAlreadyExists) {  // h is present: this key, or a collision
     if (owns(h, key)) return Status::AlreadyExists("othello fib: key present");
     // A different key with the same 64-bit hash: the fallback table.
     for (unsigned i = 0; i < kFallbackMax; ++i)
@@ -105,12 +117,13 @@ Status OthelloFib::insert_hashed(const FlowKey& key, uint64_t h, uint32_t value)
       }
     return Status::Capacity("othello fib: hash-collision fallback table full");
   }
-  SB_RETURN_IF_ERROR(ctl_.add(h, value));
-  ctl_.publish(&q_);
-  return Status::Ok();
+  ctl_.publish(&q_);  // also after a failed add: a reconstruction may have run
+  return st;
 }
 
 Status OthelloFib::update_hashed(const FlowKey& key, uint64_t h, uint32_t value) {
+  ctl_.prefetch(h);
+  q_.prefetch_entries(h);
   SB_RETURN_IF_ERROR(check_record(key, value));
   if (fallback_n_.load(std::memory_order_relaxed) != 0) {
     const int s = fallback_find(key);
@@ -126,6 +139,7 @@ Status OthelloFib::update_hashed(const FlowKey& key, uint64_t h, uint32_t value)
 }
 
 Status OthelloFib::erase_hashed(const FlowKey& key, uint64_t h) {
+  ctl_.prefetch(h);
   if (fallback_n_.load(std::memory_order_relaxed) != 0) {
     const int s = fallback_find(key);
     if (s >= 0) {

@@ -71,6 +71,10 @@ class OthelloFib final : public Fib {
   uint64_t num_bits() const override;
   void for_each(const std::function<void(const FlowKey&, uint32_t)>& f) const override;
 
+  // Control-side lookup (graph + record, no query arrays): the session
+  // index key maps to, or kFibMiss.
+  uint32_t find_session(const FlowKey& key) const;
+
   const OthelloControl& control() const { return ctl_; }
   const OthelloQuery& query() const { return q_; }
   size_t fallback_size() const { return fallback_n_.load(std::memory_order_relaxed); }

@@ -67,7 +67,7 @@ class OthelloFibBench final : public FibBenchImpl {
         return st;
       }
       case UpdateKind::kChange: {
-        const uint32_t old = fib_->lookup(key);
+        const uint32_t old = fib_->find_session(key);
         if (old == fib::kFibMiss) return Status::NotFound("othello bench: change of an absent key");
         auto r = table_->add({key, value, 0, 5});
         if (!r.ok()) return r.status();
@@ -75,7 +75,7 @@ class OthelloFibBench final : public FibBenchImpl {
         return table_->remove(old);
       }
       case UpdateKind::kDelete: {
-        const uint32_t old = fib_->lookup(key);
+        const uint32_t old = fib_->find_session(key);
         if (old == fib::kFibMiss) return Status::NotFound("othello bench: delete of an absent key");
         SB_RETURN_IF_ERROR(fib_->erase(key));
         return table_->remove(old);
