@@ -386,6 +386,9 @@ class OthelloControl {
     prefetch_r(b_.words() + (ib * shape_.value_bits >> 6));
   }
   bool contains(uint64_t h) const { return find_edge(h) != kNone; }
+  // Switches Options::rebuild_on_cycle after construction (a caller that
+  // defers Case I keys turns it on to bring them back in).
+  void set_rebuild_on_cycle(bool on) { opt_.rebuild_on_cycle = on; }
   Result<uint64_t> value_of(uint64_t h) const;
   // A[ha]^B[hb] from the control's own arrays (any h).
   uint64_t lookup(uint64_t h) const { return a_.get(shape_.index_a(h)) ^ b_.get(shape_.index_b(h)); }

@@ -8,10 +8,12 @@
 namespace sb::fib {
 
 Result<std::unique_ptr<OthelloFib>> OthelloFib::create(const SessionTable* table, uint64_t hash_seed,
-                                                       uint32_t othello_seed) {
+                                                       const Options& opt) {
   if (table == nullptr) return Status::InvalidArgument("othello fib: no session table");
+  if (opt.defer_cycles >= kFallbackMax)
+    return Status::InvalidArgument("othello fib: defer_cycles must be < kFallbackMax");
   std::unique_ptr<OthelloFib> f(new OthelloFib(table, hash_seed));
-  f->othello_seed_ = othello_seed;
+  f->opt_ = opt;
   for (auto& e : f->fallback_) e = {~0ULL, ~0ULL, kFibMiss};
   SB_RETURN_IF_ERROR(f->build(nullptr, nullptr, 0));
   return f;
@@ -54,17 +56,19 @@ Status OthelloFib::build(const FlowKey* keys, const uint32_t* values, size_t n) 
   OthelloControl::Options o;
   o.capacity = table_->capacity();
   o.value_bits = table_->index_bits();
-  o.seed = othello_seed_;
+  o.seed = opt_.othello_seed;
   Status st = ctl_.construct(o, h.data(), v.data(), n);
   if (st.code() == StatusCode::kAlreadyExists) {
     // Two keys share a 64-bit hash: build empty, then insert one by one so
     // the collision goes to the fallback table.
     SB_RETURN_IF_ERROR(ctl_.construct(o, nullptr, nullptr, 0));
+    ctl_.set_rebuild_on_cycle(opt_.defer_cycles == 0);
     ctl_.publish(&q_);
     for (size_t i = 0; i < n; ++i) SB_RETURN_IF_ERROR(insert(keys[i], values[i]));
     return Status::Ok();
   }
   SB_RETURN_IF_ERROR(st);
+  ctl_.set_rebuild_on_cycle(opt_.defer_cycles == 0);
   ctl_.publish(&q_);
   return Status::Ok();
 }
@@ -109,16 +113,59 @@ Status OthelloFib::insert_hashed(const FlowKey& key, uint64_t h, uint32_t value)
   if (st.code() == StatusCode::kAlreadyExists) {  // h is present: this key, or a collision
     if (owns(h, key)) return Status::AlreadyExists("othello fib: key present");
     // A different key with the same 64-bit hash: the fallback table.
-    for (unsigned i = 0; i < kFallbackMax; ++i)
-      if (fallback_[i].value == kFibMiss) {
-        fallback_write(int(i), key.lo(), key.hi(), value);
-        fallback_n_.fetch_add(1, std::memory_order_relaxed);
-        return Status::Ok();
-      }
-    return Status::Capacity("othello fib: hash-collision fallback table full");
+    return fallback_add(key, value);
+  }
+  if (st.code() == StatusCode::kFailedPrecondition) {  // Case I, deferred (see header)
+    if (fallback_n_.load(std::memory_order_relaxed) + 1 >= kFallbackMax) {
+      SB_RETURN_IF_ERROR(readmit_deferred());
+      return insert_hashed(key, h, value);
+    }
+    SB_RETURN_IF_ERROR(fallback_add(key, value));
+    ++deferred_;
+    ++deferred_total_;
+    if (deferred_ >= opt_.defer_cycles) return readmit_deferred();
+    return Status::Ok();
   }
   ctl_.publish(&q_);  // also after a failed add: a reconstruction may have run
   return st;
+}
+
+Status OthelloFib::fallback_add(const FlowKey& key, uint32_t value) {
+  for (unsigned i = 0; i < kFallbackMax; ++i)
+    if (fallback_[i].value == kFibMiss) {
+      fallback_write(int(i), key.lo(), key.hi(), value);
+      fallback_n_.fetch_add(1, std::memory_order_relaxed);
+      return Status::Ok();
+    }
+  return Status::Capacity("othello fib: fallback table full (hash collisions)");
+}
+
+// Brings the parked Case I keys back: add() with reconstruction on (the
+// first cycle-closing one reconstructs with a new seed); each key leaves
+// the fallback only after Othello answers it (add, then publish), so a
+// reader finds it in one place or the other. Keys that collide on the
+// 64-bit hash stay in the fallback.
+Status OthelloFib::readmit_deferred() {
+  ctl_.set_rebuild_on_cycle(true);
+  Status result;
+  for (unsigned i = 0; i < kFallbackMax && result.ok(); ++i) {
+    const FallbackEntry& e = fallback_[i];
+    if (e.value == kFibMiss) continue;
+    FlowKey k;
+    std::memcpy(k.bytes, &e.lo, 8);
+    std::memcpy(k.bytes + 8, &e.hi, 8);
+    const Status st = ctl_.add(hash(k), e.value);
+    ctl_.publish(&q_);
+    if (st.ok()) {
+      fallback_write(int(i), ~0ULL, ~0ULL, kFibMiss);
+      fallback_n_.fetch_sub(1, std::memory_order_relaxed);
+    } else if (st.code() != StatusCode::kAlreadyExists) {
+      result = st;  // kCapacity: no acyclic seed; the key stays in the fallback
+    }
+  }
+  ctl_.set_rebuild_on_cycle(opt_.defer_cycles == 0);
+  deferred_ = 0;
+  return result;
 }
 
 Status OthelloFib::update_hashed(const FlowKey& key, uint64_t h, uint32_t value) {
@@ -145,6 +192,7 @@ Status OthelloFib::erase_hashed(const FlowKey& key, uint64_t h) {
     if (s >= 0) {
       fallback_write(s, ~0ULL, ~0ULL, kFibMiss);
       fallback_n_.fetch_sub(1, std::memory_order_relaxed);
+      if (deferred_ > 0 && !ctl_.contains(h)) --deferred_;  // it was a parked Case I key
       return Status::Ok();
     }
   }

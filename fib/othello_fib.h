@@ -20,6 +20,15 @@
 // hash (expected 2^-17 pairs at 16M keys) go to a small full-key fallback
 // table (kFallbackMax entries, probed only when non-empty, after a miss).
 //
+// CASE I ADDS (deviation, on purpose): the paper reconstructs Othello as
+// soon as an add closes a cycle (§IV-B2). At 16M keys a reconstruction is
+// an O(n) rebuild of seconds, during which the data plane waits for the
+// reload of the arrays. Here such a key is parked in the fallback table
+// (exact: full keys) and one reconstruction brings back defer_cycles of
+// them at once: amortized cost per add stays O(1) (each reconstruction is
+// paid by n/20 x defer_cycles adds instead of n/20), and the stalls are
+// defer_cycles times rarer. defer_cycles = 0 gives the paper's behaviour.
+//
 // SPACE (data plane): Othello query (m_a + m_b) l bits with m_a =
 // ceil(1.33 c), m_b = c, l = ceil(log2 c) for session capacity c, + 1025
 // 32-bit versions + fallback (kFallbackMax x 24 bytes): index bits per key
@@ -54,9 +63,19 @@ class OthelloFib final : public Fib {
  public:
   static constexpr unsigned kFallbackMax = 16;
 
+  struct Options {
+    uint32_t othello_seed = 1;
+    // Case I adds (the key closes a cycle of G) parked in the fallback
+    // table before one reconstruction brings them all back into Othello.
+    // 0 = the paper's behaviour: reconstruct at once on every Case I add.
+    unsigned defer_cycles = 8;
+  };
   // table: not owned, must outlive the fib; its capacity is the FIB's.
   static Result<std::unique_ptr<OthelloFib>> create(const SessionTable* table, uint64_t hash_seed,
-                                                    uint32_t othello_seed = 1);
+                                                    const Options& opt);
+  static Result<std::unique_ptr<OthelloFib>> create(const SessionTable* table, uint64_t hash_seed) {
+    return create(table, hash_seed, Options{});
+  }
 
   FibKind kind() const override { return FibKind::kOthello; }
   const char* name() const override { return "othello"; }
@@ -78,6 +97,7 @@ class OthelloFib final : public Fib {
   const OthelloControl& control() const { return ctl_; }
   const OthelloQuery& query() const { return q_; }
   size_t fallback_size() const { return fallback_n_.load(std::memory_order_relaxed); }
+  uint64_t deferred_cycles() const { return deferred_total_; }  // Case I adds parked so far
   void set_write_stall_hook(std::function<void()> f) { q_.set_write_stall_hook(std::move(f)); }
 
  private:
@@ -89,12 +109,16 @@ class OthelloFib final : public Fib {
   uint32_t fallback_lookup(const FlowKey& key) const;  // data plane, versioned
   void fallback_write(int slot, uint64_t lo, uint64_t hi, uint64_t value);
   Status check_record(const FlowKey& key, uint32_t value) const;
+  Status fallback_add(const FlowKey& key, uint32_t value);
+  Status readmit_deferred();  // reconstruction with the parked Case I keys
   bool owns(uint64_t h, const FlowKey& key) const;  // ctl holds key under hash h
 
   const SessionTable* table_;
   OthelloControl ctl_;
   OthelloQuery q_;
-  uint32_t othello_seed_ = 1;
+  Options opt_;
+  unsigned deferred_ = 0;          // Case I keys now in the fallback
+  uint64_t deferred_total_ = 0;
   FallbackEntry fallback_[kFallbackMax];
   std::atomic<uint32_t> fallback_n_{0};
   SeqVersion fallback_ver_;
