@@ -117,6 +117,7 @@
 #include <cstdint>
 #include <memory>
 #include <span>
+#include <unordered_map>
 #include <vector>
 
 #include "core/flow_key.h"
@@ -158,7 +159,7 @@ struct LudoConfig {
   double grow_load = 0.95;            // an insert past this load grows the shard
   double grow_factor = 2.0;           // bucket count multiplier on growth
   unsigned inline_seeds = 31;         // seeds < this are stored in the bucket (test knob, <= 31)
-  unsigned max_bfs_buckets = 2048;    // BFS queue bound of one cuckoo insertion
+  unsigned max_bfs_buckets = 512;     // BFS queue bound of one cuckoo insertion
   bool fix_overflow = true;           // relocate a key out of an overflowing bucket
   Status validate() const;
 };
@@ -340,7 +341,8 @@ class LudoBuilder final : public GptBuilder {
     uint64_t path_nodes = 0, max_path = 0;     // cuckoo path nodes over inserts
     uint64_t seed_tries = 0, seed_searches = 0;
     uint64_t overflow_fixes = 0;               // relocations that removed an overflow
-    uint64_t growths = 0, othello_reloads = 0;
+    uint64_t growths = 0, othello_reloads = 0;  // reloads: shard rebuilds that clear cycle keys
+    uint64_t othello_cycles = 0;               // inserts whose Othello add closed a cycle
     uint64_t fallback_inserts = 0;             // failed BFS / hash collisions / no seed
     uint64_t deltas = 0, delta_bytes = 0, delta_payload_bytes = 0;
     uint64_t multi_bucket_updates = 0;         // updates that rewrote > 1 bucket
@@ -358,6 +360,7 @@ class LudoBuilder final : public GptBuilder {
                      std::unique_ptr<Shard>* out, std::vector<uint32_t>* fb) const;
   std::unique_ptr<LudoShard> make_lookup_shard(const Shard& s) const;
   Status grow(uint32_t g, DeltaList* out);
+  Status rebuild(uint32_t g, uint64_t nb, DeltaList* out);
   Status emit_replace(uint32_t g, DeltaList* out);
   Status emit(uint32_t g, LudoDelta kind, DeltaList* out);  // scratch_ payload
   Status fallback_put(uint32_t g, const FlowKey& key, uint64_t h, uint8_t v, DeltaList* out);
@@ -367,7 +370,46 @@ class LudoBuilder final : public GptBuilder {
   std::unique_ptr<LudoTable> table_;
   std::vector<std::unique_ptr<Shard>> shards_;
   struct FbEntry { FlowKey key; uint64_t h; uint8_t v; uint32_t g; };
-  std::vector<FbEntry> fb_;  // builder's copy of the fallback keys
+  // The builder's copy of the fallback keys (cycle keys, failed BFS,
+  // colliding hashes), by hash, with a per-shard count.
+  class FbSet {
+   public:
+    FbEntry* find(const FlowKey& k, uint64_t h) {
+      auto r = m_.equal_range(h);
+      for (auto it = r.first; it != r.second; ++it)
+        if (it->second.key == k) return &it->second;
+      return nullptr;
+    }
+    const FbEntry* find(const FlowKey& k, uint64_t h) const { return const_cast<FbSet*>(this)->find(k, h); }
+    void put(const FbEntry& e) {
+      if (FbEntry* x = find(e.key, e.h)) { x->v = e.v; return; }
+      m_.emplace(e.h, e);
+      ++per_[e.g];
+    }
+    bool erase(const FlowKey& k, uint64_t h) {
+      auto r = m_.equal_range(h);
+      for (auto it = r.first; it != r.second; ++it)
+        if (it->second.key == k) { --per_[it->second.g]; m_.erase(it); return true; }
+      return false;
+    }
+    size_t size() const { return m_.size(); }
+    size_t count(uint32_t g) const { auto it = per_.find(g); return it == per_.end() ? 0 : it->second; }
+    std::vector<FbEntry> take(uint32_t g) {
+      std::vector<FbEntry> out;
+      if (count(g) == 0) return out;
+      for (auto it = m_.begin(); it != m_.end();) {
+        if (it->second.g == g) { out.push_back(it->second); it = m_.erase(it); } else { ++it; }
+      }
+      per_[g] = 0;
+      return out;
+    }
+    void clear() { m_.clear(); per_.clear(); }
+
+   private:
+    std::unordered_multimap<uint64_t, FbEntry> m_;
+    std::unordered_map<uint32_t, size_t> per_;
+  };
+  FbSet fb_;
   uint64_t size_ = 0;
   Stats stats_;
   std::vector<uint8_t> scratch_, node_buf_;

@@ -94,30 +94,38 @@ struct BfsNode {
 bool bfs_path(LudoBuilder::Shard& S, uint64_t h, unsigned max_nodes, std::vector<BfsNode>& q,
               std::vector<BfsNode>& chain) {
   q.clear();
-  S.next_stamp();
+  chain.clear();
   const uint64_t r0 = S.b0(h), r1 = S.b1(h);
+  // A bucket is examined when it is discovered (not when dequeued): the
+  // search stops one level earlier and touches fewer buckets.
+  auto found = [&](size_t i) {
+    for (int32_t j = int32_t(i); j >= 0; j = q[size_t(j)].parent) chain.push_back(q[size_t(j)]);
+    std::reverse(chain.begin(), chain.end());
+    return true;
+  };
   q.push_back({uint32_t(r0), -1, 0});
-  S.mark[r0] = S.stamp;
+  if (S.bk[r0].cnt < 4) return found(0);
   if (r1 != r0) {
     q.push_back({uint32_t(r1), -1, 0});
-    S.mark[r1] = S.stamp;
+    if (S.bk[r1].cnt < 4) return found(1);
   }
   for (size_t i = 0; i < q.size(); ++i) {
     const BfsNode n = q[i];
     const auto& B = S.bk[n.bucket];
-    if (B.cnt < 4) {
-      chain.clear();
-      for (int32_t j = int32_t(i); j >= 0; j = q[size_t(j)].parent) chain.push_back(q[size_t(j)]);
-      std::reverse(chain.begin(), chain.end());
-      return true;
-    }
-    if (q.size() >= max_nodes) continue;
+    uint64_t alt[4];
     for (unsigned s = 0; s < 4; ++s) {
-      const uint64_t alt = S.other(B.h[s], n.bucket);
-      if (alt == n.bucket || S.mark[alt] == S.stamp) continue;
-      S.mark[alt] = S.stamp;
-      q.push_back({uint32_t(alt), int32_t(i), uint8_t(s)});
+      alt[s] = S.other(B.h[s], n.bucket);
+      __builtin_prefetch(&S.bk[alt[s]]);
     }
+    for (unsigned s = 0; s < 4; ++s) {
+      if (alt[s] == n.bucket) continue;
+      bool seen = false;
+      for (const BfsNode& x : q) seen |= x.bucket == alt[s];
+      if (seen) continue;
+      q.push_back({uint32_t(alt[s]), int32_t(i), uint8_t(s)});
+      if (S.bk[alt[s]].cnt < 4) return found(q.size() - 1);
+    }
+    if (q.size() >= max_nodes) return false;
   }
   return false;
 }
@@ -329,6 +337,7 @@ Status LudoBuilder::build_shard(uint32_t /*g*/, const uint32_t* idx, size_t n, c
   opt.capacity = std::max<uint64_t>(1, S->cap);
   opt.value_bits = 1;
   opt.seed = uint32_t(cfg_.seed);
+  opt.rebuild_on_cycle = false;  // a cycle-closing insert falls back instead (gpt/ludo.h)
   SB_RETURN_IF_ERROR(S->oth.construct(opt, hs.data(), bits.data(), hs.size()));
   *out = std::move(S);
   return Status::Ok();
@@ -414,7 +423,7 @@ Status LudoBuilder::build_hashed(const FlowKey* keys, const uint64_t* hashes, co
     size_ += built[g]->count;
     for (uint32_t t : fbs[g]) {
       const uint32_t i = idx[off[g] + t];
-      fb_.push_back({keys[i], hashes[i], values[i], g});
+      fb_.put({keys[i], hashes[i], values[i], g});
       T.fallback_.put(keys[i], hashes[i], g, values[i]);
       ++stats_.fallback_inserts;
     }
@@ -473,10 +482,7 @@ Status LudoBuilder::emit_replace(uint32_t g, DeltaList* out) {
 }
 
 Status LudoBuilder::fallback_put(uint32_t g, const FlowKey& key, uint64_t h, uint8_t v, DeltaList* out) {
-  bool found = false;
-  for (auto& e : fb_)
-    if (e.h == h && e.key == key) { e.v = v; found = true; }
-  if (!found) fb_.push_back({key, h, v, g});
+  fb_.put({key, h, v, g});
   return emit_fb_put(g, key, h, v, out);
 }
 
@@ -519,8 +525,7 @@ Status LudoBuilder::insert(const FlowKey& key, uint64_t h, uint8_t value, DeltaL
     Shard& S = *shards_[g];
     if (S.find_in(S.b0(h), key, h) >= 0 || S.find_in(S.b1(h), key, h) >= 0)
       return Status::AlreadyExists("ludo insert: key present");
-    for (const auto& e : fb_)
-      if (e.h == h && e.key == key) return Status::AlreadyExists("ludo insert: key present (fallback)");
+    if (fb_.find(key, h)) return Status::AlreadyExists("ludo insert: key present (fallback)");
     if (S.count + 1 > S.cap) SB_RETURN_IF_ERROR(grow(g, out));
   }
   Shard& S = *shards_[g];
@@ -626,9 +631,17 @@ Status LudoBuilder::insert(const FlowKey& key, uint64_t h, uint8_t value, DeltaL
     }
   }
   if (!st.ok()) {
+    // The key closes a cycle of the shard's Othello (Case I): it lives in the
+    // fallback table until the shard is rebuilt (growth, or too many such keys).
+    if (st.code() == StatusCode::kFailedPrecondition) ++stats_.othello_cycles;
     ++stats_.fallback_inserts;
     ++size_;
-    return fallback_put(g, key, h, value, out);
+    SB_RETURN_IF_ERROR(fallback_put(g, key, h, value, out));
+ const size_t mine = fb_.count(g);
+    if (mine > std::max<uint64_t>(64, S.count / 4096)) {
+      ++stats_.othello_reloads;
+      return rebuild(g, S.nb, out);
+    }
   }
   return Status::Ok();
 }
@@ -652,11 +665,10 @@ Status LudoBuilder::change(const FlowKey& key, uint64_t h, uint8_t value, DeltaL
     scratch_[13] = value;
     return emit(g, LudoDelta::kChange, out);
   }
-  for (auto& e : fb_)
-    if (e.h == h && e.key == key) {
-      ++stats_.changes;
-      return fallback_put(g, key, h, value, out);
-    }
+  if (fb_.find(key, h)) {
+    ++stats_.changes;
+    return fallback_put(g, key, h, value, out);
+  }
   return Status::NotFound("ludo change: key not present");
 }
 
@@ -682,11 +694,8 @@ Status LudoBuilder::erase(const FlowKey& key, uint64_t h, DeltaList* out) {
     }
     return Status::Ok();
   }
-  for (size_t j = 0; j < fb_.size(); ++j) {
-    if (fb_[j].h != h || !(fb_[j].key == key)) continue;
+  if (fb_.erase(key, h)) {
     ++stats_.erases;
-    fb_[j] = fb_.back();
-    fb_.pop_back();
     --size_;
     scratch_.resize(24);
     std::memcpy(scratch_.data(), key.bytes, 16);
@@ -702,48 +711,68 @@ Result<uint8_t> LudoBuilder::find(const FlowKey& key, uint64_t h) const {
     const int i = S.find_in(b, key, h);
     if (i >= 0) return S.bk[b].v[i];
   }
-  for (const auto& e : fb_)
-    if (e.h == h && e.key == key) return e.v;
+  if (const FbEntry* e = fb_.find(key, h)) return e->v;
   return Status::NotFound("ludo: key not present");
 }
 
 // ---- growth (§4.4.6, §4.5.3) ---------------------------------------------------------
 
 Status LudoBuilder::grow(uint32_t g, DeltaList* out) {
+  const uint64_t nb0 = shards_[g]->nb;
+  ++stats_.growths;
+  return rebuild(g, std::max<uint64_t>(nb0 + 1, uint64_t(std::ceil(double(nb0) * cfg_.grow_factor))), out);
+}
+
+// Rebuilds shard g with nb buckets from all its keys, including the ones in
+// the fallback table (Othello cycle keys, failed insertions): one
+// shard_replace delta (pointer swap when nb changes, in place otherwise),
+// preceded by fallback puts of keys that still do not fit and followed by
+// fallback erases of keys that now do.
+Status LudoBuilder::rebuild(uint32_t g, uint64_t nb, DeltaList* out) {
   const Shard& S = *shards_[g];
   std::vector<FlowKey> keys;
   std::vector<uint64_t> hs;
   std::vector<uint8_t> vs;
-  keys.reserve(S.count);
+  keys.reserve(S.count + 16);
   for (uint64_t b = 0; b < S.nb; ++b)
     for (unsigned i = 0; i < S.bk[b].cnt; ++i) {
       keys.push_back(S.keys[4 * b + i]);
       hs.push_back(S.bk[b].h[i]);
       vs.push_back(S.bk[b].v[i]);
     }
+  const size_t in_cuckoo = keys.size();
+  const std::vector<FbEntry> mine = fb_.take(g);
+  for (const auto& e : mine) {
+    keys.push_back(e.key);
+    hs.push_back(e.h);
+    vs.push_back(e.v);
+  }
   std::vector<uint32_t> idx(keys.size());
   for (uint32_t i = 0; i < idx.size(); ++i) idx[i] = i;
-  const uint64_t nb = std::max<uint64_t>(S.nb + 1, uint64_t(std::ceil(double(S.nb) * cfg_.grow_factor)));
   std::unique_ptr<Shard> ns;
   std::vector<uint32_t> fb;
-  SB_RETURN_IF_ERROR(build_shard(g, idx.data(), idx.size(), keys.data(), hs.data(), vs.data(), nb, &ns, &fb));
+  Status st = build_shard(g, idx.data(), idx.size(), keys.data(), hs.data(), vs.data(), nb, &ns, &fb);
+  if (!st.ok()) {
+    for (const auto& e : mine) fb_.put(e);
+    return st;
+  }
   // Keys of old fallback buckets (no seed <= 255) leave the fallback table
   // after the swap unless they are in a fallback bucket of the new shard.
   std::vector<std::pair<FlowKey, uint64_t>> old_fb;
   for (uint64_t b = 0; b < S.nb; ++b)
     if (S.bk[b].fb)
       for (unsigned i = 0; i < S.bk[b].cnt; ++i) old_fb.push_back({S.keys[4 * b + i], S.bk[b].h[i]});
+  for (const auto& e : mine) old_fb.push_back({e.key, e.h});
   shards_[g] = std::move(ns);
-  ++stats_.growths;
-  // Keys that did not fit the new cuckoo table (not expected) fall back first.
+  (void)in_cuckoo;
+  std::vector<uint64_t> new_fb;
+  // Keys that did not fit the new cuckoo table fall back (first).
   for (uint32_t t : fb) {
-    ++stats_.fallback_inserts;
-    Shard& N = *shards_[g];
-    (void)N;
+    new_fb.push_back(hs[t]);
     SB_RETURN_IF_ERROR(fallback_put(g, keys[t], hs[t], vs[t], out));
   }
   Shard& N = *shards_[g];
-  std::vector<uint64_t> new_fb;
+  size_ = size_ - in_cuckoo - mine.size() + N.count + fb.size();
   for (uint64_t b = 0; b < N.nb; ++b)
     if (N.bk[b].fb)
       for (unsigned i = 0; i < N.bk[b].cnt; ++i) {
