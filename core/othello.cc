@@ -358,6 +358,7 @@ Status OthelloControl::add(uint64_t h, uint64_t value) {
           if (verts_[w].mark != mine) {
             verts_[w].mark = mine;
             q.push_back(w);
+            prefetch_r(&verts_[w]);
           }
         }
         return false;
@@ -408,26 +409,43 @@ Status OthelloControl::alter(uint64_t h, uint64_t value) {
   const uint64_t delta = edges_[e].value ^ value;
   edges_[e].value = value;
   if (delta == 0) return Status::Ok();
-  // §IV-B3: flip the colours of one side of e. Always the A side (contains
-  // A[ia]): the concurrency argument in othello.h relies on it.
-  const uint32_t va = edges_[e].ea;
+  // §IV-B3: flip the colours of one side of e (the tree minus e splits in
+  // two). Both sides are explored by BFS in lock step and the smaller one
+  // is flipped: O(size of the smaller side).
+  const uint32_t va = edges_[e].ea, vb = vertex_b(edges_[e].eb);
   next_stamp();
-  const uint32_t s = stamp_;
+  const uint32_t s0 = stamp_, s1 = stamp_ + 1;
   q0_.assign(1, va);
-  verts_[va].mark = s;
-  for (size_t i = 0; i < q0_.size(); ++i) {
-    const uint32_t v = q0_[i];
+  q1_.assign(1, vb);
+  verts_[va].mark = s0;
+  verts_[vb].mark = s1;
+  size_t i0 = 0, i1 = 0;
+  auto expand = [&](std::vector<uint32_t>& q, size_t& i, uint32_t mine) {
+    const uint32_t v = q[i++];
     for (uint32_t f = verts_[v].head; f != kNone; f = next_of(f, v)) {
       if (f == e) continue;
       const uint32_t w = other_end(f, v);
-      if (verts_[w].mark != s) {
-        verts_[w].mark = s;
-        q0_.push_back(w);
+      if (verts_[w].mark != mine) {
+        verts_[w].mark = mine;
+        q.push_back(w);
+        prefetch_r(&verts_[w]);
       }
     }
+  };
+  int side;
+  for (;;) {
+    expand(q0_, i0, s0);
+    if (i0 == q0_.size()) { side = 0; break; }
+    expand(q1_, i1, s1);
+    if (i1 == q1_.size()) { side = 1; break; }
   }
-  stats_.bfs_vertices += q0_.size();
-  for (const uint32_t v : q0_) set_color(v, color(v) ^ delta, true);
+  const std::vector<uint32_t>& flip = side == 0 ? q0_ : q1_;
+  stats_.bfs_vertices += q0_.size() + q1_.size();
+  for (const uint32_t v : flip) set_color(v, color(v) ^ delta, true);
+  // Concurrency (othello.h): the altered key's change must touch A[ia] so
+  // that readers of it retry. Flipping the B side leaves A[ia] as it was;
+  // a no-op rewrite of A[ia] puts its region into the guarded set.
+  if (side == 1) changes_.push_back({0, va, color(va)});
   return Status::Ok();
 }
 

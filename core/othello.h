@@ -58,8 +58,9 @@
 //               found when one BFS reaches a vertex of the other, or a
 //               parallel edge): reconstruct with the next seed (amortized
 //               O(1), Theorem 4). Endpoints with no edges are O(1).
-//   alter       flips the entries of the part of k's tree on k's A side
-//               (the tree minus edge k splits in two); O(chi) expected.
+//   alter       flips the entries of one part of k's tree (the tree minus
+//               edge k splits in two): both parts explored in lock step, the
+//               smaller flipped; O(size of the smaller part).
 //   erase       removes the edge; A and B are not touched (§IV-B4).
 //   A key's identity is its 64-bit hash h: two keys with equal h cannot be
 //   told apart (add returns kAlreadyExists; the caller keeps such keys in a
@@ -79,8 +80,9 @@
 //   list this control structure produces keeps, for every key present before
 //   and after, A[i] and B[j] changing together (same xor delta) or not at
 //   all, except the key whose own value changes, and for that key the
-//   changed side always includes A[i] (alter flips k's A side). So a reader
-//   that saw no change of A[i]'s region saw a consistent pair.
+//   change list always includes A[i] (when alter flips k's B side it adds a
+//   no-op rewrite of A[i], which puts A[i]'s region in the guarded set). So
+//   a reader that saw no change of A[i]'s region saw a consistent pair.
 //   A full reload (after a reconstruction: new seed, all entries) runs under
 //   one more version (the epoch), which readers check once per batch.
 //   All shared words are read and written with relaxed atomics (TSan clean).
