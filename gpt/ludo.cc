@@ -213,10 +213,19 @@ uint8_t LudoTable::lookup_counted(const FlowKey& key, uint64_t h, uint32_t* retr
     if (e & 1u) { ++*retries; cpu_relax(); continue; }
     const uint64_t ia = reduce(remix(h, seq_load(&s->salt_a)), s->m_a);
     const uint64_t ib = reduce(remix(h, seq_load(&s->salt_b)), s->m_b);
+    // One key, no batch to hide latency in: fetch A, B and BOTH candidate
+    // buckets at once, so the bucket load does not wait for the bit.
+    const uint64_t c0 = reduce(remix(h, salt::kLudoBucket1), s->nb);
+    const uint64_t c1 = reduce(remix(h, salt::kLudoBucket2), s->nb);
+    const char* bk = reinterpret_cast<const char*>(s->bkt.data());
+    prefetch_r(s->a.data() + (ia >> 6));
+    prefetch_r(s->b.data() + (ib >> 6));
+    prefetch_r(bk + ((c0 * s->W) >> 3));
+    prefetch_r(bk + ((c1 * s->W) >> 3));
     const SeqVersion& va = stripes_.at(stripe_a(g, ia));
     const uint32_t sa = va.read_begin();
     const uint64_t bit = read_bits(s->a.data(), ia, 1) ^ read_bits(s->b.data(), ib, 1);
-    const uint64_t bucket = reduce(remix(h, bit ? salt::kLudoBucket2 : salt::kLudoBucket1), s->nb);
+    const uint64_t bucket = bit ? c1 : c0;
     const SeqVersion& vb = stripes_.at(stripe_b(g, bucket));
     const uint32_t sb = vb.read_begin();
     const uint64_t w = read_bits(s->bkt.data(), bucket * s->W, s->W);
@@ -235,40 +244,63 @@ uint8_t LudoTable::lookup_counted(const FlowKey& key, uint64_t h, uint32_t* retr
 
 uint32_t LudoTable::lookup_bulk(const FlowKey* keys, const uint64_t* hashes, size_t n,
                                 uint8_t* out) const {
+  return bulk_both_ ? lookup_bulk_impl<true>(keys, hashes, n, out)
+                    : lookup_bulk_impl<false>(keys, hashes, n, out);
+}
+
+// Algorithm 1 over a batch, in phases so the loads of different keys
+// overlap: (1) hash-derived positions, prefetch A and B (and, kBoth, both
+// candidate buckets); (2) the bit, prefetch the chosen bucket; (3) the
+// bucket, the slot, validation (retry that key alone on a version change).
+template <bool kBoth>
+uint32_t LudoTable::lookup_bulk_impl(const FlowKey* keys, const uint64_t* hashes, size_t n,
+                                     uint8_t* out) const {
   struct Pos {
     const LudoShard* s;
-    uint64_t ia, ib, bucket;
+    uint64_t ia, ib, bucket, c1;
     uint32_t g, e, sa;
   };
   Pos p[kMaxBurst];
   uint32_t retries = 0;
   const uint64_t mask = low_mask(l_);
   const bool fb = fallback_n_.load(std::memory_order_relaxed) != 0;
-  // Phase 1: shard, Othello positions, prefetch A and B.
   for (size_t i = 0; i < n; ++i) {
     const uint64_t h = hashes[i];
     const uint32_t g = shard_of(h);
     const LudoShard* s = shards_[g].load(std::memory_order_acquire);
-    p[i].s = s;
-    p[i].g = g;
-    p[i].e = s->epoch.read_begin();
-    p[i].ia = reduce(remix(h, seq_load(&s->salt_a)), s->m_a);
-    p[i].ib = reduce(remix(h, seq_load(&s->salt_b)), s->m_b);
-    prefetch_r(s->a.data() + (p[i].ia >> 6));
-    prefetch_r(s->b.data() + (p[i].ib >> 6));
+    Pos& q = p[i];
+    q.s = s;
+    q.g = g;
+    q.e = s->epoch.read_begin();
+    q.ia = reduce(remix(h, seq_load(&s->salt_a)), s->m_a);
+    q.ib = reduce(remix(h, seq_load(&s->salt_b)), s->m_b);
+    prefetch_r(s->a.data() + (q.ia >> 6));
+    prefetch_r(s->b.data() + (q.ib >> 6));
+    q.bucket = reduce(remix(h, salt::kLudoBucket1), s->nb);
+    q.c1 = reduce(remix(h, salt::kLudoBucket2), s->nb);
+    if constexpr (kBoth) {
+      const char* bk = reinterpret_cast<const char*>(s->bkt.data());
+      prefetch_r(bk + ((q.bucket * s->W) >> 3));
+      prefetch_r(bk + ((q.c1 * s->W) >> 3));
+    }
   }
-  // Phase 2: the bucket choice bit, prefetch the bucket.
+  if constexpr (!kBoth) {
+    for (size_t i = 0; i < n; ++i) {
+      Pos& q = p[i];
+      q.sa = stripes_.at(stripe_a(q.g, q.ia)).read_begin();
+      const uint64_t bit = read_bits(q.s->a.data(), q.ia, 1) ^ read_bits(q.s->b.data(), q.ib, 1);
+      if (bit) q.bucket = q.c1;
+      prefetch_r(reinterpret_cast<const char*>(q.s->bkt.data()) + ((q.bucket * q.s->W) >> 3));
+    }
+  }
   for (size_t i = 0; i < n; ++i) {
     Pos& q = p[i];
-    q.sa = stripes_.at(stripe_a(q.g, q.ia)).read_begin();
-    const uint64_t bit = read_bits(q.s->a.data(), q.ia, 1) ^ read_bits(q.s->b.data(), q.ib, 1);
-    q.bucket = reduce(remix(hashes[i], bit ? salt::kLudoBucket2 : salt::kLudoBucket1), q.s->nb);
-    prefetch_r(reinterpret_cast<const char*>(q.s->bkt.data()) + ((q.bucket * q.s->W) >> 3));
-  }
-  // Phase 3: the bucket, the slot, validation.
-  for (size_t i = 0; i < n; ++i) {
-    const Pos& q = p[i];
     const LudoShard* s = q.s;
+    if constexpr (kBoth) {
+      q.sa = stripes_.at(stripe_a(q.g, q.ia)).read_begin();
+      const uint64_t bit = read_bits(s->a.data(), q.ia, 1) ^ read_bits(s->b.data(), q.ib, 1);
+      if (bit) q.bucket = q.c1;
+    }
     const SeqVersion& vb = stripes_.at(stripe_b(q.g, q.bucket));
     const uint32_t sb = vb.read_begin();
     const uint64_t w = read_bits(s->bkt.data(), q.bucket * s->W, s->W);

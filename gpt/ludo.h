@@ -243,6 +243,9 @@ class LudoTable final : public GptTable {
   const LudoShard& shard(uint32_t g) const { return *shards_[g].load(std::memory_order_acquire); }
   uint64_t overflow_entries() const;
   uint8_t lookup_counted(const FlowKey& key, uint64_t h, uint32_t* retries) const;
+  // Bulk variant: true = prefetch both candidate buckets in the first phase
+  // (4 lines per key, 2 phases); false = 3 phases, 3 lines (default).
+  void set_bulk_prefetch_both(bool v) { bulk_both_ = v; }
 
   // Test hook: called by apply() inside a write section (versions odd),
   // after the Othello changes and before the bucket word of each node.
@@ -259,6 +262,8 @@ class LudoTable final : public GptTable {
  private:
   friend class LudoBuilder;
   LudoTable() = default;
+  template <bool kBoth>
+  uint32_t lookup_bulk_impl(const FlowKey* keys, const uint64_t* hashes, size_t n, uint8_t* out) const;
   Status init(const LudoConfig& cfg);
   void publish(uint32_t g, std::unique_ptr<LudoShard> s);  // pointer swap, retire old
   // Shard blob (snapshot / shard_replace payload).
@@ -292,6 +297,7 @@ class LudoTable final : public GptTable {
   std::atomic<uint64_t> fallback_n_{0};
   WriteHook hook_ = nullptr;
   void* hook_arg_ = nullptr;
+  bool bulk_both_ = false;
   std::vector<uint32_t> scratch_st_;
 };
 

@@ -358,11 +358,16 @@ class SetSepBuilder final : public GptBuilder {
  private:
   SetSepBuilder() = default;
 
+  // A block's entries in arrival order (no sorting: insert is a push_back,
+  // erase a swap with the last entry); bucket[k] caches the entry's bucket
+  // and count[] the bucket sizes. Group members are found by scanning the
+  // bucket bytes (memchr) for the group's chosen buckets.
   struct BlockKeys {
-    std::vector<FlowKey> keys;   // sorted by bucket
+    std::vector<FlowKey> keys;
     std::vector<uint64_t> h;
     std::vector<uint8_t> v;
-    std::array<uint32_t, kBucketsPerBlock + 1> off{};
+    std::vector<uint8_t> bucket;
+    std::array<uint32_t, kBucketsPerBlock> count{};
     size_t size() const { return v.size(); }
   };
   struct BlockImage;
@@ -376,6 +381,9 @@ class SetSepBuilder final : public GptBuilder {
   Status rebalance(uint64_t blk, DeltaList* out);
   Status apply_own(DeltaList* out, size_t first);
   int locate(const BlockKeys& bk, unsigned bucket, const FlowKey& key) const;
+  // Entry positions of the keys in the given buckets (any order).
+  static unsigned gather(const BlockKeys& bk, const uint8_t* buckets, unsigned nb, uint32_t* out,
+                         unsigned cap);
 
   SetSepConfig cfg_;
   std::unique_ptr<SetSep> table_;

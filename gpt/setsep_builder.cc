@@ -10,6 +10,7 @@
 
 #include "core/bit_array.h"
 #include "core/keygen.h"
+#include "core/prefetch.h"
 #include "gpt/setsep.h"
 
 namespace sb::gpt {
@@ -40,8 +41,9 @@ struct SetSepBuilder::Scratch {
   std::vector<uint32_t> g1, g2;                  // per key of the block, current seed
   uint32_t gg1[kMaxGroupKeys], gg2[kMaxGroupKeys];
   uint8_t gv[kMaxGroupKeys];
-  uint32_t members[1024];                        // key positions of one group (any size)
-  std::vector<uint32_t> big;                     // overflow of members
+  uint32_t members[1024];                        // key positions of one group (capped)
+  std::vector<uint32_t> order;                   // block entries by bucket (counting sort)
+  std::array<uint32_t, kBucketsPerBlock + 1> off;
   uint8_t best_choice[kBucketsPerBlock];
 };
 
@@ -127,7 +129,18 @@ Status SetSepBuilder::solve_block(const BlockKeys& bk, uint64_t blk, unsigned fi
   const uint32_t limit = (1u << x) - 1;  // 2^x - 1 is the fallback marker
   const size_t nk = bk.size();
   uint32_t sizes[kBucketsPerBlock];
-  for (unsigned c = 0; c < kBucketsPerBlock; ++c) sizes[c] = bk.off[c + 1] - bk.off[c];
+  for (unsigned c = 0; c < kBucketsPerBlock; ++c) sizes[c] = bk.count[c];
+  // Entry positions grouped by bucket.
+  s->off[0] = 0;
+  for (unsigned c = 0; c < kBucketsPerBlock; ++c) s->off[c + 1] = s->off[c] + sizes[c];
+  s->order.resize(nk);
+  {
+    std::array<uint32_t, kBucketsPerBlock> at;
+    std::memcpy(at.data(), s->off.data(), sizeof(uint32_t) * kBucketsPerBlock);
+    for (size_t k = 0; k < nk; ++k) s->order[at[bk.bucket[k]]++] = uint32_t(k);
+  }
+  const std::array<uint32_t, kBucketsPerBlock + 1>& off = s->off;
+  const uint32_t* order = s->order.data();
   s->g1.resize(nk);
   s->g2.resize(nk);
   img->rec.assign(W + 1, 0);
@@ -152,8 +165,8 @@ Status SetSepBuilder::solve_block(const BlockKeys& bk, uint64_t blk, unsigned fi
       unsigned n = 0;
       for (const auto& mb : ct.members[g]) {
         if (img->choice[mb.bucket] != mb.choice) continue;
-        for (uint32_t k = bk.off[mb.bucket]; k < bk.off[mb.bucket + 1]; ++k) {
-          if (n < 1024) s->members[n] = k;
+        for (uint32_t q = off[mb.bucket]; q < off[mb.bucket + 1]; ++q) {
+          if (n < 1024) s->members[n] = order[q];
           ++n;
         }
       }
@@ -192,8 +205,10 @@ Status SetSepBuilder::solve_block(const BlockKeys& bk, uint64_t blk, unsigned fi
       ++img->fallback_groups;
       for (const auto& mb : ct.members[g]) {
         if (img->choice[mb.bucket] != mb.choice) continue;
-        for (uint32_t k = bk.off[mb.bucket]; k < bk.off[mb.bucket + 1]; ++k)
+        for (uint32_t q = off[mb.bucket]; q < off[mb.bucket + 1]; ++q) {
+          const uint32_t k = order[q];
           img->fb.push_back({uint8_t(g), bk.keys[k], bk.h[k], bk.v[k]});
+        }
       }
     }
     if (!soft_fail) return Status::Ok();
@@ -252,12 +267,16 @@ Status SetSepBuilder::build_hashed(const FlowKey* keys, const uint64_t* hashes,
       blocks_[b].keys.reserve(cnt[b]);
       blocks_[b].h.reserve(cnt[b]);
       blocks_[b].v.reserve(cnt[b]);
+      blocks_[b].bucket.reserve(cnt[b]);
     }
     for (size_t i = 0; i < n; ++i) {
       BlockKeys& bk = blocks_[bid[i]];
+      const unsigned c = SetSep::bucket_of(hashes[i]);
       bk.keys.push_back(keys[i]);
       bk.h.push_back(hashes[i]);
       bk.v.push_back(values[i]);
+      bk.bucket.push_back(uint8_t(c));
+      ++bk.count[c];
     }
   }
 
@@ -276,45 +295,22 @@ Status SetSepBuilder::build_hashed(const FlowKey* keys, const uint64_t* hashes,
     wo.st.group_size_hist.assign(kMaxGroupKeys + 2, 0);
     Scratch s;
     BlockImage img;
-    std::vector<FlowKey> tk;
-    std::vector<uint64_t> th;
-    std::vector<uint8_t> tv;
     for (;;) {
       const uint64_t b0 = next.fetch_add(kChunk, std::memory_order_relaxed);
       if (b0 >= nb) break;
       for (uint64_t blk = b0; blk < std::min(nb, b0 + kChunk); ++blk) {
         BlockKeys& bk = blocks_[blk];
-        // Counting sort by bucket.
-        const size_t nk = bk.size();
-        std::array<uint32_t, kBucketsPerBlock + 1> off{};
-        std::vector<uint8_t> bucket(nk);
-        for (size_t k = 0; k < nk; ++k) {
-          bucket[k] = uint8_t(SetSep::bucket_of(bk.h[k]));
-          ++off[bucket[k] + 1];
-        }
-        for (unsigned c = 0; c < kBucketsPerBlock; ++c) off[c + 1] += off[c];
-        bk.off = off;
-        tk.resize(nk);
-        th.resize(nk);
-        tv.resize(nk);
-        for (size_t k = 0; k < nk; ++k) {
-          const uint32_t p = off[bucket[k]]++;
-          tk[p] = bk.keys[k];
-          th[p] = bk.h[k];
-          tv[p] = bk.v[k];
-        }
-        bk.keys.swap(tk);
-        bk.h.swap(th);
-        bk.v.swap(tv);
+        Status st = solve_block(bk, blk, 0, cfg_.max_block_seeds, &s, &img);
         // Duplicate keys (same bucket, same hash, same key bytes).
         for (unsigned c = 0; c < kBucketsPerBlock; ++c)
-          for (uint32_t i = bk.off[c]; i < bk.off[c + 1]; ++i)
-            for (uint32_t k = i + 1; k < bk.off[c + 1]; ++k)
-              if (bk.h[i] == bk.h[k] && bk.keys[i] == bk.keys[k] && blk < wo.err_block) {
+          for (uint32_t i = s.off[c]; i < s.off[c + 1]; ++i)
+            for (uint32_t q = i + 1; q < s.off[c + 1]; ++q) {
+              const uint32_t a1 = s.order[i], a2 = s.order[q];
+              if (bk.h[a1] == bk.h[a2] && bk.keys[a1] == bk.keys[a2] && blk < wo.err_block) {
                 wo.err_block = blk;
-                wo.err = Status::InvalidArgument("setsep build: duplicate key " + bk.keys[i].to_string());
+                wo.err = Status::InvalidArgument("setsep build: duplicate key " + bk.keys[a1].to_string());
               }
-        Status st = solve_block(bk, blk, 0, cfg_.max_block_seeds, &s, &img);
+            }
         if (!st.ok() && blk < wo.err_block) { wo.err_block = blk; wo.err = st; }
         write_image(blk, img);
         if (!img.fb.empty()) fb[blk] = img.fb;
@@ -365,9 +361,31 @@ Status SetSepBuilder::build_hashed(const FlowKey* keys, const uint64_t* hashes,
 // ---- updates (§4.5) -------------------------------------------------------------------
 
 int SetSepBuilder::locate(const BlockKeys& bk, unsigned bucket, const FlowKey& key) const {
-  for (uint32_t k = bk.off[bucket]; k < bk.off[bucket + 1]; ++k)
-    if (bk.keys[k] == key) return int(k);
+  const uint8_t* base = bk.bucket.data();
+  const uint8_t* end = base + bk.bucket.size();
+  for (const uint8_t* p = base; p < end; ++p) {
+    p = static_cast<const uint8_t*>(std::memchr(p, int(bucket), size_t(end - p)));
+    if (p == nullptr) break;
+    if (bk.keys[size_t(p - base)] == key) return int(p - base);
+  }
   return -1;
+}
+
+unsigned SetSepBuilder::gather(const BlockKeys& bk, const uint8_t* buckets, unsigned nb, uint32_t* out,
+                               unsigned cap) {
+  const uint8_t* base = bk.bucket.data();
+  const uint8_t* end = base + bk.bucket.size();
+  unsigned n = 0;
+  for (unsigned i = 0; i < nb; ++i) {
+    unsigned left = bk.count[buckets[i]];
+    for (const uint8_t* p = base; left > 0 && p < end; ++p, --left) {
+      p = static_cast<const uint8_t*>(std::memchr(p, int(buckets[i]), size_t(end - p)));
+      if (p == nullptr) break;
+      if (n < cap) out[n] = uint32_t(p - base);
+      ++n;
+    }
+  }
+  return n;
 }
 
 Status SetSepBuilder::apply_own(DeltaList* out, size_t first) {
@@ -435,16 +453,19 @@ Status SetSepBuilder::recompute_group(uint64_t blk, unsigned bucket, DeltaList* 
   const uint32_t limit = (1u << x) - 1;
   const unsigned seed = t.block_seed(blk);
   const unsigned g = ct.cand[bucket][t.choice_of(blk, bucket)];
-  unsigned n = 0;
-  for (const auto& mb : ct.members[g]) {
-    if (t.choice_of(blk, mb.bucket) != mb.choice) continue;
-    for (uint32_t k = bk.off[mb.bucket]; k < bk.off[mb.bucket + 1]; ++k) {
-      if (n < 1024) s.members[n] = k;
-      ++n;
-    }
-  }
+  uint8_t chosen[16];
+  unsigned nch = 0;
+  for (const auto& mb : ct.members[g])
+    if (t.choice_of(blk, mb.bucket) == mb.choice) chosen[nch++] = mb.bucket;
+  const unsigned n = gather(bk, chosen, nch, s.members, 1024);
   ++stats_.group_recomputes;
   if (n > cfg_.rebalance_group_keys || n > kMaxGroupKeys) return rebalance(blk, out);
+  // The members are scattered over the block's arrays: issue all their
+  // cache misses before using any of them.
+  for (unsigned i = 0; i < n; ++i) {
+    prefetch_r(&bk.h[s.members[i]]);
+    prefetch_r(&bk.v[s.members[i]]);
+  }
   const uint64_t s1 = g1_salt(seed), s2 = g2_salt(seed);
   for (unsigned i = 0; i < n; ++i) {
     const uint32_t k = s.members[i];
@@ -534,11 +555,11 @@ Status SetSepBuilder::insert(const FlowKey& key, uint64_t h, uint8_t value, Delt
     return Status::Capacity("setsep insert: the table holds its configured capacity of " +
                             std::to_string(cfg_.capacity) +
                             " keys; growing past capacity needs an explicit rebuild with a larger capacity");
-  const uint32_t pos = bk.off[c + 1];
-  bk.keys.insert(bk.keys.begin() + pos, key);
-  bk.h.insert(bk.h.begin() + pos, h);
-  bk.v.insert(bk.v.begin() + pos, value);
-  for (unsigned q = c + 1; q <= kBucketsPerBlock; ++q) ++bk.off[q];
+  bk.keys.push_back(key);
+  bk.h.push_back(h);
+  bk.v.push_back(value);
+  bk.bucket.push_back(uint8_t(c));
+  ++bk.count[c];
   ++size_;
   ++stats_.inserts;
   return recompute_group(blk, c, out);
@@ -565,10 +586,16 @@ Status SetSepBuilder::erase(const FlowKey& key, uint64_t h, DeltaList* /*out*/) 
   BlockKeys& bk = blocks_[blk];
   const int k = locate(bk, c, key);
   if (k < 0) return Status::NotFound("setsep erase: key " + key.to_string() + " not present");
-  bk.keys.erase(bk.keys.begin() + k);
-  bk.h.erase(bk.h.begin() + k);
-  bk.v.erase(bk.v.begin() + k);
-  for (unsigned q = c + 1; q <= kBucketsPerBlock; ++q) --bk.off[q];
+  const size_t last = bk.size() - 1;
+  bk.keys[k] = bk.keys[last];
+  bk.h[k] = bk.h[last];
+  bk.v[k] = bk.v[last];
+  bk.bucket[k] = bk.bucket[last];
+  bk.keys.pop_back();
+  bk.h.pop_back();
+  bk.v.pop_back();
+  bk.bucket.pop_back();
+  --bk.count[c];
   --size_;
   ++stats_.erases;
   // §4.5: the stored functions still separate the remaining keys; nothing
@@ -598,7 +625,7 @@ std::vector<uint64_t> SetSepBuilder::group_size_histogram() const {
     const BlockKeys& bk = blocks_[blk];
     uint32_t load[kGroupsPerBlock] = {};
     for (unsigned c = 0; c < kBucketsPerBlock; ++c)
-      load[ct.cand[c][table_->choice_of(blk, c)]] += bk.off[c + 1] - bk.off[c];
+      load[ct.cand[c][table_->choice_of(blk, c)]] += bk.count[c];
     for (unsigned g = 0; g < kGroupsPerBlock; ++g) ++hist[std::min<uint32_t>(load[g], kMaxGroupKeys + 1)];
   }
   return hist;

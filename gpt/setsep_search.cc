@@ -114,14 +114,17 @@ __attribute__((target("avx2"))) bool search_avx2(const uint32_t* g1, const uint3
                                                  unsigned n, unsigned l, uint32_t limit,
                                                  const Codes& c, uint32_t unsolved,
                                                  GroupSolution* out) {
-  alignas(32) __m256i H[kMaxGroupKeys];
-  uint32_t step8[kMaxGroupKeys], step16[kMaxGroupKeys];
+  // Per key: H (candidates i0..i0+7), the two steps and the broadcast code
+  // of each chunk, all as vectors so the loop uses memory operands.
+  alignas(32) __m256i H[kMaxGroupKeys], step8[kMaxGroupKeys], step16[kMaxGroupKeys];
+  alignas(32) __m256i code[NC][kMaxGroupKeys];
   const __m256i lane = _mm256_setr_epi32(0, 1, 2, 3, 4, 5, 6, 7);
   for (unsigned k = 0; k < n; ++k) {
     H[k] = _mm256_add_epi32(_mm256_set1_epi32(int(g1[k])),
                             _mm256_mullo_epi32(lane, _mm256_set1_epi32(int(g2[k]))));
-    step8[k] = g2[k] * 8u;
-    step16[k] = g2[k] * 16u;
+    step8[k] = _mm256_set1_epi32(int(g2[k] * 8u));
+    step16[k] = _mm256_set1_epi32(int(g2[k] * 16u));
+    for (unsigned ch = 0; ch < NC; ++ch) code[ch][k] = _mm256_set1_epi32(int(c.code[ch][k]));
   }
   const __m128i shcnt = _mm_cvtsi32_si128(int(c.shift));
   const uint32_t mmask = (1u << c.m) - 1;
@@ -133,13 +136,12 @@ __attribute__((target("avx2"))) bool search_avx2(const uint32_t* g1, const uint3
     for (unsigned ch = 0; ch < NC; ++ch) accA[ch] = accB[ch] = _mm256_setzero_si256();
     for (unsigned k = 0; k < n; ++k) {
       const __m256i ha = H[k];
-      const __m256i hb = _mm256_add_epi32(ha, _mm256_set1_epi32(int(step8[k])));
-      H[k] = _mm256_add_epi32(ha, _mm256_set1_epi32(int(step16[k])));
+      const __m256i hb = _mm256_add_epi32(ha, step8[k]);
+      H[k] = _mm256_add_epi32(ha, step16[k]);
       const __m256i sa = _mm256_srl_epi32(ha, shcnt), sb = _mm256_srl_epi32(hb, shcnt);
       for (unsigned ch = 0; ch < NC; ++ch) {
-        const __m256i code = _mm256_set1_epi32(int(c.code[ch][k]));
-        accA[ch] = _mm256_or_si256(accA[ch], _mm256_sllv_epi32(code, sa));
-        accB[ch] = _mm256_or_si256(accB[ch], _mm256_sllv_epi32(code, sb));
+        accA[ch] = _mm256_or_si256(accA[ch], _mm256_sllv_epi32(code[ch][k], sa));
+        accB[ch] = _mm256_or_si256(accB[ch], _mm256_sllv_epi32(code[ch][k], sb));
       }
     }
     const uint32_t left = limit - i0;
