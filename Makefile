@@ -5,7 +5,7 @@
 #               run every CTest test, the hash test vectors in a native
 #               build, then the ThreadSanitizer tree's `tsan` tests
 #
-# Other targets: build, release, bench-check, clean.
+# Other targets: build, release, eval (QUICK=1, DETACH=1), clean.
 SHELL := /bin/bash
 BUILD ?= build
 BUILD_TSAN ?= build-tsan
@@ -14,7 +14,7 @@ BUILD_NATIVE ?= build-native
 JOBS ?= $(shell nproc)
 
 
-.PHONY: deps build release test test-native test-tsan demo clean
+.PHONY: deps build release test test-native test-tsan demo eval clean
 
 deps:
 	@tools/install-deps
@@ -53,6 +53,21 @@ test-tsan: deps
 
 demo: release
 	tools/demo $(BUILD_RELEASE)
+
+# The evaluation report (docs/EVALUATION.md): QUICK=1 for the reduced grid,
+# DETACH=1 to run in the background (log in eval/results/<date>/eval.out);
+# rerunning resumes where a run stopped.
+EVAL_ARGS := $(if $(QUICK),--quick,)
+eval: release
+ifdef DETACH
+	@mkdir -p eval/results
+	@setsid nohup sh -c '/usr/bin/python3 tools/eval/eval.py run $(EVAL_ARGS) --bench $(BUILD_RELEASE)/bin/sb-bench; \
+	  /usr/bin/python3 tools/eval/eval.py report' >eval/results/eval.out 2>&1 & \
+	  echo "eval: running in the background (pid $$!), log eval/results/eval.out"
+else
+	/usr/bin/python3 tools/eval/eval.py run $(EVAL_ARGS) --bench $(BUILD_RELEASE)/bin/sb-bench
+	/usr/bin/python3 tools/eval/eval.py report
+endif
 
 clean:
 	rm -rf $(BUILD) $(BUILD_TSAN) $(BUILD_RELEASE) $(BUILD_NATIVE)
