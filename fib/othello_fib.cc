@@ -89,18 +89,15 @@ void OthelloFib::fallback_write(int slot, uint64_t lo, uint64_t hi, uint64_t val
   fallback_ver_.write_end();
 }
 
-uint32_t OthelloFib::fallback_lookup(const FlowKey& key) const {
-  if ((key.hi() >> 40) != 0) return kFibMiss;
-  for (;;) {
-    const uint32_t s = fallback_ver_.read_begin();
-    uint64_t r = kFibMiss;
-    for (unsigned i = 0; i < kFallbackMax; ++i) {
-      const FallbackEntry& e = fallback_[i];
-      if (load_relaxed(&e.lo) == key.lo() && load_relaxed(&e.hi) == key.hi())
-        r = load_relaxed(&e.value);
-    }
-    if (!fallback_ver_.read_retry(s)) return uint32_t(r);
+uint32_t OthelloFib::fallback_scan(const FlowKey& key) const {
+  if ((key.hi() >> 40) != 0) return kFibMiss;  // never equals a stored (canonical) key
+  uint64_t r = kFibMiss;
+  for (unsigned i = 0; i < kFallbackMax; ++i) {
+    const FallbackEntry& e = fallback_[i];
+    if (load_relaxed(&e.lo) == key.lo() && load_relaxed(&e.hi) == key.hi())
+      r = load_relaxed(&e.value);
   }
+  return uint32_t(r);
 }
 
 Status OthelloFib::insert_hashed(const FlowKey& key, uint64_t h, uint32_t value) {
@@ -206,6 +203,10 @@ void OthelloFib::lookup_bulk(const FlowKey* keys, const uint64_t* hashes, size_t
                              uint32_t* out) const {
   OthelloQuery::Pos pos[kMaxBurst];
   uint32_t idx[kMaxBurst];
+  // The fallback's version before any Othello read: a key readmitted from
+  // the fallback into Othello (readmit_deferred: publish, then remove) while
+  // this batch read stale arrays shows up as a fallback change below.
+  const uint32_t fv0 = fallback_ver_.read_begin();
   for (;;) {
     const OthelloQuery::Batch b = q_.batch_begin();
     for (size_t i = 0; i < n; ++i) {  // phase 1: positions, prefetch A and B
@@ -226,9 +227,27 @@ void OthelloFib::lookup_bulk(const FlowKey* keys, const uint64_t* hashes, size_t
   }
   for (size_t i = 0; i < n; ++i)  // phase 3: full-key verification
     out[i] = table_->key_equals(idx[i], keys[i]) ? idx[i] : kFibMiss;
-  if (fallback_n_.load(std::memory_order_relaxed) != 0) [[unlikely]]
+  if (fallback_n_.load(std::memory_order_relaxed) != 0 || fallback_ver_.read_retry(fv0)) [[unlikely]]
     for (size_t i = 0; i < n; ++i)
-      if (out[i] == kFibMiss) out[i] = fallback_lookup(keys[i]);
+      if (out[i] == kFibMiss) out[i] = lookup_slow(keys[i], hashes[i]);
+}
+
+// One key, Othello and fallback read inside one stable fallback version:
+// if the fallback did not change meanwhile, a key absent from it was either
+// never there or left it before (after Othello already answered it).
+uint32_t OthelloFib::lookup_slow(const FlowKey& key, uint64_t h) const {
+  for (;;) {
+    const uint32_t fv = fallback_ver_.read_begin();
+    if ((fv & 1u) != 0) {
+      _mm_pause();
+      continue;
+    }
+    const uint32_t x = uint32_t(q_.lookup(h));
+    if (table_->key_equals(x, key)) return x;
+    const uint32_t r = fallback_scan(key);
+    if (!fallback_ver_.read_retry(fv)) return r;
+    count_retry();
+  }
 }
 
 void OthelloFib::for_each(const std::function<void(const FlowKey&, uint32_t)>& f) const {

@@ -106,7 +106,8 @@ class OthelloFib final : public Fib {
   };
   OthelloFib(const SessionTable* t, uint64_t seed) : Fib(seed), table_(t) {}
   int fallback_find(const FlowKey& key) const;  // control side
-  uint32_t fallback_lookup(const FlowKey& key) const;  // data plane, versioned
+  uint32_t fallback_scan(const FlowKey& key) const;  // data plane, inside a fallback version
+  uint32_t lookup_slow(const FlowKey& key, uint64_t h) const;
   void fallback_write(int slot, uint64_t lo, uint64_t hi, uint64_t value);
   Status check_record(const FlowKey& key, uint32_t value) const;
   Status fallback_add(const FlowKey& key, uint32_t value);

@@ -2,6 +2,9 @@
 
 #include <catch2/catch.hpp>
 
+#include <atomic>
+#include <thread>
+
 #include "core/keygen.h"
 #include "core/test_util.h"
 
@@ -134,4 +137,83 @@ TEST_CASE("othello fib: reconstruction forced by inserts, all answers stay exact
   // index bits per key at capacity: 2.33 l (+ versions, fallback).
   const double bpk = double(fib->num_bits()) / cap;
   CHECK(bpk <= 2.33 * 11 + 0.1 + 20);  // small n: the fixed 40 KiB of versions dominate
+}
+
+// Keys parked in the fallback (Case I, deferred) move back into Othello
+// while readers look them up: publish first, remove from the fallback
+// second, and readers that read stale arrays see the fallback change and
+// redo the key. A tiny table makes Case I frequent.
+TEST_CASE("othello fib: parked keys stay visible while readmitted", "[fib][othello][tsan]") {
+  const uint64_t seed = test_seed(34);
+  const uint32_t cap = 64;
+  auto table = SessionTable::create(cap).value();
+  OthelloFib::Options opt;
+  opt.defer_cycles = 2;
+  auto fib = OthelloFib::create(table.get(), seed, opt).value();
+  const auto keys = make_keys(20000, seed);
+  const size_t stable = 40;
+  std::vector<uint32_t> s(stable);
+  std::atomic<size_t> visible{0};  // stable keys [0, visible) are inserted
+  std::atomic<bool> stop{false};
+  std::atomic<uint64_t> wrong{0}, reads{0}, progress{0};
+  auto reader = [&](uint64_t rs) {
+    Rng rng(rs);
+    uint64_t bad = 0, n = 0;
+    while (!stop.load(std::memory_order_relaxed)) {
+      const size_t v = visible.load(std::memory_order_acquire);
+      if (v == 0) continue;
+      FlowKey q[8];
+      uint64_t h[8];
+      size_t which[8];
+      uint32_t out[8];
+      for (int k = 0; k < 8; ++k) {
+        which[k] = rng.below(v);
+        q[k] = keys[which[k]];
+        h[k] = fib->hash(q[k]);
+      }
+      fib->lookup_bulk(q, h, 8, out);
+      for (int k = 0; k < 8; ++k) bad += out[k] != s[which[k]];
+      n += 8;
+      progress.fetch_add(1, std::memory_order_relaxed);
+    }
+    wrong += bad;
+    reads += n;
+  };
+  std::thread r1(reader, seed + 1), r2(reader, seed + 2);
+  for (size_t i = 0; i < stable; ++i) {
+    s[i] = table->add({keys[i], 0, 0, 0}).value();
+    REQUIRE(fib->insert(keys[i], s[i]).ok());
+    visible.store(i + 1, std::memory_order_release);
+  }
+  // Churn the remaining slots: adds near capacity close cycles often.
+  while (progress.load() == 0) std::this_thread::yield();  // readers are running
+  Rng rng(seed);
+  std::vector<std::pair<size_t, uint32_t>> churn;
+  size_t next = stable;
+  for (int round = 0; round < 6000 && next < keys.size(); ++round) {
+    if (table->size() < cap - 2) {
+      const uint32_t t = table->add({keys[next], 0, 0, 0}).value();
+      const Status st = fib->insert(keys[next], t);
+      REQUIRE((st.ok() || st.code() == StatusCode::kCapacity));
+      if (st.ok()) churn.push_back({next, t}); else REQUIRE(table->remove(t).ok());
+      ++next;
+    } else if (!churn.empty()) {
+      const size_t j = rng.below(churn.size());
+      REQUIRE(fib->erase(keys[churn[j].first]).ok());
+      REQUIRE(table->remove(churn[j].second).ok());
+      churn[j] = churn.back();
+      churn.pop_back();
+    }
+    if (round % 16 == 0) std::this_thread::yield();
+  }
+  stop = true;
+  r1.join();
+  r2.join();
+  INFO("reads " << reads << " deferred " << fib->deferred_cycles() << " reconstructions "
+                << fib->control().stats().reconstructions);
+  CHECK(wrong == 0);
+  CHECK(reads > 0);
+  CHECK(fib->deferred_cycles() > 0);
+  CHECK(fib->control().stats().reconstructions > 0);
+  for (size_t i = 0; i < stable; ++i) REQUIRE(fib->lookup(keys[i]) == s[i]);
 }
