@@ -1,0 +1,119 @@
+// Tests of the Ansible side that need no running cluster: every playbook
+// passes --syntax-check against both inventories, the example inventory
+// parses, the systemd unit verifies, and sb-supervise (the testbed's
+// supervisor) starts, restarts, reports and stops a process by PID file.
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <catch2/catch.hpp>
+#include <cstdio>
+#include <fstream>
+#include <string>
+#include <thread>
+
+namespace {
+
+struct Run {
+  int rc;
+  std::string out;
+};
+
+Run sh(const std::string& cmd) {
+  Run r{-1, ""};
+  FILE* p = popen((cmd + " 2>&1").c_str(), "r");
+  REQUIRE(p != nullptr);
+  char buf[4096];
+  size_t n;
+  while ((n = fread(buf, 1, sizeof buf, p)) > 0) r.out.append(buf, n);
+  const int st = pclose(p);
+  r.rc = WIFEXITED(st) ? WEXITSTATUS(st) : -1;
+  return r;
+}
+
+std::string src() {
+  const char* s = std::getenv("SB_TEST_SRCDIR");
+  return s ? s : ".";
+}
+bool has(const std::string& s, const std::string& sub) { return s.find(sub) != std::string::npos; }
+
+std::string tmpdir() {
+  char t[] = "/tmp/sb-ansible-test-XXXXXX";
+  REQUIRE(mkdtemp(t) != nullptr);
+  return t;
+}
+
+}  // namespace
+
+TEST_CASE("ansible: every playbook passes --syntax-check", "[ansible]") {
+  const std::string a = src() + "/ansible";
+  for (const char* pb : {"site.yml", "start.yml", "stop.yml", "status.yml", "rolling-restart.yml"}) {
+    INFO(pb);
+    const Run r = sh("cd " + a + " && ANSIBLE_CONFIG=ansible.cfg ansible-playbook --syntax-check -i "
+                     "inventories/example-hardware/hosts.yml " + pb);
+    INFO(r.out);
+    CHECK(r.rc == 0);
+  }
+}
+
+TEST_CASE("ansible: the example-hardware inventory is valid", "[ansible]") {
+  const Run r = sh("cd " + src() + "/ansible && ansible-inventory -i inventories/example-hardware/hosts.yml --list");
+  INFO(r.out);
+  REQUIRE(r.rc == 0);
+  for (const char* h : {"\"gw1\"", "\"gw4\"", "\"sb_nodes\"", "\"service_mode\": \"systemd\""}) CHECK(has(r.out, h));
+}
+
+TEST_CASE("ansible: the systemd unit verifies", "[ansible]") {
+  const std::string d = tmpdir();
+  // The unit names its ExecStart binary: give it one to find.
+  REQUIRE(sh("mkdir -p " + d + "/bin && printf '#!/bin/sh\\n' > " + d + "/bin/sb-node && chmod +x " + d +
+             "/bin/sb-node").rc == 0);
+  const Run t = sh("cd " + src() + "/ansible && ansible localhost -c local -m ansible.builtin.template -a "
+                   "'src=roles/service/templates/sb-node.service.j2 dest=" + d + "/sb-node.service' "
+                   "-e install_dir=" + d + "/bin -e config_path=/etc/sb/sb-node.yaml -e sb_node_args=''");
+  INFO(t.out);
+  REQUIRE(t.rc == 0);
+  const Run v = sh("systemd-analyze verify " + d + "/sb-node.service");
+  INFO(v.out);
+  CHECK(v.rc == 0);
+  sh("rm -rf " + d);
+}
+
+TEST_CASE("sb-supervise: start, keep alive, status, stop by PID file", "[ansible]") {
+  const std::string sup = src() + "/ansible/roles/service/files/sb-supervise";
+  const std::string d = tmpdir();
+  const std::string pid = d + "/p.pid", log = d + "/p.log";
+  const std::string start = sup + " start --pidfile " + pid + " --log " + log + " -- sleep 1000";
+  Run r = sh(start);
+  INFO(r.out);
+  REQUIRE(r.rc == 0);
+  CHECK(has(r.out, "started"));
+  r = sh(start);
+  CHECK(has(r.out, "running"));  // idempotent: nothing changed
+  r = sh(sup + " status --pidfile " + pid);
+  CHECK(r.rc == 0);
+  CHECK(has(r.out, "running"));
+  // The supervised child dies: it is restarted.
+  const Run child = sh("pgrep -P $(cat " + pid + ") -f 'sleep 1000'");
+  REQUIRE(child.rc == 0);
+  const int c1 = std::stoi(child.out);
+  kill(c1, SIGKILL);
+  std::string c2;
+  for (int i = 0; i < 50 && (c2.empty() || std::stoi(c2) == c1); ++i) {
+    std::this_thread::sleep_for(std::chrono::milliseconds(100));
+    const Run again = sh("pgrep -P $(cat " + pid + ") -f 'sleep 1000'");
+    c2 = again.rc == 0 ? again.out : "";
+  }
+  REQUIRE_FALSE(c2.empty());
+  CHECK(std::stoi(c2) != c1);
+  const int sup_pid = std::stoi(sh("cat " + pid).out);
+  r = sh(sup + " stop --pidfile " + pid);
+  CHECK(has(r.out, "stopped"));
+  CHECK(kill(sup_pid, 0) != 0);
+  CHECK(kill(std::stoi(c2), 0) != 0);
+  r = sh(sup + " stop --pidfile " + pid);
+  CHECK(has(r.out, "not running"));
+  r = sh(sup + " status --pidfile " + pid);
+  CHECK(r.rc == 3);
+  CHECK(has(sh("cat " + log).out, "restarting"));
+  sh("rm -rf " + d);
+}
