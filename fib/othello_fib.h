@@ -28,6 +28,10 @@
 // them at once: amortized cost per add stays O(1) (each reconstruction is
 // paid by n/20 x defer_cycles adds instead of n/20), and the stalls are
 // defer_cycles times rarer. defer_cycles = 0 gives the paper's behaviour.
+// Readmission publishes a key in Othello before removing it from the
+// fallback; lookup_bulk takes the fallback version before its Othello reads
+// and redoes its misses (lookup_slow) if the fallback changed meanwhile, so
+// a moving key is never missed.
 //
 // SPACE (data plane): Othello query (m_a + m_b) l bits with m_a =
 // ceil(1.33 c), m_b = c, l = ceil(log2 c) for session capacity c, + 1025
