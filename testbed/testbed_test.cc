@@ -100,6 +100,17 @@ TEST_CASE("testbed up/down: namespaces, ssh, Ansible, nothing left behind", "[te
   CHECK(has(ping.out, "n1 | SUCCESS"));
   CHECK(has(ping.out, "n2 | SUCCESS"));
 
+  // The inventory testbed/up wrote is valid with the versioned group_vars,
+  // and the playbooks parse against it.
+  const Run inv = sh("cd " + src() + "/ansible && ansible-inventory -i inventories/testbed/hosts.yml --list");
+  INFO(inv.out);
+  CHECK(inv.rc == 0);
+  CHECK(has(inv.out, "\"service_mode\": \"supervised\""));
+  CHECK(has(inv.out, "\"netns\": \"sb14n2\""));
+  const Run syn = sh("cd " + src() + "/ansible && ANSIBLE_CONFIG=ansible.cfg ansible-playbook --syntax-check "
+                     "-i inventories/testbed/hosts.yml site.yml");
+  CHECK(syn.rc == 0);
+
   // up refuses to clobber; --force replaces.
   const Run again = sh(up + " --nodes 2 --index 14");
   CHECK(again.rc != 0);
