@@ -86,7 +86,7 @@ Status LudoConfig::validate() const {
 
 void LudoWords::reset(size_t nwords) {
   n_ = nwords;
-  if (nwords * 8 >= (4u << 20)) {
+  if (nwords * 8 >= (1u << 20)) {  // >= 1 MiB: huge pages (a lookup must not also miss the TLB)
     small_.clear();
     small_.shrink_to_fit();
     large_.allocate(nwords);
@@ -489,7 +489,11 @@ Status LudoTable::apply_insert(uint32_t g, std::span<const uint8_t> payload) {
       const uint32_t x = get_u32(c + 4 * j);
       const uint64_t idx = x & ((1u << 30) - 1);
       if (idx >= ((x >> 31) ? s->m_b : s->m_a)) return Status::Corrupt("ludo apply: Othello index out of range");
+      // The writes below are independent read-modify-writes of scattered
+      // words: fetch them all now so their misses overlap.
+      prefetch_w(((x >> 31) ? s->b.data() : s->a.data()) + (idx >> 6));
     }
+    prefetch_w(reinterpret_cast<const char*>(s->bkt.data()) + ((get_u32(q) * s->W) >> 3));
   }
   if (r.remaining() != 0) return Status::Corrupt("ludo apply: trailing bytes in insert");
   const uint8_t* q = payload.data() + start;
