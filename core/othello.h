@@ -89,9 +89,16 @@
 //
 // SPACE
 //   Query: (m_a + m_b) l bits + 2 x 64 (guard words) + (kRegions + 1) x 32.
-//   Control: per key 8 (h) + 8 (value) + 8 (endpoints) + 8 (list links)
-//   bytes, per vertex 4 bytes (list head) + 4 (BFS mark), plus its own
-//   (m_a + m_b) l bits copy of A and B.
+//   Control: per key one 32-byte edge record (h, value, endpoints, list
+//   links), per vertex an 8-byte record (list head, BFS mark): ~50 bytes
+//   per key at m = 2.33 n, plus its own (m_a + m_b) l bits copy of A and B.
+//   Arrays of 1 MiB and more live on huge pages (LargeArray), smaller ones
+//   on the heap (Ludo keeps many small Othellos).
+//
+// API FOR A REMOTE QUERY STRUCTURE (Ludo, shipping): after each control
+// operation, if full_reload() ship (shape(), array_a(), array_b()) and the
+// receiver calls reload(); else ship changes() and the receiver calls
+// apply(); then clear_changes(). publish(&q) does both for a local q.
 //
 // Thread safety: OthelloControl is single-threaded (external sync).
 // OthelloQuery: lookups from any number of threads concurrently with ONE
