@@ -65,6 +65,14 @@ struct LudoBuilder::Shard {
       if (B.h[i] == h && keys[4 * b + i] == key) return int(i);
     return -1;
   }
+  // The two candidate buckets of h and their keys: four independent misses
+  // issued together before any of them is needed.
+  void prefetch(uint64_t c0, uint64_t c1) const {
+    __builtin_prefetch(&bk[c0]);
+    __builtin_prefetch(&bk[c1]);
+    __builtin_prefetch(&keys[4 * c0]);
+    __builtin_prefetch(&keys[4 * c1]);
+  }
   bool has_hash(uint64_t b, uint64_t h) const {
     const Bucket& B = bk[b];
     for (unsigned i = 0; i < B.cnt; ++i)
@@ -523,6 +531,7 @@ Status LudoBuilder::insert(const FlowKey& key, uint64_t h, uint8_t value, DeltaL
   const uint32_t g = table_->shard_of(h);
   {
     Shard& S = *shards_[g];
+    S.prefetch(S.b0(h), S.b1(h));
     if (S.find_in(S.b0(h), key, h) >= 0 || S.find_in(S.b1(h), key, h) >= 0)
       return Status::AlreadyExists("ludo insert: key present");
     if (fb_.find(key, h)) return Status::AlreadyExists("ludo insert: key present (fallback)");
@@ -650,7 +659,9 @@ Status LudoBuilder::change(const FlowKey& key, uint64_t h, uint8_t value, DeltaL
   if (value >> cfg_.value_bits) return Status::InvalidArgument("ludo change: value wider than value_bits");
   const uint32_t g = table_->shard_of(h);
   Shard& S = *shards_[g];
-  for (const uint64_t b : {S.b0(h), S.b1(h)}) {
+  const uint64_t c0 = S.b0(h), c1 = S.b1(h);
+  S.prefetch(c0, c1);
+  for (const uint64_t b : {c0, c1}) {
     const int i = S.find_in(b, key, h);
     if (i < 0) continue;
     ++stats_.changes;
@@ -675,7 +686,9 @@ Status LudoBuilder::change(const FlowKey& key, uint64_t h, uint8_t value, DeltaL
 Status LudoBuilder::erase(const FlowKey& key, uint64_t h, DeltaList* out) {
   const uint32_t g = table_->shard_of(h);
   Shard& S = *shards_[g];
-  for (const uint64_t b : {S.b0(h), S.b1(h)}) {
+  const uint64_t c0 = S.b0(h), c1 = S.b1(h);
+  S.prefetch(c0, c1);
+  for (const uint64_t b : {c0, c1}) {
     const int i = S.find_in(b, key, h);
     if (i < 0) continue;
     ++stats_.erases;

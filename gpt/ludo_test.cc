@@ -163,7 +163,7 @@ TEST_CASE("ludo: model-based updates, remote fed only deltas agrees", "[ludo]") 
   }
 }
 
-TEST_CASE("ludo: growth crossing 94% under updates keeps lookups correct", "[ludo]") {
+TEST_CASE("ludo: growth crossing 94% under updates keeps lookups correct", "[ludo][tsan]") {
   const uint64_t seed = test_seed(5);
   LudoConfig c = small_config(4, 0, 1);
   c.build_load = 0.80;
