@@ -171,7 +171,7 @@ Status parse_node(const YAML::Node& n, const rib::ClusterSpec& cluster, NodeSpec
 
 }  // namespace
 
-Result<Config> parse_config(const std::string& yaml_text, const std::string& origin) {
+Result<Config> parse_config(const std::string& yaml_text, const std::string& origin, bool require_node) {
   Config cfg;
   cfg.path = origin;
   YAML::Node root;
@@ -184,8 +184,8 @@ Result<Config> parse_config(const std::string& yaml_text, const std::string& ori
     Status st = check_keys(root, "(top level)", {"cluster", "node"});
     if (st.ok() && !root["cluster"]) st = bad("cluster", "missing section");
     if (st.ok()) st = parse_cluster(root["cluster"], &cfg.cluster);
-    if (st.ok() && !root["node"]) st = bad("node", "missing section");
-    if (st.ok()) st = parse_node(root["node"], cfg.cluster, &cfg.node);
+    if (st.ok() && !root["node"] && require_node) st = bad("node", "missing section");
+    if (st.ok() && root["node"]) st = parse_node(root["node"], cfg.cluster, &cfg.node);
     if (!st.ok()) return st.with_context(origin);
   } catch (const YAML::Exception& e) {
     return Status::InvalidArgument(origin + ": " + e.what());
@@ -193,12 +193,12 @@ Result<Config> parse_config(const std::string& yaml_text, const std::string& ori
   return cfg;
 }
 
-Result<Config> load_config(const std::string& path) {
+Result<Config> load_config(const std::string& path, bool require_node) {
   std::ifstream in(path);
   if (!in) return Status::Io(path + ": cannot open");
   std::stringstream ss;
   ss << in.rdbuf();
-  return parse_config(ss.str(), path);
+  return parse_config(ss.str(), path, require_node);
 }
 
 Result<KeyPair> load_key_file(const std::string& path) {

@@ -43,8 +43,11 @@ struct Config {
   std::string path;  // the file it came from ("" for strings)
 };
 
-Result<Config> parse_config(const std::string& yaml_text, const std::string& origin = "<string>");
-Result<Config> load_config(const std::string& path);
+// require_node = false: the `node` section may be absent (clients such as
+// sb-ctl read a node's file only for its cluster section).
+Result<Config> parse_config(const std::string& yaml_text, const std::string& origin = "<string>",
+                            bool require_node = true);
+Result<Config> load_config(const std::string& path, bool require_node = true);
 
 // A CURVE keypair file: YAML with `public:` and `secret:` (Z85, 40 chars).
 struct KeyPair {

@@ -85,8 +85,13 @@ Status validate(const pb::Envelope& env, const ValidationContext& ctx) {
     case pb::Envelope::kFibUpdate: {
       const auto& u = env.fib_update();
       if (!ctx.is_member(u.owner())) return Status::InvalidArgument("fib_update.owner: unknown node");
-      if (size_t(u.install_size()) + size_t(u.remove_size()) > L.max_ops)
-        return Status::InvalidArgument("fib_update: more than " + std::to_string(L.max_ops) + " entries");
+      // A reconciling batch carries every entry of the owner's partitions.
+      const size_t max_entries = u.reconcile_size() > 0 ? L.max_ops * 256 : L.max_ops;
+      if (size_t(u.install_size()) + size_t(u.remove_size()) > max_entries)
+        return Status::InvalidArgument("fib_update: more than " + std::to_string(max_entries) + " entries");
+      if (size_t(u.reconcile_size()) > ctx.partitions) return Status::InvalidArgument("fib_update.reconcile: too many");
+      for (uint32_t p : u.reconcile())
+        if (p >= ctx.partitions) return Status::InvalidArgument("fib_update.reconcile: partition out of range");
       for (int i = 0; i < u.install_size(); ++i)
         SB_RETURN_IF_ERROR(check_fib_entry(u.install(i), ctx, "fib_update.install[" + std::to_string(i) + "]"));
       for (int i = 0; i < u.remove_size(); ++i) {
@@ -147,6 +152,18 @@ Status validate(const pb::Envelope& env, const ValidationContext& ctx) {
         SB_RETURN_IF_ERROR(check_fib_entry(s.fib(i), ctx, "snapshot_chunk.fib[" + std::to_string(i) + "]"));
       return Status::Ok();
     }
+    case pb::Envelope::kLookupRequest: {
+      const auto& l = env.lookup_request();
+      if (size_t(l.keys_size()) > L.max_ops) return Status::InvalidArgument("lookup_request.keys: too many");
+      for (int i = 0; i < l.keys_size(); ++i) {
+        FlowKey k;
+        SB_RETURN_IF_ERROR(key_from_bytes(l.keys(i), ("lookup_request.keys[" + std::to_string(i) + "]").c_str(), &k));
+      }
+      return Status::Ok();
+    }
+    case pb::Envelope::kLookupReply:
+      if (size_t(env.lookup_reply().gpt_size()) > L.max_ops) return Status::InvalidArgument("lookup_reply: too many");
+      return Status::Ok();
     case pb::Envelope::kStatsRequest:
     case pb::Envelope::kStatusRequest:
       return Status::Ok();

@@ -53,7 +53,7 @@ TEST_CASE("validate: session requests") {
   CHECK(why(empty).find("body") != std::string::npos);
 }
 
-TEST_CASE("validate: deltas, reports, sizes and garbage frames") {
+TEST_CASE("validate: deltas and reports and sizes and garbage frames") {
   pb::Envelope e;
   e.set_version(1);
   auto* b = e.mutable_delta_batch();

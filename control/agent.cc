@@ -1,0 +1,797 @@
+#include "control/agent.h"
+
+#include <zmq.h>
+
+#include <algorithm>
+#include <chrono>
+#include <cstdio>
+#include <deque>
+#include <set>
+#include <unordered_map>
+#include <vector>
+
+#include <zmq.hpp>
+
+#include "control/convert.h"
+#include "control/validate.h"
+#include "rib/node_state.h"
+#include "rib/owner.h"
+
+namespace sb::control {
+
+Result<std::string> z85_to_bin(const std::string& z85) {
+  if (z85.size() != 40) return Status::InvalidArgument("CURVE key: not 40 Z85 characters");
+  uint8_t out[32];
+  if (zmq_z85_decode(out, z85.c_str()) == nullptr) return Status::InvalidArgument("CURVE key: bad Z85");
+  return std::string(reinterpret_cast<const char*>(out), 32);
+}
+
+namespace {
+
+uint64_t now_us() {
+  return uint64_t(std::chrono::duration_cast<std::chrono::microseconds>(
+                      std::chrono::steady_clock::now().time_since_epoch()).count());
+}
+
+std::string bin_to_z85(const std::string& bin) {
+  char out[41];
+  if (bin.size() != 32 || zmq_z85_encode(out, reinterpret_cast<const uint8_t*>(bin.data()), 32) == nullptr)
+    return "";
+  return out;
+}
+
+}  // namespace
+
+struct Agent::Impl : rib::OwnerIo {
+  AgentOptions opt;
+  const rib::ClusterSpec& spec;
+  uint32_t self;
+  ValidationContext vctx;
+  zmq::context_t ctx{1};
+  std::unique_ptr<zmq::socket_t> zap, router, pub, sub;
+  std::vector<std::unique_ptr<zmq::socket_t>> dealer;  // by node id
+  std::set<std::string> allowed_keys;                  // binary CURVE public keys
+  std::unique_ptr<rib::Owner> owner;
+  std::unique_ptr<rib::NodeState> state;
+
+  // Client requests being answered: slot -> state.
+  struct Req {
+    std::string routing;  // ROUTER identity of the requester
+    uint64_t corr = 0;
+    pb::Envelope reply;
+    uint32_t remaining = 0;
+  };
+  std::unordered_map<uint64_t, Req> reqs;
+  uint64_t next_slot = 1;
+  struct Fwd {
+    uint64_t slot;
+    uint32_t owner;
+    std::vector<uint32_t> idx;
+    uint64_t deadline_us;
+  };
+  std::unordered_map<uint64_t, Fwd> fwds;  // corr of the forwarded request
+  uint64_t next_corr = 1;
+  std::deque<rib::FibBatch> local_fib;     // FIB batches for ourselves
+  std::vector<uint64_t> last_seen_us;
+  uint64_t next_heartbeat_us = 0, next_snapshot_retry_us = 0;
+  uint64_t batches_seen = 0;
+  std::map<std::string, uint64_t> c;  // counters
+
+  Impl(const AgentOptions& o) : opt(o), spec(opt.config.cluster), self(opt.config.node.id) {}
+
+  void log(const std::string& s) {
+    if (opt.log) opt.log(s);
+    else std::fprintf(stderr, "sb-node[%u]: %s\n", self, s.c_str());
+  }
+
+  // ---- setup ------------------------------------------------------------------
+  Status setup() {
+    vctx.partitions = spec.partitions;
+    for (const auto& m : spec.members) vctx.member_mask |= 1u << m.id;
+    std::unique_ptr<gpt::GptTable> table;
+    rib::OwnerOptions oo;
+    oo.self = self;
+    oo.wal = rib::WalOptions{opt.config.node.data_dir, opt.config.node.fsync, opt.config.node.fsync_interval_ms};
+    oo.snapshot_every = opt.config.node.snapshot_every;
+    oo.fib_timeout_ms = opt.fib_timeout_ms;
+    oo.max_group_ops = opt.max_group_ops;
+    oo.make_gpt = rib::make_setsep_builder;
+    if (spec.architecture == rib::Architecture::kScaleBricks) {
+      Result<std::unique_ptr<gpt::GptTable>> t = rib::make_setsep_table(spec);
+      if (!t.ok()) return t.status();
+      table = std::move(t.value());
+    }
+    Result<std::unique_ptr<rib::Owner>> o = rib::Owner::open(spec, oo, this);
+    if (!o.ok()) return o.status().with_context("opening the RIB");
+    owner = std::move(o.value());
+    Result<std::unique_ptr<rib::NodeState>> ns =
+        rib::NodeState::create(spec, self, uint32_t(opt.config.node.fib_capacity), std::move(table));
+    if (!ns.ok()) return ns.status();
+    state = std::move(ns.value());
+    log("RIB recovered: " + std::to_string(owner->sessions()) + " sessions, epoch " +
+        std::to_string(owner->epoch()));
+
+    const rib::Member& me = *spec.member(self);
+    try {
+      if (spec.curve) {
+        for (const auto& m : spec.members) {
+          Result<std::string> k = z85_to_bin(m.curve_public);
+          if (!k.ok()) return k.status().with_context("member " + std::to_string(m.id));
+          allowed_keys.insert(k.value());
+        }
+        for (const auto& cl : spec.clients) {
+          Result<std::string> k = z85_to_bin(cl.curve_public);
+          if (!k.ok()) return k.status().with_context("client " + cl.name);
+          allowed_keys.insert(k.value());
+        }
+        zap = std::make_unique<zmq::socket_t>(ctx, zmq::socket_type::rep);
+        zap->set(zmq::sockopt::linger, 0);
+        zap->bind("inproc://zeromq.zap.01");
+      }
+      auto server = [&](zmq::socket_t& s) {
+        s.set(zmq::sockopt::linger, 0);
+        if (spec.curve) {
+          s.set(zmq::sockopt::zap_domain, "sb");
+          s.set(zmq::sockopt::curve_server, 1);
+          s.set(zmq::sockopt::curve_secretkey, opt.keys.secret_key);
+        }
+      };
+      auto client = [&](zmq::socket_t& s, const rib::Member& peer) {
+        s.set(zmq::sockopt::linger, 0);
+        if (spec.curve) {
+          s.set(zmq::sockopt::curve_serverkey, peer.curve_public);
+          s.set(zmq::sockopt::curve_publickey, opt.keys.public_key);
+          s.set(zmq::sockopt::curve_secretkey, opt.keys.secret_key);
+        }
+      };
+      router = std::make_unique<zmq::socket_t>(ctx, zmq::socket_type::router);
+      server(*router);
+      router->set(zmq::sockopt::sndhwm, 100000);
+      router->set(zmq::sockopt::rcvhwm, 100000);
+      router->set(zmq::sockopt::maxmsgsize, int64_t(vctx.limits.max_frame_bytes));
+      router->bind(me.control);
+      pub = std::make_unique<zmq::socket_t>(ctx, zmq::socket_type::pub);
+      server(*pub);
+      pub->set(zmq::sockopt::sndhwm, 1000000);
+      pub->bind(me.publish);
+      sub = std::make_unique<zmq::socket_t>(ctx, zmq::socket_type::sub);
+      sub->set(zmq::sockopt::rcvhwm, 1000000);
+      sub->set(zmq::sockopt::maxmsgsize, int64_t(vctx.limits.max_frame_bytes));
+      sub->set(zmq::sockopt::subscribe, "");
+      dealer.resize(rib::kMaxNodes);
+      for (const auto& m : spec.members) {
+        if (m.id == self) continue;
+        // SUB keys: one socket connects to many servers; CURVE needs one
+        // server key per connection, so each publisher gets its own key set
+        // before its connect (libzmq reads the options at connect time).
+        client(*sub, m);
+        sub->connect(m.publish);
+        auto d = std::make_unique<zmq::socket_t>(ctx, zmq::socket_type::dealer);
+        client(*d, m);
+        // Queue only to a live connection: requests for a dead peer fail at
+        // once (and time out) instead of reaching its next incarnation long
+        // after the requester gave up on them.
+        d->set(zmq::sockopt::immediate, 1);
+        d->set(zmq::sockopt::sndhwm, 100000);
+        d->set(zmq::sockopt::rcvhwm, 100000);
+        d->set(zmq::sockopt::maxmsgsize, int64_t(vctx.limits.max_frame_bytes));
+        d->connect(m.control);
+        dealer[m.id] = std::move(d);
+      }
+    } catch (const zmq::error_t& e) {
+      return Status::Io(std::string("zeromq setup: ") + e.what());
+    }
+    last_seen_us.assign(rib::kMaxNodes, now_us());
+    return Status::Ok();
+  }
+
+  // ---- sending --------------------------------------------------------------
+  bool send_raw(zmq::socket_t& s, const std::string& bytes, bool more = false) {
+    zmq::message_t m(bytes.data(), bytes.size());
+    auto r = s.send(m, (more ? zmq::send_flags::sndmore : zmq::send_flags::none) | zmq::send_flags::dontwait);
+    if (!r) ++c["send_dropped"];
+    return bool(r);
+  }
+  bool send_env(zmq::socket_t& s, pb::Envelope& env) {
+    env.set_version(kProtocolVersion);
+    return send_raw(s, env.SerializeAsString());
+  }
+  bool send_router(const std::string& routing, pb::Envelope& env) {
+    env.set_version(kProtocolVersion);
+    if (!send_raw(*router, routing, true)) return false;
+    return send_raw(*router, env.SerializeAsString());
+  }
+  // Messages to a peer whose connection is not up yet (a peer restarting,
+  // or ours right after start) wait here, in order, for up to
+  // outbox_ttl_us; then they are dropped and counted (the protocol's
+  // timeouts, retries and resyncs take over).
+  struct Queued {
+    std::string bytes;
+    uint64_t expire_us;
+  };
+  std::vector<std::deque<Queued>> outbox = std::vector<std::deque<Queued>>(rib::kMaxNodes);
+  uint64_t outbox_ttl_us = 3000000;
+
+  bool try_send(uint32_t node, const std::string& bytes) {
+    zmq::message_t m(bytes.data(), bytes.size());
+    try {
+      return bool(dealer[node]->send(m, zmq::send_flags::dontwait));
+    } catch (const zmq::error_t&) {
+      return false;
+    }
+  }
+  bool send_peer(uint32_t node, pb::Envelope& env) {
+    if (node >= dealer.size() || !dealer[node]) return false;
+    env.set_version(kProtocolVersion);
+    std::string bytes = env.SerializeAsString();
+    if (outbox[node].empty() && try_send(node, bytes)) return true;
+    outbox[node].push_back(Queued{std::move(bytes), now_us() + outbox_ttl_us});
+    ++c["send_queued"];
+    return true;
+  }
+  void flush_outboxes(uint64_t t) {
+    for (uint32_t n = 0; n < outbox.size(); ++n) {
+      auto& q = outbox[n];
+      while (!q.empty()) {
+        if (q.front().expire_us < t) {
+          ++c["send_expired"];
+          q.pop_front();
+          continue;
+        }
+        if (!try_send(n, q.front().bytes)) break;
+        q.pop_front();
+      }
+    }
+  }
+
+  // ---- OwnerIo ----------------------------------------------------------------
+  void send_fib(uint32_t node, rib::FibBatch&& b) override {
+    if (node == self) {
+      local_fib.push_back(std::move(b));
+      return;
+    }
+    pb::Envelope env;
+    to_pb(b, env.mutable_fib_update());
+    send_peer(node, env);
+  }
+  void publish(std::vector<rib::StreamDelta>&& deltas) override {
+    for (const auto& d : deltas) state->on_delta(d);  // our own node first
+    pb::Envelope env;
+    auto* b = env.mutable_delta_batch();
+    b->set_owner(self);
+    b->mutable_deltas()->Reserve(int(deltas.size()));
+    for (const auto& d : deltas) to_pb(d, b->add_deltas());
+    send_env(*pub, env);
+    c["deltas_published"] += deltas.size();
+  }
+  void reply(std::vector<rib::OpReply>&& rs) override {
+    for (const rib::OpReply& r : rs) {
+      const uint64_t slot = r.token >> 16;
+      const uint32_t idx = uint32_t(r.token & 0xffff);
+      auto it = reqs.find(slot);
+      if (it == reqs.end()) continue;
+      to_pb(r, it->second.reply.mutable_session_reply()->mutable_results(int(idx)));
+      if (--it->second.remaining == 0) finish_req(it);
+    }
+  }
+
+  void finish_req(std::unordered_map<uint64_t, Req>::iterator it) {
+    Req& q = it->second;
+    q.reply.set_corr(q.corr);
+    send_router(q.routing, q.reply);
+    reqs.erase(it);
+  }
+
+  // ---- handling -------------------------------------------------------------
+  void error_reply(const std::string& routing, uint64_t corr, pb::Code code, const std::string& text) {
+    pb::Envelope e;
+    e.set_corr(corr);
+    e.mutable_error()->set_code(code);
+    e.mutable_error()->set_text(text.substr(0, 1000));
+    send_router(routing, e);
+  }
+
+  void on_session_request(const std::string& routing, pb::Envelope& env) {
+    const auto& r = env.session_request();
+    const uint64_t slot = next_slot++;
+    Req& q = reqs[slot];
+    q.routing = routing;
+    q.corr = env.corr();
+    q.remaining = uint32_t(r.ops_size());
+    auto* rep = q.reply.mutable_session_reply();
+    rep->mutable_results()->Reserve(r.ops_size());
+    for (int i = 0; i < r.ops_size(); ++i) rep->add_results()->set_request_id(r.ops(i).request_id());
+    std::unordered_map<uint32_t, std::pair<pb::Envelope, std::vector<uint32_t>>> fwd;
+    const uint64_t t = now_us();
+    std::vector<std::pair<uint32_t, pb::OpResult>> immediate;
+    for (int i = 0; i < r.ops_size(); ++i) {
+      const pb::SessionOp& op = r.ops(i);
+      rib::ClientOp co = from_pb(op);
+      const uint32_t p = owner->partition_of_key(co.s.key);
+      const uint32_t own = spec.owner[p];
+      if (own == self) {
+        co.token = slot << 16 | uint32_t(i);
+        co.t0_us = t;
+        owner->submit(std::move(co));
+      } else if (r.forwarded_by() != 0) {
+        // Never forward twice (ownership tables disagree): refuse.
+        pb::OpResult res;
+        res.set_request_id(op.request_id());
+        res.set_code(pb::INVALID);
+        res.set_text("partition " + std::to_string(p) + " is not owned by node " + std::to_string(self));
+        immediate.emplace_back(uint32_t(i), std::move(res));
+        ++c["wrong_owner"];
+      } else {
+        auto& f = fwd[own];
+        *f.first.mutable_session_request()->add_ops() = op;
+        f.second.push_back(uint32_t(i));
+      }
+    }
+    for (auto& [own, f] : fwd) {
+      const uint64_t corr = next_corr++;
+      f.first.set_corr(corr);
+      f.first.mutable_session_request()->set_forwarded_by(self + 1);
+      const bool ok = owner->live(own) && send_peer(own, f.first);
+      if (!ok) {
+        for (uint32_t i : f.second) {
+          pb::OpResult res;
+          res.set_request_id(r.ops(int(i)).request_id());
+          res.set_code(pb::OWNER_UNAVAILABLE);
+          res.set_text("owner node " + std::to_string(own) + " unavailable");
+          immediate.emplace_back(i, std::move(res));
+        }
+        ++c["owner_unavailable"];
+        continue;
+      }
+      c["forwarded_ops"] += f.second.size();
+      fwds[corr] = Fwd{slot, own, std::move(f.second), t + uint64_t(opt.forward_timeout_ms) * 1000};
+    }
+    auto it = reqs.find(slot);
+    for (auto& [i, res] : immediate) {
+      *it->second.reply.mutable_session_reply()->mutable_results(int(i)) = std::move(res);
+      if (--it->second.remaining == 0) {
+        finish_req(it);
+        return;
+      }
+    }
+  }
+
+  void on_forward_reply(uint64_t corr, const pb::SessionReply& rep) {
+    auto f = fwds.find(corr);
+    if (f == fwds.end()) return;
+    auto it = reqs.find(f->second.slot);
+    if (it != reqs.end()) {
+      const auto& idx = f->second.idx;
+      for (int j = 0; j < rep.results_size() && size_t(j) < idx.size(); ++j) {
+        *it->second.reply.mutable_session_reply()->mutable_results(int(idx[size_t(j)])) = rep.results(j);
+        --it->second.remaining;
+      }
+      if (it->second.remaining == 0) finish_req(it);
+    }
+    fwds.erase(f);
+  }
+
+  void expire_forwards(uint64_t t) {
+    for (auto f = fwds.begin(); f != fwds.end();) {
+      if (f->second.deadline_us > t) { ++f; continue; }
+      auto it = reqs.find(f->second.slot);
+      if (it != reqs.end()) {
+        for (uint32_t i : f->second.idx) {
+          auto* res = it->second.reply.mutable_session_reply()->mutable_results(int(i));
+          res->set_code(pb::OWNER_UNAVAILABLE);
+          res->set_text("owner node " + std::to_string(f->second.owner) + " did not answer");
+          --it->second.remaining;
+        }
+        if (it->second.remaining == 0) finish_req(it);
+      }
+      ++c["owner_unavailable"];
+      f = fwds.erase(f);
+    }
+  }
+
+  void on_router(const std::string& routing, const zmq::message_t& payload) {
+    pb::Envelope env;
+    const Status st = parse_envelope({static_cast<const uint8_t*>(payload.data()), payload.size()}, vctx, &env);
+    if (!st.ok()) {
+      ++c["bad_message"];
+      error_reply(routing, env.corr(), to_code(st), st.message());
+      return;
+    }
+    switch (env.body_case()) {
+      case pb::Envelope::kSessionRequest: on_session_request(routing, env); break;
+      case pb::Envelope::kFibUpdate: {
+        const rib::FibAckMsg a = state->apply_fib(from_pb(env.fib_update()));
+        pb::Envelope out;
+        out.set_corr(env.corr());
+        to_pb(a, out.mutable_fib_ack());
+        send_router(routing, out);
+        break;
+      }
+      case pb::Envelope::kApplied: {
+        const auto& a = env.applied();
+        last_seen_us[a.node()] = now_us();
+        for (const auto& p : a.applied())
+          owner->on_applied(a.node(), p.partition(), rib::StreamPos{p.epoch(), p.seq()}, now_us());
+        break;
+      }
+      case pb::Envelope::kSnapshotRequest: {
+        const auto& s = env.snapshot_request();
+        Result<rib::SnapshotOut> so = owner->snapshot(s.partition(), s.node());
+        pb::Envelope out;
+        out.set_corr(env.corr());
+        if (!so.ok()) {
+          out.mutable_snapshot_chunk()->set_partition(s.partition());
+          out.mutable_snapshot_chunk()->set_code(to_code(so.status()));
+          out.mutable_snapshot_chunk()->set_text(so.status().message());
+        } else {
+          to_pb(so.value(), out.mutable_snapshot_chunk());
+        }
+        send_router(routing, out);
+        ++c["snapshots_served"];
+        break;
+      }
+      case pb::Envelope::kStatsRequest: {
+        pb::Envelope out;
+        out.set_corr(env.corr());
+        auto* s = out.mutable_stats();
+        s->set_node(self);
+        for (const auto& [k, v] : snapshot_counters()) {
+          auto* cc = s->add_counters();
+          cc->set_name(k);
+          cc->set_value(v);
+        }
+        send_router(routing, out);
+        break;
+      }
+      case pb::Envelope::kStatusRequest: {
+        pb::Envelope out;
+        out.set_corr(env.corr());
+        fill_status(out.mutable_status());
+        send_router(routing, out);
+        break;
+      }
+      case pb::Envelope::kLookupRequest: {
+        pb::Envelope out;
+        out.set_corr(env.corr());
+        auto* l = out.mutable_lookup_reply();
+        l->set_node(self);
+        for (const auto& kb : env.lookup_request().keys()) {
+          FlowKey k;
+          std::memcpy(k.bytes, kb.data(), 16);
+          l->add_gpt(state->gpt_lookup(k));
+          const uint32_t v = state->fib_lookup(k);
+          l->add_fib(v);
+          fib::SessionRecord rec;
+          l->add_teid_dl(v != fib::kFibMiss && !(v & rib::kRemoteBit) && state->read_session(v, &rec) ? rec.teid_dl : 0);
+          l->add_synced(state->synced(owner->partition_of_key(k)));
+        }
+        send_router(routing, out);
+        break;
+      }
+      default:
+        ++c["unexpected_message"];
+        error_reply(routing, env.corr(), pb::INVALID, "unexpected message type on the control socket");
+    }
+  }
+
+  void on_dealer(uint32_t peer, const zmq::message_t& payload) {
+    pb::Envelope env;
+    const Status st = parse_envelope({static_cast<const uint8_t*>(payload.data()), payload.size()}, vctx, &env);
+    if (!st.ok()) {
+      ++c["bad_message"];
+      return;
+    }
+    last_seen_us[peer] = now_us();
+    switch (env.body_case()) {
+      case pb::Envelope::kFibAck:
+        if (env.fib_ack().node() != peer) { ++c["bad_message"]; break; }
+        owner->on_fib_ack(from_pb(env.fib_ack()), now_us());
+        break;
+      case pb::Envelope::kSessionReply: on_forward_reply(env.corr(), env.session_reply()); break;
+      case pb::Envelope::kSnapshotChunk: {
+        const auto& s = env.snapshot_chunk();
+        if (s.code() != pb::OK) {
+          ++c["snapshot_errors"];
+          break;
+        }
+        if (spec.owner[s.partition()] != peer) { ++c["bad_message"]; break; }
+        const Status ls = state->on_snapshot(from_pb(s));
+        if (!ls.ok()) ++c["snapshot_errors"];
+        break;
+      }
+      case pb::Envelope::kError:
+        ++c["peer_errors"];
+        break;
+      default:
+        ++c["unexpected_message"];
+    }
+  }
+
+  void on_sub(const zmq::message_t& payload) {
+    pb::Envelope env;
+    const Status st = parse_envelope({static_cast<const uint8_t*>(payload.data()), payload.size()}, vctx, &env);
+    if (!st.ok() || env.body_case() != pb::Envelope::kDeltaBatch) {
+      ++c["bad_message"];
+      return;
+    }
+    ++batches_seen;
+    if (opt.drop_every_nth_batch && batches_seen % opt.drop_every_nth_batch == 0 && env.delta_batch().deltas_size() > 0) {
+      ++c["test_dropped_batches"];
+      return;
+    }
+    const auto& b = env.delta_batch();
+    if (b.owner() == self) return;
+    last_seen_us[b.owner()] = now_us();
+    for (const auto& d : b.deltas()) {
+      if (spec.owner[d.partition()] != b.owner()) {
+        ++c["bad_message"];
+        continue;
+      }
+      state->on_delta(from_pb(d));
+    }
+    for (const auto& h : b.heads())
+      if (spec.owner[h.partition()] == b.owner()) state->on_head(h.partition(), rib::StreamPos{h.epoch(), h.seq()});
+  }
+
+  void on_zap() {
+    std::vector<zmq::message_t> parts;
+    for (;;) {
+      zmq::message_t m;
+      if (!zap->recv(m, zmq::recv_flags::dontwait)) break;
+      const bool more = m.more();
+      parts.push_back(std::move(m));
+      if (!more) break;
+    }
+    if (parts.size() < 6) return;
+    const std::string mech = parts[5].to_string();
+    bool ok = false;
+    std::string who;
+    if (mech == "CURVE" && parts.size() >= 7) {
+      const std::string key = parts[6].to_string();
+      ok = allowed_keys.count(key) > 0;
+      who = bin_to_z85(key);
+    }
+    if (!ok) {
+      ++c["curve_rejected"];
+      log("rejected a " + mech + " connection from " + parts[3].to_string() + " (key " + who + ")");
+    }
+    auto send = [&](const std::string& s, bool more) {
+      zmq::message_t m(s.data(), s.size());
+      (void)zap->send(m, more ? zmq::send_flags::sndmore : zmq::send_flags::none);
+    };
+    send("1.0", true);
+    send(parts[1].to_string(), true);
+    send(ok ? "200" : "400", true);
+    send(ok ? "OK" : "unknown key", true);
+    send(who, true);
+    send("", false);
+  }
+
+  // ---- periodic ---------------------------------------------------------------
+  void send_reports() {
+    auto ch = state->take_applied_changes();
+    if (ch.empty()) return;
+    std::unordered_map<uint32_t, pb::Envelope> by_owner;
+    for (const auto& [p, pos] : ch) {
+      const uint32_t own = spec.owner[p];
+      if (own == self) {
+        owner->on_applied(self, p, pos, now_us());
+        continue;
+      }
+      auto& e = by_owner[own];
+      e.mutable_applied()->set_node(self);
+      auto* x = e.mutable_applied()->add_applied();
+      x->set_partition(p);
+      x->set_epoch(pos.epoch);
+      x->set_seq(pos.seq);
+    }
+    for (auto& [own, e] : by_owner) send_peer(own, e);
+  }
+
+  void request_snapshots() {
+    for (uint32_t p : state->take_resync()) {
+      const uint32_t own = spec.owner[p];
+      if (own == self) {
+        Result<rib::SnapshotOut> s = owner->snapshot(p, self);
+        if (s.ok()) (void)state->on_snapshot(s.value());
+        continue;
+      }
+      pb::Envelope e;
+      e.mutable_snapshot_request()->set_partition(p);
+      e.mutable_snapshot_request()->set_node(self);
+      send_peer(own, e);
+      ++c["snapshots_requested"];
+    }
+  }
+
+  void heartbeat(uint64_t t) {
+    pb::Envelope env;
+    auto* b = env.mutable_delta_batch();
+    b->set_owner(self);
+    for (uint32_t p = 0; p < spec.partitions; ++p) {
+      if (spec.owner[p] != self) continue;
+      const rib::StreamPos h = owner->head(p);
+      auto* x = b->add_heads();
+      x->set_partition(p);
+      x->set_epoch(h.epoch);
+      x->set_seq(h.seq);
+    }
+    send_env(*pub, env);
+    for (const auto& m : spec.members) {
+      if (m.id == self) continue;
+      const bool live = t - last_seen_us[m.id] < uint64_t(opt.dead_after_ms) * 1000;
+      if (live != owner->live(m.id)) {
+        log("member " + std::to_string(m.id) + (live ? " is live" : " is down"));
+        owner->set_live(m.id, live, t);
+      }
+    }
+  }
+
+  std::map<std::string, uint64_t> snapshot_counters() {
+    std::map<std::string, uint64_t> out = c;
+    const auto& os = owner->stats();
+    out["ops_ok"] = os.ops_ok;
+    out["ops_failed"] = os.ops_failed;
+    out["ops_deduped"] = os.ops_deduped;
+    out["groups"] = os.groups;
+    out["max_group"] = os.max_group;
+    out["deltas"] = os.deltas;
+    out["delta_bytes"] = os.delta_bytes;
+    out["fib_timeouts"] = os.fib_timeouts;
+    out["removes_after_converge"] = os.removes_after_converge;
+    out["sessions"] = owner->sessions();
+    out["epoch"] = owner->epoch();
+    const auto& ws = owner->wal_stats();
+    out["wal_records"] = ws.records;
+    out["wal_commits"] = ws.commits;
+    out["wal_syncs"] = ws.syncs;
+    out["wal_snapshots"] = ws.snapshots;
+    const auto& nc = state->counters();
+    out["deltas_applied"] = nc.deltas_applied;
+    out["stale_delta"] = nc.stale_delta;
+    out["gap"] = nc.gap;
+    out["delta_rejected"] = nc.delta_rejected;
+    out["snapshots_loaded"] = nc.snapshots_loaded;
+    out["fib_installs"] = nc.fib_installs;
+    out["fib_removes"] = nc.fib_removes;
+    out["fib_errors"] = nc.fib_errors;
+    out["fib_entries"] = state->fib_size();
+    out["unsynced_partitions"] = state->unsynced();
+    auto q = [](std::vector<uint32_t>& v, double f) -> uint64_t {
+      if (v.empty()) return 0;
+      const size_t i = std::min(v.size() - 1, size_t(f * double(v.size())));
+      std::nth_element(v.begin(), v.begin() + long(i), v.end());
+      return v[i];
+    };
+    out["update_samples"] = owner->update_latencies().size();
+    out["update_p50_us"] = q(owner->update_latencies(), 0.50);
+    out["update_p99_us"] = q(owner->update_latencies(), 0.99);
+    out["converge_samples"] = owner->converge_latencies().size();
+    out["converge_p50_us"] = q(owner->converge_latencies(), 0.50);
+    out["converge_p99_us"] = q(owner->converge_latencies(), 0.99);
+    return out;
+  }
+
+  void fill_status(pb::ClusterStatus* s) {
+    s->set_node(self);
+    s->set_cluster(spec.name);
+    const uint64_t t = now_us();
+    for (const auto& m : spec.members) {
+      auto* x = s->add_members();
+      x->set_id(m.id);
+      x->set_live(m.id == self || owner->live(m.id));
+      x->set_last_seen_ms(m.id == self ? 0 : (t - last_seen_us[m.id]) / 1000);
+      x->set_partitions_owned(uint32_t(spec.partitions_of(m.id).size()));
+    }
+    for (uint32_t p = 0; p < spec.partitions; ++p) {
+      if (spec.owner[p] != self) continue;
+      auto* x = s->add_partitions();
+      x->set_partition(p);
+      x->set_owner(self);
+      const rib::StreamPos h = owner->head(p);
+      x->set_epoch(h.epoch);
+      x->set_seq(h.seq);
+      x->set_min_applied(owner->min_applied(p).seq);
+    }
+    s->set_sessions(owner->sessions());
+    s->set_fib_entries(state->fib_size());
+  }
+
+  // ---- the loop ---------------------------------------------------------------
+  Status run(const std::atomic<bool>& stop) {
+    std::vector<zmq::pollitem_t> items;
+    std::vector<int> kind;  // 0 zap, 1 router, 2 sub, 3+id dealer
+    if (zap) { items.push_back({zap->handle(), 0, ZMQ_POLLIN, 0}); kind.push_back(0); }
+    items.push_back({router->handle(), 0, ZMQ_POLLIN, 0});
+    kind.push_back(1);
+    items.push_back({sub->handle(), 0, ZMQ_POLLIN, 0});
+    kind.push_back(2);
+    for (uint32_t n = 0; n < dealer.size(); ++n)
+      if (dealer[n]) { items.push_back({dealer[n]->handle(), 0, ZMQ_POLLIN, 0}); kind.push_back(3 + int(n)); }
+    log("ready");
+    while (!stop.load(std::memory_order_relaxed)) {
+      const bool busy = !local_fib.empty() || owner->queued() > 0;
+      try {
+        zmq::poll(items.data(), items.size(), std::chrono::milliseconds(busy ? 0 : 2));
+      } catch (const zmq::error_t& e) {
+        if (e.num() == EINTR) continue;
+        return Status::Io(std::string("poll: ") + e.what());
+      }
+      for (size_t i = 0; i < items.size(); ++i) {
+        if (!(items[i].revents & ZMQ_POLLIN)) continue;
+        for (int budget = 0; budget < 256; ++budget) {
+          try {
+            if (kind[i] == 0) {
+              on_zap();
+              break;
+            } else if (kind[i] == 1) {
+              zmq::message_t id, m;
+              if (!router->recv(id, zmq::recv_flags::dontwait)) break;
+              if (!id.more()) { ++c["bad_message"]; continue; }
+              (void)router->recv(m, zmq::recv_flags::none);
+              bool extra = m.more();
+              while (extra) {  // more frames than expected: drain and refuse
+                zmq::message_t x;
+                (void)router->recv(x, zmq::recv_flags::none);
+                extra = x.more();
+                m = zmq::message_t("", 0);
+              }
+              on_router(id.to_string(), m);
+            } else if (kind[i] == 2) {
+              zmq::message_t m;
+              if (!sub->recv(m, zmq::recv_flags::dontwait)) break;
+              on_sub(m);
+            } else {
+              zmq::message_t m;
+              if (!dealer[size_t(kind[i] - 3)]->recv(m, zmq::recv_flags::dontwait)) break;
+              on_dealer(uint32_t(kind[i] - 3), m);
+            }
+          } catch (const zmq::error_t& e) {
+            ++c["zmq_errors"];
+            break;
+          }
+        }
+      }
+      const uint64_t t = now_us();
+      while (!local_fib.empty()) {
+        rib::FibBatch b = std::move(local_fib.front());
+        local_fib.pop_front();
+        owner->on_fib_ack(state->apply_fib(b), now_us());
+      }
+      Status ps = owner->pump(t);
+      if (!ps.ok()) {
+        log("RIB error: " + ps.to_string());
+        if (ps.code() == StatusCode::kIo) return ps;
+      }
+      flush_outboxes(t);
+      send_reports();
+      request_snapshots();
+      if (t >= next_heartbeat_us) {
+        heartbeat(t);
+        expire_forwards(t);
+        next_heartbeat_us = t + uint64_t(opt.heartbeat_ms) * 1000;
+      }
+      if (t >= next_snapshot_retry_us) {
+        state->retry_requested();
+        next_snapshot_retry_us = t + uint64_t(opt.snapshot_retry_ms) * 1000;
+      }
+    }
+    log("stopping");
+    return Status::Ok();
+  }
+};
+
+Agent::Agent(std::unique_ptr<Impl> impl) : impl_(std::move(impl)) {}
+Agent::~Agent() = default;
+
+Result<std::unique_ptr<Agent>> Agent::create(const AgentOptions& opt) {
+  auto impl = std::make_unique<Impl>(opt);
+  SB_RETURN_IF_ERROR(impl->setup());
+  return std::unique_ptr<Agent>(new Agent(std::move(impl)));
+}
+
+Status Agent::run(const std::atomic<bool>& stop) { return impl_->run(stop); }
+
+std::map<std::string, uint64_t> Agent::counters() const { return impl_->snapshot_counters(); }
+
+}  // namespace sb::control

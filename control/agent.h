@@ -1,0 +1,81 @@
+// control/agent.h: the node agent: the control thread of sb-node. It owns
+// the ZeroMQ sockets, the RIB owner of this node's partitions (rib/owner.h)
+// and the node's GPT + FIB state (rib/node_state.h), and moves messages
+// between them.
+//
+// SOCKETS (endpoints from the cluster config; CURVE on all when
+// cluster.curve is true)
+//   ROUTER  bind members[self].control   client API (session ops, stats,
+//           status, lookups), and peers' FIB updates, forwarded session
+//           requests, applied reports, snapshot requests
+//   PUB     bind members[self].publish   this owner's partition streams:
+//           DeltaBatch (deltas stamped (epoch, seq)) and heartbeats (heads)
+//   SUB     connect to every other member's publish
+//   DEALER  one per peer, connect to its control: FIB updates, forwarded
+//           requests, applied reports, snapshot requests; replies come
+//           back on it
+//   REP     inproc://zeromq.zap.01: the ZAP handler. A CURVE handshake is
+//           accepted only for public keys listed in the config (members and
+//           clients); anything else is refused and counted `curve_rejected`.
+//
+// Requests for partitions owned elsewhere are forwarded to the owner; if
+// the owner is down or does not answer within forward_timeout_ms the op is
+// answered OWNER_UNAVAILABLE. Every received frame goes through
+// parse_envelope() first; a bad one is counted (`bad_message`), answered
+// with an Error where it has a sender (ROUTER), and changes nothing.
+//
+// Heartbeats every heartbeat_ms carry the heads of this node's partitions;
+// a member unheard for dead_after_ms is not live (the owner stops waiting
+// for it; moves converge without it). The agent never blocks on a send
+// (ZMQ_DONTWAIT; a full queue is counted `send_dropped`, and the protocol's
+// timeouts and resyncs recover).
+//
+// THREAD SAFETY: run() is the only thread that touches the agent's state;
+// stop() may be called from any thread (or a signal handler via the flag).
+#pragma once
+
+#include <atomic>
+#include <cstdint>
+#include <functional>
+#include <map>
+#include <memory>
+#include <string>
+
+#include "control/config.h"
+#include "core/status.h"
+
+namespace sb::control {
+
+struct AgentOptions {
+  Config config;
+  KeyPair keys;                 // this node's CURVE keypair (when cluster.curve)
+  uint32_t heartbeat_ms = 100;
+  uint32_t dead_after_ms = 1500;
+  uint32_t snapshot_retry_ms = 2000;
+  uint32_t forward_timeout_ms = 5000;
+  uint32_t fib_timeout_ms = 3000;
+  uint32_t max_group_ops = 1 << 16;
+  // Test hook: drop every n-th received delta batch (0: never).
+  uint32_t drop_every_nth_batch = 0;
+  std::function<void(const std::string&)> log;  // null: stderr
+};
+
+class Agent {
+ public:
+  static Result<std::unique_ptr<Agent>> create(const AgentOptions& opt);
+  ~Agent();
+  // Runs until `stop` becomes true. Returns an error only for failures that
+  // make the node unusable (bind failure, WAL I/O error).
+  Status run(const std::atomic<bool>& stop);
+  std::map<std::string, uint64_t> counters() const;
+
+ private:
+  struct Impl;
+  explicit Agent(std::unique_ptr<Impl> impl);
+  std::unique_ptr<Impl> impl_;
+};
+
+// Z85 <-> binary (32-byte CURVE keys).
+Result<std::string> z85_to_bin(const std::string& z85);
+
+}  // namespace sb::control

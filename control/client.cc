@@ -1,0 +1,100 @@
+#include "control/client.h"
+
+#include "core/hash.h"
+
+namespace sb::control {
+
+Client::~Client() {
+  for (auto& s : sock_)
+    if (s) s->close();
+}
+
+Result<std::unique_ptr<Client>> Client::connect(const rib::ClusterSpec& spec, const KeyPair* keys,
+                                                std::vector<uint32_t> nodes) {
+  SB_RETURN_IF_ERROR(spec.validate());
+  if (spec.curve && keys == nullptr)
+    return Status::InvalidArgument("the cluster uses CURVE: a client key file is needed (--key FILE)");
+  std::unique_ptr<Client> c(new Client());
+  c->spec_ = spec;
+  c->vctx_.partitions = spec.partitions;
+  for (const auto& m : spec.members) c->vctx_.member_mask |= 1u << m.id;
+  if (nodes.empty())
+    for (const auto& m : spec.members) nodes.push_back(m.id);
+  c->sock_.resize(rib::kMaxNodes);
+  try {
+    for (uint32_t n : nodes) {
+      const rib::Member* m = spec.member(n);
+      if (!m) return Status::InvalidArgument("unknown node " + std::to_string(n));
+      auto s = std::make_unique<zmq::socket_t>(c->ctx_, zmq::socket_type::dealer);
+      s->set(zmq::sockopt::linger, 0);
+      s->set(zmq::sockopt::sndhwm, 100000);
+      s->set(zmq::sockopt::rcvhwm, 100000);
+      if (spec.curve) {
+        s->set(zmq::sockopt::curve_serverkey, m->curve_public);
+        s->set(zmq::sockopt::curve_publickey, keys->public_key);
+        s->set(zmq::sockopt::curve_secretkey, keys->secret_key);
+      }
+      s->connect(m->control);
+      c->items_.push_back({s->handle(), 0, ZMQ_POLLIN, 0});
+      c->item_node_.push_back(n);
+      c->sock_[n] = std::move(s);
+    }
+  } catch (const zmq::error_t& e) {
+    return Status::Io(std::string("connect: ") + e.what());
+  }
+  return c;
+}
+
+uint32_t Client::owner_of(const FlowKey& k) const {
+  return spec_.owner[partition_of(hash_key(k, spec_.hash_seed), spec_.log2_partitions())];
+}
+
+Status Client::send(uint32_t node, pb::Envelope& env) {
+  if (node >= sock_.size() || !sock_[node]) return Status::InvalidArgument("not connected to node " + std::to_string(node));
+  env.set_version(kProtocolVersion);
+  const std::string b = env.SerializeAsString();
+  zmq::message_t m(b.data(), b.size());
+  try {
+    if (!sock_[node]->send(m, zmq::send_flags::none)) return Status::Unavailable("send would block");
+  } catch (const zmq::error_t& e) {
+    return Status::Io(std::string("send: ") + e.what());
+  }
+  return Status::Ok();
+}
+
+Status Client::recv(pb::Envelope* out, uint32_t* from, int timeout_ms) {
+  try {
+    const int n = zmq::poll(items_.data(), items_.size(), std::chrono::milliseconds(timeout_ms));
+    if (n <= 0) return Status::Unavailable("no reply within " + std::to_string(timeout_ms) + " ms");
+    for (size_t i = 0; i < items_.size(); ++i) {
+      if (!(items_[i].revents & ZMQ_POLLIN)) continue;
+      zmq::message_t m;
+      if (!sock_[item_node_[i]]->recv(m, zmq::recv_flags::dontwait)) continue;
+      if (from) *from = item_node_[i];
+      ValidationContext v = vctx_;
+      return parse_envelope({static_cast<const uint8_t*>(m.data()), m.size()}, v, out);
+    }
+  } catch (const zmq::error_t& e) {
+    return Status::Io(std::string("recv: ") + e.what());
+  }
+  return Status::Unavailable("no reply");
+}
+
+Result<pb::Envelope> Client::call(uint32_t node, pb::Envelope env, int timeout_ms) {
+  const uint64_t corr = next_corr();
+  env.set_corr(corr);
+  SB_RETURN_IF_ERROR(send(node, env));
+  const auto deadline = std::chrono::steady_clock::now() + std::chrono::milliseconds(timeout_ms);
+  for (;;) {
+    const auto left = std::chrono::duration_cast<std::chrono::milliseconds>(deadline - std::chrono::steady_clock::now()).count();
+    if (left <= 0) return Status::Unavailable("node " + std::to_string(node) + " did not answer within " + std::to_string(timeout_ms) + " ms");
+    pb::Envelope r;
+    uint32_t from = 0;
+    Status st = recv(&r, &from, int(left));
+    if (st.code() == StatusCode::kUnavailable) continue;
+    SB_RETURN_IF_ERROR(st);
+    if (r.corr() == corr) return r;
+  }
+}
+
+}  // namespace sb::control

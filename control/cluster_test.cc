@@ -1,0 +1,346 @@
+// Multi-process tests: real sb-node --control-only processes on 127.0.0.1
+// ephemeral ports (control/harness.h), driven through the client API.
+#include <catch2/catch.hpp>
+#include <map>
+#include <random>
+#include <thread>
+#include <unordered_map>
+
+#include "control/harness.h"
+#include "core/test_util.h"
+#include "rib/owner.h"
+
+using namespace sb;
+using namespace sb::control;
+
+namespace {
+
+HarnessOptions opts(uint32_t nodes) {
+  HarnessOptions o;
+  o.sb_node = SB_NODE_BIN;
+  o.nodes = nodes;
+  o.partitions = 64;
+  o.capacity = 200000;
+  o.fib_capacity = 200000;
+  return o;
+}
+
+struct Model {
+  std::unordered_map<FlowKey, pb::Session, rib::KeyHasher> live;
+  // Keys whose last op timed out (OWNER_UNAVAILABLE / UNAVAILABLE): the op
+  // may or may not have happened; resolved by asking the cluster.
+  std::vector<FlowKey> uncertain;
+};
+
+pb::SessionOp make_op(pb::OpKind kind, uint64_t id, const FlowKey& k, uint32_t node, uint32_t teid) {
+  pb::SessionOp op;
+  op.set_kind(kind);
+  op.set_request_id(id);
+  auto* s = op.mutable_session();
+  s->set_key(key_to_bytes(k));
+  s->set_node(node);
+  s->set_teid_dl(teid);
+  s->set_enb_ip(0xc6130001u);
+  s->set_bearer(5);
+  return op;
+}
+
+// Sends ops in batches through random entry nodes; applies OK results to the model.
+struct Driver {
+  Client& c;
+  Model& m;
+  std::mt19937_64 rng;
+  uint64_t next_id = 1;
+  uint64_t ok = 0, failed = 0, unavailable = 0;
+  Driver(Client& cl, Model& mo, uint64_t seed) : c(cl), m(mo), rng(seed) {}
+
+  // One request of `ops` to `entry`; waits for its reply.
+  bool run(uint32_t entry, std::vector<pb::SessionOp> ops, int timeout_ms = 15000) {
+    pb::Envelope env;
+    for (auto& op : ops) *env.mutable_session_request()->add_ops() = op;
+    Result<pb::Envelope> r = c.call(entry, env, timeout_ms);
+    if (!r.ok() || !r.value().has_session_reply()) return false;
+    const auto& rs = r.value().session_reply().results();
+    REQUIRE(size_t(rs.size()) == ops.size());
+    for (int i = 0; i < rs.size(); ++i) {
+      const pb::SessionOp& op = ops[size_t(i)];
+      FlowKey k;
+      std::memcpy(k.bytes, op.session().key().data(), 16);
+      if (rs[i].code() != pb::OK) {
+        ++failed;
+        if (rs[i].code() == pb::OWNER_UNAVAILABLE || rs[i].code() == pb::UNAVAILABLE) {
+          ++unavailable;
+          m.uncertain.push_back(k);
+        }
+        continue;
+      }
+      ++ok;
+      if (op.kind() == pb::DELETE) m.live.erase(k);
+      else m.live[k] = rs[i].session();
+    }
+    return true;
+  }
+
+  std::vector<pb::SessionOp> random_ops(const std::vector<FlowKey>& pool, size_t n, uint32_t nodes) {
+    std::vector<pb::SessionOp> ops;
+    std::set<std::string> used;
+    for (size_t i = 0; i < n; ++i) {
+      const FlowKey k = pool[rng() % pool.size()];
+      if (!used.insert(key_to_bytes(k)).second) continue;  // one op per key per request
+      const bool have = m.live.count(k) > 0;
+      const uint32_t r = uint32_t(rng() % 100);
+      pb::OpKind kind = !have ? pb::ADD : r < 30 ? pb::MODIFY : r < 65 ? pb::MOVE : pb::DELETE;
+      ops.push_back(make_op(kind, next_id++, k, uint32_t(rng() % nodes), uint32_t(rng())));
+    }
+    return ops;
+  }
+};
+
+std::vector<FlowKey> key_pool(size_t n, uint32_t salt) {
+  std::vector<FlowKey> v;
+  for (size_t i = 0; i < n; ++i)
+    v.push_back(FlowKey::five_tuple(0xc6120000u + uint32_t(i), 0xc6130000u + salt, uint16_t(i), 443, 6));
+  return v;
+}
+
+// Polls every node until its GPT and FIB agree with the model (or timeout).
+// Returns "" when consistent, else the first problem.
+std::string verify(Harness& h, Client& c, const Model& m, int timeout_ms = 15000) {
+  std::vector<FlowKey> keys;
+  for (const auto& [k, s] : m.live) keys.push_back(k);
+  const auto deadline = std::chrono::steady_clock::now() + std::chrono::milliseconds(timeout_ms);
+  std::string problem;
+  while (std::chrono::steady_clock::now() < deadline) {
+    problem.clear();
+    std::map<uint32_t, uint64_t> handled;
+    for (const auto& [k, s] : m.live) ++handled[s.node()];
+    for (const auto& mem : h.spec().members) {
+      if (!problem.empty()) break;
+      pb::Envelope st;
+      st.mutable_status_request();
+      Result<pb::Envelope> sr = c.call(mem.id, st, 5000);
+      if (!sr.ok()) { problem = "node " + std::to_string(mem.id) + " status: " + sr.status().message(); break; }
+      if (sr.value().status().fib_entries() != handled[mem.id]) {
+        problem = "node " + std::to_string(mem.id) + " holds " + std::to_string(sr.value().status().fib_entries()) +
+                  " FIB entries, handles " + std::to_string(handled[mem.id]);
+        break;
+      }
+      for (size_t off = 0; off < keys.size() && problem.empty(); off += 4096) {
+        pb::Envelope req;
+        for (size_t i = off; i < std::min(keys.size(), off + 4096); ++i)
+          req.mutable_lookup_request()->add_keys(key_to_bytes(keys[i]));
+        Result<pb::Envelope> r = c.call(mem.id, req, 5000);
+        if (!r.ok()) { problem = "lookup: " + r.status().message(); break; }
+        const auto& l = r.value().lookup_reply();
+        for (int i = 0; i < l.gpt_size(); ++i) {
+          const pb::Session& s = m.live.at(keys[off + size_t(i)]);
+          if (l.gpt(i) != s.node()) {
+            problem = "node " + std::to_string(mem.id) + " GPT answers " + std::to_string(l.gpt(i)) + " for " +
+                      keys[off + size_t(i)].to_string() + " handled by " + std::to_string(s.node());
+            break;
+          }
+          if (s.node() == mem.id && l.teid_dl(i) != s.teid_dl()) {
+            problem = "node " + std::to_string(mem.id) + " FIB lacks " + keys[off + size_t(i)].to_string();
+            break;
+          }
+        }
+      }
+    }
+    if (problem.empty()) return "";
+    std::this_thread::sleep_for(std::chrono::milliseconds(200));
+  }
+  return problem;
+}
+
+uint64_t counter(Client& c, uint32_t node, const std::string& name) {
+  pb::Envelope req;
+  req.mutable_stats_request();
+  Result<pb::Envelope> r = c.call(node, req, 5000);
+  if (!r.ok()) return UINT64_MAX;
+  for (const auto& x : r.value().stats().counters())
+    if (x.name() == name) return x.value();
+  return 0;
+}
+
+}  // namespace
+
+TEST_CASE("cluster: random workload on 4 node processes converges with CURVE and forwarding") {
+  const uint64_t seed = test_seed(31);
+  auto h = Harness::start(opts(4));
+  REQUIRE(h.ok());
+  auto c = h.value()->client();
+  REQUIRE(c.ok());
+  Model m;
+  Driver d(*c.value(), m, seed);
+  const auto pool = key_pool(3000, 1);
+  for (int round = 0; round < 40; ++round)
+    REQUIRE(d.run(uint32_t(round % 4), d.random_ops(pool, 200, 4)));
+  CHECK(d.ok > 4000);
+  CHECK(d.unavailable == 0);
+  const std::string p = verify(*h.value(), *c.value(), m);
+  INFO(p);
+  CHECK(p.empty());
+  CHECK(counter(*c.value(), 0, "forwarded_ops") > 0);
+}
+
+TEST_CASE("cluster: kill -9 of an owner mid-stream and restart keeps acked ops (also after compaction)") {
+  const uint64_t seed = test_seed(32);
+  HarnessOptions o = opts(4);
+  o.snapshot_every = 500;  // compaction happens during the run
+  auto h = Harness::start(o);
+  REQUIRE(h.ok());
+  auto c = h.value()->client();
+  REQUIRE(c.ok());
+  Model m;
+  Driver d(*c.value(), m, seed);
+  const auto pool = key_pool(4000, 2);
+  for (int round = 0; round < 15; ++round) REQUIRE(d.run(uint32_t(round % 4), d.random_ops(pool, 300, 4)));
+  // Mid-stream: a request is in flight at node 2 when it dies.
+  pb::Envelope env;
+  for (auto& op : d.random_ops(pool, 300, 4)) *env.mutable_session_request()->add_ops() = op;
+  env.set_corr(999999);
+  REQUIRE(c.value()->send(2, env).ok());
+  std::this_thread::sleep_for(std::chrono::milliseconds(5));
+  REQUIRE(h.value()->kill9(2).ok());
+  // Ops for the other owners keep working (those handled by node 2 fail).
+  for (int round = 0; round < 5; ++round) REQUIRE(d.run(0, d.random_ops(pool, 100, 4), 20000));
+  REQUIRE(h.value()->restart(2).ok());
+  // Ops of the lost request may or may not have happened: reconcile the
+  // model for those keys from the cluster, then check all acked ops.
+  std::vector<FlowKey> uncertain;
+  for (const auto& op : env.session_request().ops()) {
+    FlowKey k;
+    std::memcpy(k.bytes, op.session().key().data(), 16);
+    uncertain.push_back(k);
+  }
+  auto show = [&](const FlowKey& k) -> std::pair<bool, pb::Session> {
+    // Right after a restart the peers reconnect: retry while the owner is
+    // reported unavailable.
+    for (int attempt = 0; attempt < 100; ++attempt) {
+      pb::Envelope e;
+      *e.mutable_session_request()->add_ops() = make_op(pb::SHOW, 0, k, 0, 0);
+      Result<pb::Envelope> r = c.value()->call(1, e, 10000);
+      REQUIRE(r.ok());
+      const auto& res = r.value().session_reply().results(0);
+      if (res.code() == pb::OWNER_UNAVAILABLE) {
+        std::this_thread::sleep_for(std::chrono::milliseconds(50));
+        continue;
+      }
+      return {res.code() == pb::OK, res.session()};
+    }
+    FAIL("owner stays unavailable");
+    return {false, {}};
+  };
+  for (const FlowKey& k : m.uncertain) uncertain.push_back(k);
+  for (const FlowKey& k : uncertain) {
+    auto [have, s] = show(k);
+    if (have) m.live[k] = s;
+    else m.live.erase(k);
+  }
+  // Every acknowledged session is in the RIB with its node.
+  size_t checked = 0;
+  for (const auto& [k, s] : m.live) {
+    if (checked++ > 400) break;
+    auto [have, got] = show(k);
+    INFO(k.to_string());
+    REQUIRE(have);
+    CHECK(got.node() == s.node());
+  }
+  CHECK(counter(*c.value(), 2, "epoch") == 2);
+  // After the restart everything converges and more ops work.
+  for (int round = 0; round < 5; ++round) REQUIRE(d.run(uint32_t(round % 4), d.random_ops(pool, 200, 4)));
+  const std::string p = verify(*h.value(), *c.value(), m);
+  INFO(p);
+  CHECK(p.empty());
+  if (!p.empty()) {
+    pb::Envelope req;
+    for (const auto& k : pool) req.mutable_lookup_request()->add_keys(key_to_bytes(k));
+    for (uint32_t n = 0; n < 4; ++n) {
+      Result<pb::Envelope> r = c.value()->call(n, req, 5000);
+      REQUIRE(r.ok());
+      const auto& l = r.value().lookup_reply();
+      for (size_t i = 0; i < pool.size(); ++i) {
+        const uint32_t v = l.fib(int(i));
+        if (v == 0xffffffffu) continue;
+        auto it = m.live.find(pool[i]);
+        if (it == m.live.end() || it->second.node() != n) {
+          auto [have, s2] = show(pool[i]);
+          const uint32_t own = c.value()->owner_of(pool[i]);
+          WARN("node " << n << " extra " << pool[i].to_string() << " model " << (it == m.live.end() ? -1 : int(it->second.node()))
+               << " rib " << (have ? int(s2.node()) : -1) << " owner " << own);
+        }
+      }
+    }
+  }
+}
+
+TEST_CASE("cluster: dropped PUB/SUB batches are detected and resynced") {
+  HarnessOptions o = opts(3);
+  auto h = Harness::start(o);
+  REQUIRE(h.ok());
+  REQUIRE(h.value()->restart(1, {"--test-drop-every", "3"}).ok());
+  auto c = h.value()->client();
+  REQUIRE(c.ok());
+  Model m;
+  Driver d(*c.value(), m, 33);
+  const auto pool = key_pool(2000, 3);
+  for (int round = 0; round < 30; ++round) REQUIRE(d.run(uint32_t(round % 3), d.random_ops(pool, 100, 3)));
+  const std::string p = verify(*h.value(), *c.value(), m);
+  INFO(p);
+  CHECK(p.empty());
+  CHECK(counter(*c.value(), 1, "test_dropped_batches") > 0);
+  CHECK(counter(*c.value(), 1, "gap") > 0);
+}
+
+TEST_CASE("cluster: malformed frames and unknown CURVE keys are rejected and counted") {
+  auto h = Harness::start(opts(2));
+  REQUIRE(h.ok());
+  auto c = h.value()->client();
+  REQUIRE(c.ok());
+  Model m;
+  Driver d(*c.value(), m, 34);
+  const auto pool = key_pool(100, 4);
+  REQUIRE(d.run(0, d.random_ops(pool, 50, 2)));
+  const size_t before = m.live.size();
+  // A garbage frame and an oversized op list from an authenticated client.
+  {
+    zmq::context_t ctx;
+    zmq::socket_t s(ctx, zmq::socket_type::dealer);
+    s.set(zmq::sockopt::linger, 0);
+    s.set(zmq::sockopt::curve_serverkey, h.value()->spec().members[0].curve_public);
+    s.set(zmq::sockopt::curve_publickey, h.value()->client_keys()->public_key);
+    s.set(zmq::sockopt::curve_secretkey, h.value()->client_keys()->secret_key);
+    s.connect(h.value()->spec().members[0].control);
+    const std::string garbage = "\xff\xff\xff\x0f garbage";
+    s.send(zmq::buffer(garbage));
+    zmq::message_t r;
+    s.set(zmq::sockopt::rcvtimeo, 5000);
+    REQUIRE(s.recv(r));
+    pb::Envelope e;
+    REQUIRE(e.ParseFromArray(r.data(), int(r.size())));
+    CHECK(e.has_error());
+    CHECK(e.error().code() == pb::CORRUPT);
+    pb::Envelope bad;
+    bad.set_version(1);
+    auto* op = bad.mutable_session_request()->add_ops();
+    *op = make_op(pb::ADD, 5, FlowKey::five_tuple(9, 9, 9, 9, 6), 7 /* not a member */, 1);
+    const std::string b = bad.SerializeAsString();
+    s.send(zmq::buffer(b));
+    REQUIRE(s.recv(r));
+    REQUIRE(e.ParseFromArray(r.data(), int(r.size())));
+    CHECK(e.error().code() == pb::INVALID);
+    CHECK(e.error().text().find("node") != std::string::npos);
+  }
+  CHECK(counter(*c.value(), 0, "bad_message") >= 2);
+  // A client with a key the cluster does not know gets nothing.
+  {
+    KeyPair evil = generate_keypair().value();
+    auto e = Client::connect(h.value()->spec(), &evil, {0});
+    REQUIRE(e.ok());
+    pb::Envelope req;
+    req.mutable_stats_request();
+    CHECK(!e.value()->call(0, req, 1500).ok());
+  }
+  CHECK(counter(*c.value(), 0, "curve_rejected") >= 1);
+  CHECK(counter(*c.value(), 0, "sessions") + counter(*c.value(), 1, "sessions") == before);
+}

@@ -1,0 +1,127 @@
+// node/packet.h: bounds-checked parsing of the frames the pipeline sees, and
+// GTP-U encapsulation/decapsulation, on plain byte buffers.
+//
+// Pure functions over (pointer, length): no DPDK, no allocation, no
+// exceptions, no logging, so the same code runs in the pipeline (on mbuf
+// data), in the unit tests, and under the fuzzer. A malformed input returns
+// a Drop reason, never reads outside [frame, frame + len).
+//
+// Layouts (network byte order):
+//   Ethernet  dst(6) src(6) type(2) [802.1Q: tci(2) type(2)]
+//   IPv4      ver/ihl tos len(2) id(2) flags/frag(2) ttl proto csum(2) src(4) dst(4) [options]
+//   UDP/TCP   src port(2) dst port(2) ...
+//   GTPv1-U   flags type length(2) teid(4) [seq(2) npdu ext(1) if E|S|PN] [ext headers if E]
+// (../shared/design/GTPU.md has the mistakes to avoid; all of them are tests.)
+#pragma once
+
+#include <cstdint>
+#include <cstring>
+
+#include "core/flow_key.h"
+#include "node/drop_reasons.h"
+
+namespace sb::node {
+
+inline constexpr uint16_t kEthIpv4 = 0x0800;
+inline constexpr uint16_t kEthVlan = 0x8100;
+inline constexpr uint16_t kGtpuPort = 2152;
+inline constexpr uint8_t kGtpGpdu = 0xff;
+inline constexpr uint8_t kGtpEchoRequest = 1;
+inline constexpr uint8_t kGtpEchoResponse = 2;
+// Outer headers added by encapsulation: Ethernet + IPv4 + UDP + GTP-U.
+inline constexpr uint32_t kEncapHdr = 14 + 20 + 8 + 8;
+inline constexpr uint32_t kGtpOverhead = 20 + 8 + 8;  // over the inner IP packet
+
+struct Mac {
+  uint8_t b[6];
+  friend bool operator==(const Mac& a, const Mac& c) { return std::memcmp(a.b, c.b, 6) == 0; }
+};
+
+inline uint16_t rd16(const uint8_t* p) { return uint16_t(p[0] << 8 | p[1]); }
+inline uint32_t rd32(const uint8_t* p) {
+  return uint32_t(p[0]) << 24 | uint32_t(p[1]) << 16 | uint32_t(p[2]) << 8 | p[3];
+}
+inline void wr16(uint8_t* p, uint16_t v) { p[0] = uint8_t(v >> 8); p[1] = uint8_t(v); }
+inline void wr32(uint8_t* p, uint32_t v) {
+  p[0] = uint8_t(v >> 24); p[1] = uint8_t(v >> 16); p[2] = uint8_t(v >> 8); p[3] = uint8_t(v);
+}
+
+// RFC 1071 checksum of an IPv4 header (len bytes, even).
+uint16_t ipv4_checksum(const uint8_t* hdr, uint32_t len);
+
+// ---- downstream (Internet -> UE) -------------------------------------------
+
+struct Downstream {
+  uint16_t l3_off = 0;    // offset of the inner IPv4 header in the frame
+  uint16_t ip_len = 0;    // IPv4 total length (<= frame bytes after l3_off)
+  uint8_t tos = 0;
+  uint8_t ttl = 0;
+  bool vlan = false;
+  FlowKey key{};
+};
+
+// Parses a downstream frame: Ethernet addressed to `mine` (else
+// l2_not_mine), optional one 802.1Q tag, IPv4 (version 4, IHL >= 5, header
+// and total length inside the frame; padding after total length is
+// allowed), TTL > 1, then the key: 5-tuple (TCP/UDP/SCTP ports; other
+// protocols key with zero ports; non-first fragments -> frag_no_l4 unless
+// `ue_fallback`, which keys them by UE address) or the UE address alone.
+Drop parse_downstream(const uint8_t* frame, uint32_t len, const Mac& mine, KeyMode mode,
+                      bool ue_fallback, Downstream* out);
+
+// ---- GTP-U encapsulation ---------------------------------------------------
+
+struct EncapParams {
+  Mac src_mac;         // our enb-side port
+  Mac dst_mac;         // eNodeB-side next hop
+  uint32_t src_ip = 0; // our S1-U address (host order)
+  uint32_t dst_ip = 0; // the session's eNodeB address
+  uint32_t teid = 0;   // the session's teid_dl
+  uint16_t src_port = 0;  // from the flow hash, so routers spread tunnels
+  bool df = false;     // set DF on the outer header
+  uint16_t ip_id = 0;
+};
+
+// Writes the kEncapHdr bytes of outer headers for an inner IPv4 packet of
+// inner_len bytes whose TOS is inner_tos (DSCP and ECN copied to the outer
+// header). GTPv1-U flags 0x30 (no optional fields), type 0xFF, length =
+// inner_len, UDP checksum 0 (allowed over IPv4), IPv4 header checksum set.
+// REQUIRES inner_len + kGtpOverhead <= 65535.
+void write_gtpu_encap(uint8_t* hdr, const EncapParams& p, uint16_t inner_len, uint8_t inner_tos);
+
+// Decrements the TTL of the IPv4 header at ip and patches its checksum
+// incrementally (RFC 1624). REQUIRES ttl > 1.
+void ipv4_dec_ttl(uint8_t* ip);
+
+// ---- upstream (UE -> Internet): GTP-U from the eNodeB ---------------------
+
+struct Upstream {
+  uint8_t msg_type = 0;
+  uint32_t teid = 0;
+  bool has_seq = false;     // any of E, S, PN set: the 4 optional bytes exist
+  uint16_t seq = 0;
+  uint16_t outer_ip_off = 0;
+  uint32_t outer_src_ip = 0;
+  uint16_t outer_src_port = 0;
+  uint16_t inner_off = 0;   // G-PDU: the inner IPv4 packet
+  uint16_t inner_len = 0;
+};
+
+// Parses GTP-U over UDP over IPv4 addressed to (mine, s1u_ip): not UDP to
+// port 2152 at our address -> not_gtpu; GTP version != 1, PT != 1, a
+// length field that disagrees with the UDP payload, a truncated optional
+// part or extension chain (4-byte units, length 0 invalid) -> gtpu_bad; a
+// G-PDU whose payload is not a whole IPv4 packet -> gtpu_bad.
+// Message types other than G-PDU are returned with kNone for the caller
+// to handle (echo) or count (gtpu_unsupported).
+Drop parse_upstream(const uint8_t* frame, uint32_t len, const Mac& mine, uint32_t s1u_ip,
+                    Upstream* out);
+
+// Builds an Echo Response to the request parsed in `req` (from `frame`)
+// into out (at least 14+20+8+12+2 = 56 bytes): to the sender's MAC, address
+// and port, same sequence number (S flag), TEID 0, Recovery IE (type 14,
+// restart counter 0). Returns the frame length.
+uint32_t write_echo_response(const uint8_t* frame, const Upstream& req, const Mac& our_mac,
+                             uint32_t s1u_ip, uint8_t* out);
+
+}  // namespace sb::node
