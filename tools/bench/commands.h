@@ -8,4 +8,5 @@ int cmd_mem(int argc, char** argv);
 int cmd_hash(int argc, char** argv);
 int cmd_gpt(int argc, char** argv);
 int cmd_fib(int argc, char** argv);
+int cmd_cluster_updates(int argc, char** argv);  // cluster_updates_cmd.cc (RIB/control issue)
 }  // namespace sb::bench
