@@ -2,6 +2,7 @@
 
 #include <string>
 
+#include "gpt/ludo.h"
 #include "gpt/setsep.h"
 
 namespace sb::gpt {
@@ -25,6 +26,11 @@ Result<std::unique_ptr<GptTable>> deserialize_gpt(std::span<const uint8_t> bytes
   switch (Backend(bytes[4])) {
     case Backend::kSetSep: {
       auto r = SetSep::deserialize(bytes);
+      if (!r.ok()) return r.status();
+      return std::unique_ptr<GptTable>(std::move(r.value()));
+    }
+    case Backend::kLudo: {  // Ludo
+      auto r = LudoTable::deserialize(bytes);
       if (!r.ok()) return r.status();
       return std::unique_ptr<GptTable>(std::move(r.value()));
     }

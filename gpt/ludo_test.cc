@@ -290,7 +290,9 @@ TEST_CASE("ludo: snapshots round-trip, corrupt input rejected", "[ludo]") {
   std::vector<uint8_t> snap;
   (*b)->ludo().serialize(&snap);
   auto any = deserialize_gpt(snap);
-  if (any.ok()) CHECK((*any)->backend() == Backend::kLudo);
+  REQUIRE(any.ok());
+  CHECK((*any)->backend() == Backend::kLudo);
+  CHECK((*any)->lookup(keys[7], hash_key(keys[7], c.hash_seed)) == v[7]);
   auto t = LudoTable::deserialize(snap);
   REQUIRE(t.ok());
   for (size_t i = 0; i < keys.size(); ++i)

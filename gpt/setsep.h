@@ -116,14 +116,32 @@
 // ============================================================================
 // UPDATES (§4.5)
 // ============================================================================
-// SetSepBuilder keeps the (key, h, value) entries of its blocks, sorted by
-// bucket. Insert / value change recompute only the key's group (a "group
-// delta": seed + group index + record, ~9 bytes of payload at l = 2); when
-// the group grows beyond `rebalance_group_keys` or cannot be solved, the
-// whole block is rebalanced with the next seed (a "block delta": seed +
-// choices + 64 records). Delete recomputes nothing (the stored functions
-// still separate the remaining keys) and produces no delta; it is recorded
-// in the builder's key set and statistics.
+// SetSepBuilder keeps the (key, h, value) entries of its blocks (arrival
+// order, with a bucket byte per entry and per-bucket counts: 26 bytes per
+// key plus 1 KiB per block). Insert / value change recompute only the key's
+// group: first each value bit's current (index, array) is checked against
+// the group with the changed key (it still separates it when the key lands
+// in an empty slot or among keys with the same bit: the array bit is set),
+// and only the bits that fail are searched again (one pass). The result is
+// a "group delta": seed + group index + record, 10 bytes of payload at
+// l = 2 (16+8). When the group grows beyond `rebalance_group_keys` or
+// cannot be solved, the whole block is rebalanced with the next seed (a
+// "block delta": seed + choices + 64 records, 455 bytes at l = 2). Delete
+// recomputes nothing (the stored functions still separate the remaining
+// keys) and produces no delta; it is recorded in the builder's key set and
+// statistics.
+//
+// ============================================================================
+// LOOKUP (Algorithm 1, §5.1)
+// ============================================================================
+// lookup_bulk() branches once per batch (at most 64 keys) into a loop
+// specialized for the configuration: stage 1 computes block and bucket and
+// prefetches the choice line and meta word; stage 2 reads the choice,
+// derives the group and prefetches its record (both lines when it
+// straddles); stage 3 evaluates. With 16+8 the l hash functions are
+// evaluated with compile-time l, in AVX2 lanes when l >= 4 and the CPU has
+// AVX2 (runtime dispatch; the portable build stays x86-64-v2). Any other
+// x+m uses the generic bit-field path.
 //
 // ============================================================================
 // THREAD SAFETY
@@ -172,6 +190,11 @@ inline constexpr unsigned kCandidates = 4;
 inline constexpr unsigned kKeysPerBlock = 1024;  // at capacity, on average
 inline constexpr uint8_t kSetSepFormatVersion = 1;
 static_assert(kBucketsPerBlock * 2 == 512, "a block's choices are one 64-byte line");
+static_assert(kBucketsPerBlock == kGroupsPerBlock * kCandidates, "each group is a candidate of 16 buckets");
+static_assert((kGroupsPerBlock * 24) % 64 == 0,
+              "a block's 64 records of l*(x+m) bits fill whole 64-bit words for every l");
+static_assert((kGroupsPerBlock * 24 * 8 / 8) % 64 == 0,
+              "16+8, l = 8: a block's records are whole cache lines (24 lines)");
 
 struct SetSepConfig {
   unsigned value_bits = 2;        // l, 1..8
