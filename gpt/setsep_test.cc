@@ -477,6 +477,7 @@ TEST_CASE("gpt interface: make_gpt_builder / make_gpt_table by configuration", "
   const GptAddress a = t.value()->address_of(h);
   REQUIRE(a.partition == partition_of(h, 2));
   REQUIRE(a.sub_id < t.value()->sub_ids_per_partition());
-  gc.backend = Backend::kLudo;
+  gc.backend = Backend(99);  // not a backend of this binary
   REQUIRE_FALSE(make_gpt_builder(gc).ok());
+  REQUIRE_FALSE(make_gpt_table(gc).ok());
 }
