@@ -73,6 +73,9 @@ void OthelloQuery::lookup_bulk(const uint64_t* h, size_t n, uint64_t* out) const
 // Algorithm 2 (Concise §V-C) with counters in place of the D1/D2 bits.
 void OthelloQuery::apply(const OthelloChange* c, size_t n) {
   if (n == 0) return;
+  // The entries' words are read-modify-written below: start all the reads.
+  for (size_t k = 0; k < n; ++k)
+    prefetch_w((c[k].side == 0 ? a_.words() : b_.words()) + (c[k].index * shape_.value_bits >> 6));
   // Affected <- { p(i) : A[i] changes }; each region bumped once.
   for (size_t k = 0; k < n; ++k)
     if (c[k].side == 0) {
@@ -372,8 +375,11 @@ Status OthelloControl::add(uint64_t h, uint64_t value) {
       stats_.bfs_vertices += q0_.size() + q1_.size();
       if (!cycle) {
         const uint64_t delta = color(va) ^ color(vb) ^ value;
-        if (delta != 0)
-          for (const uint32_t v : (done == 0 ? q0_ : q1_)) set_color(v, color(v) ^ delta, true);
+        if (delta != 0) {
+          const std::vector<uint32_t>& flip = done == 0 ? q0_ : q1_;
+          for (const uint32_t v : flip) prefetch_color(v);
+          for (const uint32_t v : flip) set_color(v, color(v) ^ delta, true);
+        }
       }
     }
   }
@@ -441,6 +447,7 @@ Status OthelloControl::alter(uint64_t h, uint64_t value) {
   }
   const std::vector<uint32_t>& flip = side == 0 ? q0_ : q1_;
   stats_.bfs_vertices += q0_.size() + q1_.size();
+  for (const uint32_t v : flip) prefetch_color(v);
   for (const uint32_t v : flip) set_color(v, color(v) ^ delta, true);
   // Concurrency (othello.h): the altered key's change must touch A[ia] so
   // that readers of it retry. Flipping the B side leaves A[ia] as it was;

@@ -437,6 +437,10 @@ class OthelloControl {
   }
   uint64_t color(uint32_t v) const { return v < shape_.m_a ? a_.get(v) : b_.get(v - shape_.m_a); }
   void set_color(uint32_t v, uint64_t c, bool record);
+  void prefetch_color(uint32_t v) const {
+    const uint64_t i = v < shape_.m_a ? v : v - shape_.m_a;
+    prefetch_w((v < shape_.m_a ? a_.words() : b_.words()) + (i * shape_.value_bits >> 6));
+  }
   void link(uint32_t e);
   void unlink(uint32_t e);
   uint32_t new_edge(uint64_t h, uint64_t value);
