@@ -19,6 +19,18 @@ SetSepConfig setsep_config(const GptConfig& c) {
   s.seed = c.seed;
   return s;
 }
+
+// ---- Ludo (gpt/ludo.h) ----
+LudoConfig ludo_config(const GptConfig& c) {
+  LudoConfig l;
+  l.value_bits = c.value_bits;
+  l.capacity = c.capacity;
+  l.log2_partitions = c.log2_partitions;
+  l.shards_per_partition = c.ludo_shards;
+  l.hash_seed = c.hash_seed;
+  l.seed = c.seed;
+  return l;
+}
 }  // namespace
 
 Result<std::unique_ptr<GptTable>> deserialize_gpt(std::span<const uint8_t> bytes) {
@@ -47,6 +59,11 @@ Result<std::unique_ptr<GptBuilder>> make_gpt_builder(const GptConfig& cfg) {
       if (!r.ok()) return r.status();
       return std::unique_ptr<GptBuilder>(std::move(r.value()));
     }
+    case Backend::kLudo: {  // Ludo
+      auto r = LudoBuilder::create(ludo_config(cfg));
+      if (!r.ok()) return r.status();
+      return std::unique_ptr<GptBuilder>(std::move(r.value()));
+    }
     default:
       return Status::InvalidArgument(std::string("gpt: backend ") + backend_name(cfg.backend) +
                                      " not built into this binary");
@@ -57,6 +74,11 @@ Result<std::unique_ptr<GptTable>> make_gpt_table(const GptConfig& cfg) {
   switch (cfg.backend) {
     case Backend::kSetSep: {
       auto r = SetSep::create(setsep_config(cfg));
+      if (!r.ok()) return r.status();
+      return std::unique_ptr<GptTable>(std::move(r.value()));
+    }
+    case Backend::kLudo: {  // Ludo
+      auto r = LudoTable::create(ludo_config(cfg));
       if (!r.ok()) return r.status();
       return std::unique_ptr<GptTable>(std::move(r.value()));
     }

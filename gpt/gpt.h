@@ -135,6 +135,7 @@ struct GptConfig {
   uint64_t seed = 1;              // construction randomness
   unsigned index_bits = 16;       // SetSep x
   unsigned array_bits = 8;        // SetSep m
+  uint32_t ludo_shards = 1;       // Ludo: shards per partition k (fixed at cluster creation)
 };
 Result<std::unique_ptr<GptBuilder>> make_gpt_builder(const GptConfig& cfg);
 // An empty query table of the configured geometry (a node that will be fed

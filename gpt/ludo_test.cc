@@ -293,6 +293,24 @@ TEST_CASE("ludo: snapshots round-trip, corrupt input rejected", "[ludo]") {
   REQUIRE(any.ok());
   CHECK((*any)->backend() == Backend::kLudo);
   CHECK((*any)->lookup(keys[7], hash_key(keys[7], c.hash_seed)) == v[7]);
+  {
+    GptConfig gc;
+    gc.backend = Backend::kLudo;
+    gc.value_bits = 2;
+    gc.capacity = 1000;
+    gc.log2_partitions = 2;
+    gc.ludo_shards = 2;
+    gc.hash_seed = c.hash_seed;
+    auto gb = make_gpt_builder(gc);
+    REQUIRE(gb.ok());
+    REQUIRE((*gb)->build(keys.data(), v.data(), 1000, 1).ok());
+    CHECK((*gb)->table().backend() == Backend::kLudo);
+    CHECK((*gb)->table().sub_ids_per_partition() == 2);
+    CHECK((*gb)->table().lookup(keys[3], hash_key(keys[3], gc.hash_seed)) == v[3]);
+    auto gt = make_gpt_table(gc);
+    REQUIRE(gt.ok());
+    CHECK((*gt)->backend() == Backend::kLudo);
+  }
   auto t = LudoTable::deserialize(snap);
   REQUIRE(t.ok());
   for (size_t i = 0; i < keys.size(); ++i)
