@@ -32,6 +32,7 @@ Status OthelloFib::check_record(const FlowKey& key, uint32_t value) const {
 }
 
 uint32_t OthelloFib::find_session(const FlowKey& key) const {
+  ctl_.prefetch(hash(key));  // the update that follows needs both vertices
   if (fallback_n_.load(std::memory_order_relaxed) != 0) {
     const int s = fallback_find(key);
     if (s >= 0) return uint32_t(fallback_[s].value);

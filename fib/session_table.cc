@@ -84,6 +84,7 @@ Result<uint32_t> SessionTable::add(const SessionInfo& s) {
     store_relaxed(p + 1, 0);
   }
   ++size_;
+  if (!free_.empty()) prefetch_w(words(free_.back()));  // the next add's record
   return idx;
 }
 
