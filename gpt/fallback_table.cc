@@ -33,9 +33,9 @@ bool FallbackTable::find(const FlowKey& key, uint64_t h, uint8_t* value) const {
       const uint64_t* w = r->w.get();
       uint64_t i = start(h, mask);
       for (uint64_t probes = 0; probes <= mask; ++probes) {
-        const uint64_t meta = load_relaxed(w + 4 * i + 3);
+        const uint64_t meta = seq_load(w + 4 * i + 3);
         if (meta == 0) break;
-        if (load_relaxed(w + 4 * i) == lo && load_relaxed(w + 4 * i + 1) == hi) {
+        if (seq_load(w + 4 * i) == lo && seq_load(w + 4 * i + 1) == hi) {
           found = true;
           v = uint8_t(meta);
           break;
@@ -55,17 +55,17 @@ void FallbackTable::put_nolock(Rep* r, const FlowKey& key, uint64_t h, uint64_t 
   uint64_t i = start(h, r->mask);
   const uint64_t lo = key.lo(), hi = key.hi();
   for (;;) {
-    const uint64_t m = load_relaxed(w + 4 * i + 3);
+    const uint64_t m = seq_load(w + 4 * i + 3);
     if (m == 0) {
-      store_relaxed(w + 4 * i, lo);
-      store_relaxed(w + 4 * i + 1, hi);
-      store_relaxed(w + 4 * i + 2, h);
-      store_relaxed(w + 4 * i + 3, meta);
+      seq_store(w + 4 * i, lo);
+      seq_store(w + 4 * i + 1, hi);
+      seq_store(w + 4 * i + 2, h);
+      seq_store(w + 4 * i + 3, meta);
       ++count_;
       return;
     }
-    if (load_relaxed(w + 4 * i) == lo && load_relaxed(w + 4 * i + 1) == hi) {
-      store_relaxed(w + 4 * i + 3, meta);
+    if (seq_load(w + 4 * i) == lo && seq_load(w + 4 * i + 1) == hi) {
+      seq_store(w + 4 * i + 3, meta);
       return;
     }
     i = (i + 1) & r->mask;
@@ -83,13 +83,13 @@ void FallbackTable::grow() {
   if (old != nullptr) {
     const uint64_t* w = old->w.get();
     for (uint64_t i = 0; i <= old->mask; ++i) {
-      const uint64_t meta = load_relaxed(w + 4 * i + 3);
+      const uint64_t meta = seq_load(w + 4 * i + 3);
       if (meta == 0) continue;
       FlowKey k;
-      const uint64_t lo = load_relaxed(w + 4 * i), hi = load_relaxed(w + 4 * i + 1);
+      const uint64_t lo = seq_load(w + 4 * i), hi = seq_load(w + 4 * i + 1);
       std::memcpy(k.bytes, &lo, 8);
       std::memcpy(k.bytes + 8, &hi, 8);
-      put_nolock(rep.get(), k, load_relaxed(w + 4 * i + 2), meta);
+      put_nolock(rep.get(), k, seq_load(w + 4 * i + 2), meta);
     }
   }
   (void)n;
@@ -117,9 +117,9 @@ bool FallbackTable::erase_nolock(const FlowKey& key, uint64_t h) {
   const uint64_t lo = key.lo(), hi = key.hi();
   for (uint64_t probes = 0;; ++probes) {
     if (probes > mask) return false;
-    const uint64_t m = load_relaxed(w + 4 * i + 3);
+    const uint64_t m = seq_load(w + 4 * i + 3);
     if (m == 0) return false;
-    if (load_relaxed(w + 4 * i) == lo && load_relaxed(w + 4 * i + 1) == hi) break;
+    if (seq_load(w + 4 * i) == lo && seq_load(w + 4 * i + 1) == hi) break;
     i = (i + 1) & mask;
   }
   // Backward-shift deletion: pull later members of the run into the hole
@@ -127,16 +127,16 @@ bool FallbackTable::erase_nolock(const FlowKey& key, uint64_t h) {
   uint64_t j = i;
   for (;;) {
     j = (j + 1) & mask;
-    const uint64_t m = load_relaxed(w + 4 * j + 3);
+    const uint64_t m = seq_load(w + 4 * j + 3);
     if (m == 0) break;
-    const uint64_t k = start(load_relaxed(w + 4 * j + 2), mask);
+    const uint64_t k = start(seq_load(w + 4 * j + 2), mask);
     const bool movable = (i <= j) ? (k <= i || k > j) : (k <= i && k > j);
     if (movable) {
-      for (int f = 0; f < 4; ++f) store_relaxed(w + 4 * i + f, load_relaxed(w + 4 * j + f));
+      for (int f = 0; f < 4; ++f) seq_store(w + 4 * i + f, seq_load(w + 4 * j + f));
       i = j;
     }
   }
-  for (int f = 0; f < 4; ++f) store_relaxed(w + 4 * i + f, 0);
+  for (int f = 0; f < 4; ++f) seq_store(w + 4 * i + f, 0);
   --count_;
   return true;
 }
@@ -164,7 +164,7 @@ void FallbackTable::clear() {
   if (count_ == 0) return;
   ver_.write_begin();
   Rep* r = cur_.load(std::memory_order_relaxed);
-  for (uint64_t i = 0; i < (r->mask + 1) * 4; ++i) store_relaxed(r->w.get() + i, 0);
+  for (uint64_t i = 0; i < (r->mask + 1) * 4; ++i) seq_store(r->w.get() + i, 0);
   count_ = 0;
   ver_.write_end();
 }
@@ -175,13 +175,13 @@ std::vector<FallbackTable::Entry> FallbackTable::entries() const {
   if (r == nullptr) return out;
   const uint64_t* w = r->w.get();
   for (uint64_t i = 0; i <= r->mask; ++i) {
-    const uint64_t meta = load_relaxed(w + 4 * i + 3);
+    const uint64_t meta = seq_load(w + 4 * i + 3);
     if (meta == 0) continue;
     Entry e;
-    const uint64_t lo = load_relaxed(w + 4 * i), hi = load_relaxed(w + 4 * i + 1);
+    const uint64_t lo = seq_load(w + 4 * i), hi = seq_load(w + 4 * i + 1);
     std::memcpy(e.key.bytes, &lo, 8);
     std::memcpy(e.key.bytes + 8, &hi, 8);
-    e.h = load_relaxed(w + 4 * i + 2);
+    e.h = seq_load(w + 4 * i + 2);
     e.group = uint32_t(meta >> 8);
     e.value = uint8_t(meta);
     out.push_back(e);

@@ -16,7 +16,8 @@
 // slot array with a release store; the old array is kept until destruction
 // (a reader may still be probing it; it will retry because the version
 // moved), so growth wastes at most the sum of the previous sizes (< the
-// current size). All slot accesses are relaxed atomics (TSan-clean).
+// current size). Slot accesses are seq_load/seq_store (acquire/release,
+// the core/seqlock.h protocol; TSan-clean).
 //
 // Space: 256 bits per slot; slots = next pow2 >= 2 * entries (min 16), plus
 // retired arrays; zero when no key ever fell back (the array is lazy).

@@ -171,7 +171,7 @@ GptAddress SetSep::address_of(uint64_t h) const {
 }
 
 unsigned SetSep::choice_of(uint64_t blk, unsigned bucket) const {
-  const uint64_t w = load_relaxed(choices_.data() + blk * 8 + (bucket >> 5));
+  const uint64_t w = seq_load(choices_.data() + blk * 8 + (bucket >> 5));
   return unsigned(w >> ((bucket & 31) * 2)) & 3u;
 }
 
@@ -197,7 +197,7 @@ namespace {
 inline uint64_t read64_at(const uint64_t* w, uint64_t bitpos) {
   const uint64_t* p = w + (bitpos >> 6);
   const unsigned o = unsigned(bitpos & 63);
-  const uint64_t lo = load_relaxed(p), hi = load_relaxed(p + 1);
+  const uint64_t lo = seq_load(p), hi = seq_load(p + 1);
   return o ? (lo >> o) | (hi << (64 - o)) : lo;
 }
 
@@ -306,8 +306,7 @@ uint8_t SetSep::lookup_counted(const FlowKey& key, uint64_t h, uint32_t* retries
     if (s & 1u) { ++*retries; cpu_relax(); continue; }
     const unsigned g = ct.cand[c][choice_of(blk, c)];
     const uint8_t v = eval_any(key, h, s >> 24, blk, g);
-    std::atomic_thread_fence(std::memory_order_acquire);
-    if (meta_relaxed(blk) == s) return v;
+    if (meta_relaxed(blk) == s) return v;  // data loads were acquire: the re-read stays after them
     ++*retries;
   }
 }
@@ -361,7 +360,6 @@ uint8_t SetSep::lookup(const FlowKey& key, uint64_t h) const {
     prefetch_r(gw + ((p + W_ - 1) >> 6));                                       \
   }                                                                             \
   for (size_t i = 0; i < n; ++i) out[i] = EVAL;                                 \
-  std::atomic_thread_fence(std::memory_order_acquire);                          \
   uint32_t retries = 0;                                                         \
   for (size_t i = 0; i < n; ++i) {                                              \
     if ((ver[i] & 1u) || meta_relaxed(blk[i]) != ver[i]) {                      \
@@ -415,7 +413,8 @@ void SetSep::block_write_begin(uint64_t blk, uint8_t seed) {
   const uint32_t w = __atomic_load_n(&meta_[blk], __ATOMIC_RELAXED);
   const uint32_t ver = (w + 1) & 0xffffffu;  // odd: writing (2^24 is even: parity survives the wrap)
   __atomic_store_n(&meta_[blk], ver | (uint32_t(seed) << 24), __ATOMIC_RELAXED);
-  std::atomic_thread_fence(std::memory_order_release);
+  // No fence: every data store that follows is a release store (seq_store),
+  // which orders this odd bump before it (core/seqlock.h protocol).
 }
 
 void SetSep::block_write_end(uint64_t blk) {
@@ -429,7 +428,7 @@ void SetSep::put_choices(uint64_t blk, const uint8_t* choice) {
   for (unsigned k = 0; k < 8; ++k) {
     uint64_t w = 0;
     for (unsigned t = 0; t < 32; ++t) w |= uint64_t(choice[k * 32 + t] & 3u) << (2 * t);
-    store_relaxed(dst + k, w);
+    seq_store(dst + k, w);
   }
 }
 
@@ -545,7 +544,7 @@ Status SetSep::apply_block(const DeltaHeader& h, std::span<const uint8_t> payloa
   put_choices(blk, choice);
   if (hook_ != nullptr) hook_(hook_arg_);  // test hook: writer stalls mid-block
   uint64_t* dst = groups_.data() + blk * W_;
-  for (unsigned k = 0; k < W_; ++k) store_relaxed(dst + k, words[k]);
+  for (unsigned k = 0; k < W_; ++k) seq_store(dst + k, words[k]);
   for (unsigned k = 0; k < n; ++k) {
     FlowKey key;
     std::memcpy(key.bytes, items + k * 26 + 1, 16);
@@ -608,8 +607,8 @@ void SetSep::serialize_range(uint32_t first_part, uint32_t nparts, uint8_t kind,
   out->resize(kSnapHeader + payload);
   uint8_t* p = out->data() + kSnapHeader;
   for (uint64_t b = 0; b < nb; ++b) *p++ = block_seed(b0 + b);
-  for (uint64_t w = 0; w < nb * 8; ++w, p += 8) put_u64(p, load_relaxed(choices_.data() + b0 * 8 + w));
-  for (uint64_t w = 0; w < nb * W_; ++w, p += 8) put_u64(p, load_relaxed(groups_.data() + b0 * W_ + w));
+  for (uint64_t w = 0; w < nb * 8; ++w, p += 8) put_u64(p, seq_load(choices_.data() + b0 * 8 + w));
+  for (uint64_t w = 0; w < nb * W_; ++w, p += 8) put_u64(p, seq_load(groups_.data() + b0 * W_ + w));
   put_u32(p, uint32_t(fb.size()));
   p += 4;
   for (const auto& e : fb) {
@@ -741,8 +740,8 @@ Status SetSep::load_partition(std::span<const uint8_t> bytes, bool whole) {
   // while the fallback entries change, so no reader mixes old and new.
   for (uint64_t b = 0; b < nb; ++b) block_write_begin(b0 + b, seeds[b]);
   if (fallback_.size()) fallback_.erase_groups(b0 * kGroupsPerBlock, (b0 + nb) * kGroupsPerBlock);
-  for (uint64_t w = 0; w < nb * 8; ++w) store_relaxed(choices_.data() + b0 * 8 + w, get_u64(ch + w * 8));
-  for (uint64_t w = 0; w < nb * W_; ++w) store_relaxed(groups_.data() + b0 * W_ + w, get_u64(recs + w * 8));
+  for (uint64_t w = 0; w < nb * 8; ++w) seq_store(choices_.data() + b0 * 8 + w, get_u64(ch + w * 8));
+  for (uint64_t w = 0; w < nb * W_; ++w) seq_store(groups_.data() + b0 * W_ + w, get_u64(recs + w * 8));
   for (uint32_t k = 0; k < n; ++k) {
     const uint8_t* e = items + uint64_t(k) * kSnapFbEntry;
     FlowKey key;

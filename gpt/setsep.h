@@ -149,16 +149,17 @@
 // SetSep: lookups are const and safe from any number of threads concurrently
 // with ONE writer thread running apply()/load_partition()/set_* (external
 // synchronization between writers). Per-block seqlock, the protocol of
-// core/seqlock.h on the meta word:
-//   writer:  meta = version+1 (odd) | new seed; release fence;
-//            relaxed stores of the block's choices/records (and fallback
-//            entries, which have their own seqlock inside FallbackTable);
+// core/seqlock.h (no fences: TSan does not model them) on the meta word:
+//   writer:  meta = version+1 (odd) | new seed (relaxed store);
+//            release stores (seq_store) of the block's choices/records (and
+//            fallback entries, which have their own seqlock inside
+//            FallbackTable);
 //            meta = version+2 (even) | seed with a release store
-//   reader:  s = acquire load of meta; if odd: retry; relaxed loads;
-//            acquire fence; retry if meta != s
+//   reader:  s = acquire load of meta; if odd: retry; acquire loads
+//            (seq_load) of the data; retry if meta (relaxed) != s
 // so a reader never returns a value computed from a half-written block (the
 // seed comes from the same word it validates). All data accesses are
-// relaxed atomics (TSan-clean). A reader of a block under a long write
+// acquire loads / release stores (plain moves on x86; TSan-clean). A reader of a block under a long write
 // spins (pause); the writer never waits for readers. serialize*() read
 // without the seqlock and must not run concurrently with a writer.
 // SetSepBuilder: one thread (the RIB owner's); build() uses worker threads

@@ -221,7 +221,7 @@ void SetSepBuilder::write_image(uint64_t blk, const BlockImage& img) {
   t.block_write_begin(blk, img.seed);
   t.put_choices(blk, img.choice);
   uint64_t* dst = t.groups_.data() + blk * t.W_;
-  for (unsigned k = 0; k < t.W_; ++k) store_relaxed(dst + k, img.rec[k]);
+  for (unsigned k = 0; k < t.W_; ++k) seq_store(dst + k, img.rec[k]);
   t.block_write_end(blk);
 }
 
