@@ -91,6 +91,8 @@ class OthelloFibBench final : public FibBenchImpl {
         .set("reconstructions", st.reconstructions)
         .set("seeds_tried", st.seeds_tried)
         .set("entries_changed", st.entries_changed)
+        .set("bfs_vertices", st.bfs_vertices)
+        .set("deferred_cycles", fib_->deferred_cycles())
         .set("fallback_keys", uint64_t(fib_->fallback_size()))
         .set("session_record_bits_per_key", double(table_->record_bits()) / double(n_))
         .set("control_bits_per_key", double(fib_->control().control_bits()) / double(n_))
