@@ -7,6 +7,8 @@
 #include <algorithm>
 #include <cmath>
 #include <cstring>
+#include <cstdlib>
+#include <new>
 #include <string>
 
 #include "core/bit_array.h"
@@ -84,18 +86,28 @@ Status LudoConfig::validate() const {
 
 // ============================== storage =======================================
 
+void LudoWords::release() {
+  if (p_ == nullptr) return;
+  if (large_)
+    unmap_large(p_, n_ * 8);
+  else
+    std::free(p_);
+  p_ = nullptr;
+  n_ = 0;
+}
+
 void LudoWords::reset(size_t nwords) {
-  n_ = nwords;
-  if (nwords * 8 >= (1u << 20)) {  // >= 1 MiB: huge pages (a lookup must not also miss the TLB)
-    small_.clear();
-    small_.shrink_to_fit();
-    large_.allocate(nwords);
-    p_ = large_.data();
+  release();
+  if (nwords == 0) return;
+  large_ = nwords * 8 >= (1u << 20);  // >= 1 MiB: huge pages (a lookup must not also miss the TLB)
+  if (large_) {
+    PageKind got;
+    p_ = static_cast<uint64_t*>(map_large(nwords * 8, default_page_kind(), &got));
   } else {
-    large_.release();
-    small_.assign(nwords, 0);
-    p_ = small_.data();
+    p_ = static_cast<uint64_t*>(std::calloc(nwords, 8));
   }
+  if (p_ == nullptr) throw std::bad_alloc();
+  n_ = nwords;
 }
 
 void LudoShard::init(uint64_t nb_, uint64_t keys_cap, unsigned l, uint32_t seed) {
@@ -110,6 +122,9 @@ void LudoShard::init(uint64_t nb_, uint64_t keys_cap, unsigned l, uint32_t seed)
   a.reset(BitArray::words_for(m_a, 1));
   b.reset(BitArray::words_for(m_b, 1));
   bkt.reset(BitArray::words_for(nb, W));
+  pa = a.data();
+  pb = b.data();
+  pk = bkt.data();
   ovf.store(nullptr, std::memory_order_relaxed);
   ovf_reps.clear();
   ovf_count = ovf_tombs = 0;
@@ -217,18 +232,18 @@ uint8_t LudoTable::lookup_counted(const FlowKey& key, uint64_t h, uint32_t* retr
     // buckets at once, so the bucket load does not wait for the bit.
     const uint64_t c0 = reduce(remix(h, salt::kLudoBucket1), s->nb);
     const uint64_t c1 = reduce(remix(h, salt::kLudoBucket2), s->nb);
-    const char* bk = reinterpret_cast<const char*>(s->bkt.data());
-    prefetch_r(s->a.data() + (ia >> 6));
-    prefetch_r(s->b.data() + (ib >> 6));
+    const char* bk = reinterpret_cast<const char*>(s->pk);
+    prefetch_r(s->pa + (ia >> 6));
+    prefetch_r(s->pb + (ib >> 6));
     prefetch_r(bk + ((c0 * s->W) >> 3));
     prefetch_r(bk + ((c1 * s->W) >> 3));
     const SeqVersion& va = stripes_.at(stripe_a(g, ia));
     const uint32_t sa = va.read_begin();
-    const uint64_t bit = read_bits(s->a.data(), ia, 1) ^ read_bits(s->b.data(), ib, 1);
+    const uint64_t bit = read_bits(s->pa, ia, 1) ^ read_bits(s->pb, ib, 1);
     const uint64_t bucket = bit ? c1 : c0;
     const SeqVersion& vb = stripes_.at(stripe_b(g, bucket));
     const uint32_t sb = vb.read_begin();
-    const uint64_t w = read_bits(s->bkt.data(), bucket * s->W, s->W);
+    const uint64_t w = read_bits(s->pk, bucket * s->W, s->W);
     unsigned seed = unsigned(w & 31);
     if (seed == kLudoOverflowMark) seed = s->overflow_seed(bucket);
     const unsigned slot = ludo_slot(x, seed);
@@ -274,12 +289,12 @@ uint32_t LudoTable::lookup_bulk_impl(const FlowKey* keys, const uint64_t* hashes
     q.e = s->epoch.read_begin();
     q.ia = reduce(remix(h, seq_load(&s->salt_a)), s->m_a);
     q.ib = reduce(remix(h, seq_load(&s->salt_b)), s->m_b);
-    prefetch_r(s->a.data() + (q.ia >> 6));
-    prefetch_r(s->b.data() + (q.ib >> 6));
+    prefetch_r(s->pa + (q.ia >> 6));
+    prefetch_r(s->pb + (q.ib >> 6));
     q.bucket = reduce(remix(h, salt::kLudoBucket1), s->nb);
     q.c1 = reduce(remix(h, salt::kLudoBucket2), s->nb);
     if constexpr (kBoth) {
-      const char* bk = reinterpret_cast<const char*>(s->bkt.data());
+      const char* bk = reinterpret_cast<const char*>(s->pk);
       prefetch_r(bk + ((q.bucket * s->W) >> 3));
       prefetch_r(bk + ((q.c1 * s->W) >> 3));
     }
@@ -288,9 +303,9 @@ uint32_t LudoTable::lookup_bulk_impl(const FlowKey* keys, const uint64_t* hashes
     for (size_t i = 0; i < n; ++i) {
       Pos& q = p[i];
       q.sa = stripes_.at(stripe_a(q.g, q.ia)).read_begin();
-      const uint64_t bit = read_bits(q.s->a.data(), q.ia, 1) ^ read_bits(q.s->b.data(), q.ib, 1);
+      const uint64_t bit = read_bits(q.s->pa, q.ia, 1) ^ read_bits(q.s->pb, q.ib, 1);
       if (bit) q.bucket = q.c1;
-      prefetch_r(reinterpret_cast<const char*>(q.s->bkt.data()) + ((q.bucket * q.s->W) >> 3));
+      prefetch_r(reinterpret_cast<const char*>(q.s->pk) + ((q.bucket * q.s->W) >> 3));
     }
   }
   for (size_t i = 0; i < n; ++i) {
@@ -298,12 +313,12 @@ uint32_t LudoTable::lookup_bulk_impl(const FlowKey* keys, const uint64_t* hashes
     const LudoShard* s = q.s;
     if constexpr (kBoth) {
       q.sa = stripes_.at(stripe_a(q.g, q.ia)).read_begin();
-      const uint64_t bit = read_bits(s->a.data(), q.ia, 1) ^ read_bits(s->b.data(), q.ib, 1);
+      const uint64_t bit = read_bits(s->pa, q.ia, 1) ^ read_bits(s->pb, q.ib, 1);
       if (bit) q.bucket = q.c1;
     }
     const SeqVersion& vb = stripes_.at(stripe_b(q.g, q.bucket));
     const uint32_t sb = vb.read_begin();
-    const uint64_t w = read_bits(s->bkt.data(), q.bucket * s->W, s->W);
+    const uint64_t w = read_bits(s->pk, q.bucket * s->W, s->W);
     unsigned seed = unsigned(w & 31);
     if (seed == kLudoOverflowMark) seed = s->overflow_seed(q.bucket);
     const unsigned slot = ludo_slot(ludo_slot_word(hashes[i]), seed);

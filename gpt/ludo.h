@@ -115,6 +115,7 @@
 #pragma once
 
 #include <array>
+#include <cstddef>
 #include <atomic>
 #include <cstdint>
 #include <memory>
@@ -171,29 +172,38 @@ extern const std::array<uint64_t, kLudoMaxSeed + 1> kLudoSlotMul;
 inline unsigned ludo_slot(uint64_t x, unsigned seed) { return unsigned((x * kLudoSlotMul[seed]) >> 62); }
 inline uint64_t ludo_slot_word(uint64_t h) { return remix(h, salt::kLudoSlot); }
 
-// Word array: std::vector for small shards, LargeArray (THP) for big ones.
+// Word array: heap for small shards, huge pages (map_large) from 1 MiB on.
 class LudoWords {
  public:
-  void reset(size_t nwords);
+  LudoWords() = default;
+  ~LudoWords() { release(); }
+  LudoWords(const LudoWords&) = delete;
+  LudoWords& operator=(const LudoWords&) = delete;
+  void reset(size_t nwords);  // zero-filled
   uint64_t* data() { return p_; }
   const uint64_t* data() const { return p_; }
   size_t size() const { return n_; }
 
  private:
-  std::vector<uint64_t> small_;
-  LargeArray<uint64_t> large_;
+  void release();
   uint64_t* p_ = nullptr;
   size_t n_ = 0;
+  bool large_ = false;
 };
 
 // One shard of the lookup structure. Geometry (nb, m_a, m_b) is immutable
 // per object; the Othello seed and all array words change under versions.
-struct LudoShard {
-  uint64_t nb = 0, m_a = 0, m_b = 0;
-  unsigned W = 0;                // bucket bits 5 + 4l
-  mutable SeqVersion epoch;      // whole-shard in-place rewrites
-  uint64_t salt_a = 0, salt_b = 0;  // seq_load/seq_store
+// Everything a lookup reads of the shard is in its first cache line.
+struct alignas(64) LudoShard {
+  mutable SeqVersion epoch;         // whole-shard in-place rewrites
+  uint32_t W = 0;                   // bucket bits 5 + 4l
+  uint32_t nb = 0, m_a = 0, m_b = 0;
   uint32_t oth_seed = 0;
+  uint64_t salt_a = 0, salt_b = 0;  // seq_load/seq_store
+  const uint64_t* pa = nullptr;     // a.data(), b.data(), bkt.data()
+  const uint64_t* pb = nullptr;
+  const uint64_t* pk = nullptr;
+  // ---- cold: storage and writer state ----
   LudoWords a, b, bkt;
   // Overflow table: rep[0] = capacity, entries rep[1..cap].
   std::atomic<uint32_t*> ovf{nullptr};
@@ -204,6 +214,7 @@ struct LudoShard {
   uint32_t overflow_seed(uint64_t bucket) const;  // reader (under the bucket stripe)
   uint64_t num_bits() const;
 };
+static_assert(offsetof(LudoShard, a) == 64, "the lookup fields fill exactly one cache line");
 
 class LudoTable final : public GptTable {
  public:
