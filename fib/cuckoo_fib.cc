@@ -120,6 +120,7 @@ template <class L>
 bool CuckooFibT<L>::find(const FlowKey& key, uint64_t h, uint64_t* b, int* s) const {
   uint64_t b1, b2;
   buckets_of(h, &b1, &b2);
+  prefetch_r(&buckets_[b2]);  // both lines in flight before probing b1
   if ((*s = probe(b1, key.lo(), key.hi())) >= 0) { *b = b1; return true; }
   if ((*s = probe(b2, key.lo(), key.hi())) >= 0) { *b = b2; return true; }
   return false;
@@ -190,6 +191,7 @@ Status CuckooFibT<L>::insert_hashed(const FlowKey& key, uint64_t h, uint32_t val
       if (mark_[alt] == stamp_) continue;
       mark_[alt] = stamp_;
       nodes.push_back({alt, int32_t(qi), int32_t(s)});
+      prefetch_r(&buckets_[alt]);  // examined when its turn in the BFS comes
     }
   }
   if (found < 0)
