@@ -528,14 +528,22 @@ Status LudoTable::apply_insert(uint32_t g, std::span<const uint8_t> payload) {
           ovf_rehash(s, cap);
       }
     }
+    // The stripes this node touches, each once (a stripe bumped twice
+    // would look stable to readers): linear dedupe, nodes touch few.
     auto& st = scratch_st_;
     st.clear();
     st.push_back(stripe_b(g, bucket));
     for (unsigned j = 0; j < nchg; ++j) {
       const uint32_t x = get_u32(c + 4 * j);
-      if ((x >> 31) == 0) st.push_back(stripe_a(g, x & ((1u << 30) - 1)));
+      if ((x >> 31) != 0) continue;
+      const uint32_t r = stripe_a(g, x & ((1u << 30) - 1));
+      if (st.size() > 32) {
+        st.push_back(r);
+      } else if (std::find(st.begin(), st.end(), r) == st.end()) {
+        st.push_back(r);
+      }
     }
-    if (st.size() > 1) {
+    if (st.size() > 33) {
       std::sort(st.begin(), st.end());
       st.erase(std::unique(st.begin(), st.end()), st.end());
     }
