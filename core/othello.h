@@ -273,9 +273,16 @@ class OthelloQuery {
     const uint64_t ia = reduce(remix(h, b.salt_a), b.m_a);
     return Pos{ia * l, reduce(remix(h, b.salt_b), b.m_b) * l, uint32_t(region_of(ia))};
   }
+  // get_bits() reads words wi and wi + 1 (branch-free); when wi is the last
+  // word of a line, wi + 1 is in the next line: prefetch both (the second
+  // prefetch merges with the first in the common case).
   void prefetch(const Pos& p) const {
-    prefetch_r(reinterpret_cast<const char*>(a_.words()) + (p.bit_a >> 3));
-    prefetch_r(reinterpret_cast<const char*>(b_.words()) + (p.bit_b >> 3));
+    const uint64_t* a = a_.words() + (p.bit_a >> 6);
+    const uint64_t* b = b_.words() + (p.bit_b >> 6);
+    prefetch_r(a);
+    prefetch_r(b);
+    prefetch_r(a + 1);
+    prefetch_r(b + 1);
   }
   // Algorithm 3, one key: version before, A and B, version after.
   // Returns false when the region was being written (caller retries).
