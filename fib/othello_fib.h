@@ -38,13 +38,14 @@
 // 32-bit versions + fallback (kFallbackMax x 24 bytes): index bits per key
 // = 2.33 l at full load. The session records (256 bits each, counted in
 // total_bits) are needed by every FIB anyway. Control side: OthelloControl
-// (~32 bytes per key + its own copy of A and B).
+// (~50 bytes per key + its own copy of A and B).
 //
 // CONCURRENCY: one control thread (insert/update/erase/build); readers any
 // time. Each update applies its Othello change list to the query arrays
 // with Algorithm 2 (region versions); a reconstruction reloads them under
-// the epoch version (readers wait for the copy, O(n) words, rare: expected
-// once per ~n/8 adds). Record reads use the session table's stripes.
+// the epoch version (readers wait for the copy, O(n) words; rare: Case I
+// adds come about once per n/20 adds near full load, and only every
+// defer_cycles-th one reconstructs). Record reads use the session table's stripes.
 // REQUIRES (the session table is the authority): an index is in the FIB
 // only while its record is live and holds the key (insert/update check it),
 // and after erase(k) the caller removes k's record(s) (SessionTable::remove,
