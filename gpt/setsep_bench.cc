@@ -1,6 +1,6 @@
 // gpt/setsep_bench.cc: stand-alone SetSep benchmark (no DPDK). The
 // contract's figures come from `sb-bench gpt`; this is for quick iteration:
-//   sb-gpt-bench [keys=1048576] [value_bits=2] [threads=1] [x=16] [m=8] [updates=100000]
+//   sb-gpt-bench [keys=1048576] [value_bits=2] [threads=1] [x=16] [m=8] [updates=100000] [seed=1] [greedy_runs=4]
 #include <chrono>
 #include <cstdio>
 #include <cstdlib>
@@ -28,6 +28,7 @@ int main(int argc, char** argv) {
   const unsigned m = argc > 5 ? unsigned(std::atoi(argv[5])) : 8;
   const uint64_t nupd = argc > 6 ? std::strtoull(argv[6], nullptr, 0) : 100000;
   const uint64_t seed = argc > 7 ? std::strtoull(argv[7], nullptr, 0) : 1;
+  const unsigned runs = argc > 8 ? unsigned(std::atoi(argv[8])) : 4;
   auto keys = make_keys(n + nupd, seed);
   std::vector<uint8_t> vals(n + nupd);
   Rng rng(seed * 7 + 1);
@@ -38,6 +39,7 @@ int main(int argc, char** argv) {
   cfg.array_bits = m;
   cfg.capacity = n;
   cfg.seed = seed;
+  cfg.greedy_runs = runs;
   auto b = SetSepBuilder::create(cfg);
   if (!b.ok()) { std::fprintf(stderr, "%s\n", b.status().to_string().c_str()); return 1; }
   auto& B = *b.value();

@@ -87,10 +87,20 @@ unsigned greedy_assign(const uint32_t* sizes, unsigned runs, Rng& rng, uint8_t* 
   uint64_t best_score = ~0ULL;
   for (unsigned r = 0; r < runs; ++r) {
     uint32_t load[kGroupsPerBlock] = {};
+    // Random tie-breaks from a 64-bit word, 4 bits at a time.
+    uint64_t bits = rng.next();
+    unsigned left = 16;
+    auto rnd4 = [&]() -> unsigned {
+      if (left == 0) { bits = rng.next(); left = 16; }
+      --left;
+      const unsigned v = unsigned(bits & 15u);
+      bits >>= 4;
+      return v;
+    };
     for (unsigned i = 0; i < kBucketsPerBlock; ++i) {
       const unsigned c = base_order[i];
       const unsigned sz = sizes[c];
-      if (sz == 0) { tmp_choice[c] = uint8_t(rng.next() & 3); continue; }
+      if (sz == 0) { tmp_choice[c] = uint8_t(rnd4() & 3u); continue; }
       uint32_t best = ~0u;
       unsigned ties[kCandidates], nt = 0;
       for (unsigned j = 0; j < kCandidates; ++j) {
@@ -98,7 +108,7 @@ unsigned greedy_assign(const uint32_t* sizes, unsigned runs, Rng& rng, uint8_t* 
         if (ld < best) { best = ld; nt = 0; }
         if (ld == best) ties[nt++] = j;
       }
-      const unsigned j = nt == 1 ? ties[0] : ties[rng.below(nt)];
+      const unsigned j = nt == 1 ? ties[0] : ties[(rnd4() * nt) >> 4];
       tmp_choice[c] = uint8_t(j);
       load[ct.cand[c][j]] += sz;
     }
