@@ -10,6 +10,7 @@
 #include <unordered_map>
 #include <vector>
 
+#include <google/protobuf/arena.h>
 #include <zmq.hpp>
 
 #include "control/convert.h"
@@ -58,7 +59,8 @@ struct Agent::Impl : rib::OwnerIo {
   struct Req {
     std::string routing;  // ROUTER identity of the requester
     uint64_t corr = 0;
-    pb::Envelope reply;
+    std::unique_ptr<google::protobuf::Arena> arena;  // the reply's messages
+    pb::Envelope* reply = nullptr;
     uint32_t remaining = 0;
   };
   std::unordered_map<uint64_t, Req> reqs;
@@ -250,13 +252,15 @@ struct Agent::Impl : rib::OwnerIo {
       local_fib.push_back(std::move(b));
       return;
     }
-    pb::Envelope env;
+    google::protobuf::Arena arena;
+    pb::Envelope& env = *google::protobuf::Arena::CreateMessage<pb::Envelope>(&arena);
     to_pb(b, env.mutable_fib_update());
     send_peer(node, env);
   }
   void publish(std::vector<rib::StreamDelta>&& deltas) override {
     for (const auto& d : deltas) state->on_delta(d);  // our own node first
-    pb::Envelope env;
+    google::protobuf::Arena arena;
+    pb::Envelope& env = *google::protobuf::Arena::CreateMessage<pb::Envelope>(&arena);
     auto* b = env.mutable_delta_batch();
     b->set_owner(self);
     b->mutable_deltas()->Reserve(int(deltas.size()));
@@ -270,15 +274,15 @@ struct Agent::Impl : rib::OwnerIo {
       const uint32_t idx = uint32_t(r.token & 0xffff);
       auto it = reqs.find(slot);
       if (it == reqs.end()) continue;
-      to_pb(r, it->second.reply.mutable_session_reply()->mutable_results(int(idx)));
+      to_pb(r, it->second.reply->mutable_session_reply()->mutable_results(int(idx)));
       if (--it->second.remaining == 0) finish_req(it);
     }
   }
 
   void finish_req(std::unordered_map<uint64_t, Req>::iterator it) {
     Req& q = it->second;
-    q.reply.set_corr(q.corr);
-    send_router(q.routing, q.reply);
+    q.reply->set_corr(q.corr);
+    send_router(q.routing, *q.reply);
     reqs.erase(it);
   }
 
@@ -298,10 +302,13 @@ struct Agent::Impl : rib::OwnerIo {
     q.routing = routing;
     q.corr = env.corr();
     q.remaining = uint32_t(r.ops_size());
-    auto* rep = q.reply.mutable_session_reply();
+    q.arena = std::make_unique<google::protobuf::Arena>();
+    q.reply = google::protobuf::Arena::CreateMessage<pb::Envelope>(q.arena.get());
+    auto* rep = q.reply->mutable_session_reply();
     rep->mutable_results()->Reserve(r.ops_size());
     for (int i = 0; i < r.ops_size(); ++i) rep->add_results()->set_request_id(r.ops(i).request_id());
-    std::unordered_map<uint32_t, std::pair<pb::Envelope, std::vector<uint32_t>>> fwd;
+    google::protobuf::Arena fwd_arena;
+    std::unordered_map<uint32_t, std::pair<pb::Envelope*, std::vector<uint32_t>>> fwd;
     const uint64_t t = now_us();
     std::vector<std::pair<uint32_t, pb::OpResult>> immediate;
     for (int i = 0; i < r.ops_size(); ++i) {
@@ -323,15 +330,16 @@ struct Agent::Impl : rib::OwnerIo {
         ++c["wrong_owner"];
       } else {
         auto& f = fwd[own];
-        *f.first.mutable_session_request()->add_ops() = op;
+        if (!f.first) f.first = google::protobuf::Arena::CreateMessage<pb::Envelope>(&fwd_arena);
+        *f.first->mutable_session_request()->add_ops() = op;
         f.second.push_back(uint32_t(i));
       }
     }
     for (auto& [own, f] : fwd) {
       const uint64_t corr = next_corr++;
-      f.first.set_corr(corr);
-      f.first.mutable_session_request()->set_forwarded_by(self + 1);
-      const bool ok = owner->live(own) && send_peer(own, f.first);
+      f.first->set_corr(corr);
+      f.first->mutable_session_request()->set_forwarded_by(self + 1);
+      const bool ok = owner->live(own) && send_peer(own, *f.first);
       if (!ok) {
         for (uint32_t i : f.second) {
           pb::OpResult res;
@@ -348,7 +356,7 @@ struct Agent::Impl : rib::OwnerIo {
     }
     auto it = reqs.find(slot);
     for (auto& [i, res] : immediate) {
-      *it->second.reply.mutable_session_reply()->mutable_results(int(i)) = std::move(res);
+      *it->second.reply->mutable_session_reply()->mutable_results(int(i)) = std::move(res);
       if (--it->second.remaining == 0) {
         finish_req(it);
         return;
@@ -363,7 +371,7 @@ struct Agent::Impl : rib::OwnerIo {
     if (it != reqs.end()) {
       const auto& idx = f->second.idx;
       for (int j = 0; j < rep.results_size() && size_t(j) < idx.size(); ++j) {
-        *it->second.reply.mutable_session_reply()->mutable_results(int(idx[size_t(j)])) = rep.results(j);
+        *it->second.reply->mutable_session_reply()->mutable_results(int(idx[size_t(j)])) = rep.results(j);
         --it->second.remaining;
       }
       if (it->second.remaining == 0) finish_req(it);
@@ -377,7 +385,7 @@ struct Agent::Impl : rib::OwnerIo {
       auto it = reqs.find(f->second.slot);
       if (it != reqs.end()) {
         for (uint32_t i : f->second.idx) {
-          auto* res = it->second.reply.mutable_session_reply()->mutable_results(int(i));
+          auto* res = it->second.reply->mutable_session_reply()->mutable_results(int(i));
           res->set_code(pb::OWNER_UNAVAILABLE);
           res->set_text("owner node " + std::to_string(f->second.owner) + " did not answer");
           --it->second.remaining;
@@ -390,7 +398,8 @@ struct Agent::Impl : rib::OwnerIo {
   }
 
   void on_router(const std::string& routing, const zmq::message_t& payload) {
-    pb::Envelope env;
+    google::protobuf::Arena arena;
+    pb::Envelope& env = *google::protobuf::Arena::CreateMessage<pb::Envelope>(&arena);
     const Status st = parse_envelope({static_cast<const uint8_t*>(payload.data()), payload.size()}, vctx, &env);
     if (!st.ok()) {
       ++c["bad_message"];
@@ -401,7 +410,7 @@ struct Agent::Impl : rib::OwnerIo {
       case pb::Envelope::kSessionRequest: on_session_request(routing, env); break;
       case pb::Envelope::kFibUpdate: {
         const rib::FibAckMsg a = state->apply_fib(from_pb(env.fib_update()));
-        pb::Envelope out;
+        pb::Envelope& out = *google::protobuf::Arena::CreateMessage<pb::Envelope>(&arena);
         out.set_corr(env.corr());
         to_pb(a, out.mutable_fib_ack());
         send_router(routing, out);
@@ -475,7 +484,8 @@ struct Agent::Impl : rib::OwnerIo {
   }
 
   void on_dealer(uint32_t peer, const zmq::message_t& payload) {
-    pb::Envelope env;
+    google::protobuf::Arena arena;
+    pb::Envelope& env = *google::protobuf::Arena::CreateMessage<pb::Envelope>(&arena);
     const Status st = parse_envelope({static_cast<const uint8_t*>(payload.data()), payload.size()}, vctx, &env);
     if (!st.ok()) {
       ++c["bad_message"];
@@ -508,7 +518,8 @@ struct Agent::Impl : rib::OwnerIo {
   }
 
   void on_sub(const zmq::message_t& payload) {
-    pb::Envelope env;
+    google::protobuf::Arena arena;
+    pb::Envelope& env = *google::protobuf::Arena::CreateMessage<pb::Envelope>(&arena);
     const Status st = parse_envelope({static_cast<const uint8_t*>(payload.data()), payload.size()}, vctx, &env);
     if (!st.ok() || env.body_case() != pb::Envelope::kDeltaBatch) {
       ++c["bad_message"];
@@ -527,7 +538,9 @@ struct Agent::Impl : rib::OwnerIo {
         ++c["bad_message"];
         continue;
       }
-      state->on_delta(from_pb(d));
+      const std::string& bytes = d.delta();
+      state->on_delta(rib::StreamDeltaView{d.partition(), d.sub_id(), d.epoch(), d.seq(),
+                                           {reinterpret_cast<const uint8_t*>(bytes.data()), bytes.size()}});
     }
     for (const auto& h : b.heads())
       if (spec.owner[h.partition()] == b.owner()) state->on_head(h.partition(), rib::StreamPos{h.epoch(), h.seq()});
@@ -639,6 +652,10 @@ struct Agent::Impl : rib::OwnerIo {
     out["delta_bytes"] = os.delta_bytes;
     out["fib_timeouts"] = os.fib_timeouts;
     out["removes_after_converge"] = os.removes_after_converge;
+    out["us_wal"] = os.us_wal;
+    out["us_group_start"] = os.us_start;
+    out["us_fib_wait"] = os.us_fib_wait;
+    out["us_group_finish"] = os.us_finish;
     out["sessions"] = owner->sessions();
     out["epoch"] = owner->epoch();
     const auto& ws = owner->wal_stats();
@@ -710,7 +727,7 @@ struct Agent::Impl : rib::OwnerIo {
       if (dealer[n]) { items.push_back({dealer[n]->handle(), 0, ZMQ_POLLIN, 0}); kind.push_back(3 + int(n)); }
     log("ready");
     while (!stop.load(std::memory_order_relaxed)) {
-      const bool busy = !local_fib.empty() || owner->queued() > 0;
+      const bool busy = !local_fib.empty() || owner->can_start();
       try {
         zmq::poll(items.data(), items.size(), std::chrono::milliseconds(busy ? 0 : 2));
       } catch (const zmq::error_t& e) {

@@ -75,8 +75,19 @@ struct Driver {
         continue;
       }
       ++ok;
-      if (op.kind() == pb::DELETE) m.live.erase(k);
-      else m.live[k] = rs[i].session();
+      if (op.kind() == pb::DELETE) {
+        m.live.erase(k);
+        continue;
+      }
+      pb::Session cur = m.live.count(k) && op.kind() != pb::ADD ? m.live[k] : op.session();
+      if (op.kind() == pb::MODIFY) {
+        cur.set_teid_dl(op.session().teid_dl());
+        cur.set_enb_ip(op.session().enb_ip());
+        cur.set_bearer(op.session().bearer());
+      }
+      cur.set_node(rs[i].node());
+      cur.set_teid_ul(rs[i].teid_ul());
+      m.live[k] = cur;
     }
     return true;
   }

@@ -140,7 +140,9 @@ void to_pb(const rib::OpReply& r, pb::OpResult* o) {
   o->set_request_id(r.request_id);
   o->set_code(to_code(r.status));
   if (!r.status.ok()) o->set_text(r.status.message().substr(0, 1000));
-  to_pb(r.rec, o->mutable_session());
+  o->set_node(r.rec.node);
+  o->set_teid_ul(r.rec.teid_ul);
+  if (r.full_record) to_pb(r.rec, o->mutable_session());
   o->set_partition(r.partition);
   o->set_epoch(r.epoch);
   o->set_seq(r.seq);

@@ -301,7 +301,8 @@ int cmd_session_one(const std::string& verb, const Opts& o) {
     std::fprintf(stderr, "sb-ctl: session %s: %s: %s\n", verb.c_str(), code_name(r.code()), r.text().c_str());
     return exit_for(r.code());
   }
-  std::printf("%s%s\n", verb == "show" ? "" : "ok: ", session_text(r.session()).c_str());
+  if (verb == "show") std::printf("%s\n", session_text(r.session()).c_str());
+  else std::printf("ok: %s %s node=%u teid_ul=0x%08x\n", verb.c_str(), k.value().to_string().c_str(), r.node(), r.teid_ul());
   return kOk;
 }
 

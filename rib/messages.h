@@ -4,6 +4,7 @@
 #pragma once
 
 #include <cstdint>
+#include <span>
 #include <vector>
 
 #include "core/flow_key.h"
@@ -46,6 +47,7 @@ struct OpReply {
   uint64_t request_id = 0;
   Status status;
   SessionRec rec;         // the record after the op (SHOW: the record)
+  bool full_record = false;  // the client wants the whole record (SHOW, failures)
   uint32_t partition = 0;
   uint32_t epoch = 0;     // stream position of the op's GPT change (0: none)
   uint64_t seq = 0;
@@ -85,6 +87,15 @@ struct StreamDelta {
   uint32_t epoch = 0;
   uint64_t seq = 0;
   std::vector<uint8_t> bytes;  // gpt/delta.h bytes, stamped with (epoch, seq); empty = filler
+};
+
+// The same without owning the bytes (the receive path: no copy per delta).
+struct StreamDeltaView {
+  uint32_t partition = 0;
+  uint32_t sub_id = 0;
+  uint32_t epoch = 0;
+  uint64_t seq = 0;
+  std::span<const uint8_t> bytes;
 };
 
 struct StreamPos {

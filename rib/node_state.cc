@@ -31,6 +31,7 @@ Result<std::unique_ptr<NodeState>> NodeState::create(const ClusterSpec& spec, ui
   if (!f.ok()) return f.status().with_context("node state: FIB");
   n->fib_ = std::move(f.value());
   n->parts_.resize(spec.partitions);
+  for (uint32_t i = 0; i < spec.partitions; ++i) n->needy_.push_back(i);
   return n;
 }
 
@@ -119,19 +120,35 @@ FibAckMsg NodeState::apply_fib(const FibBatch& b) {
 
 // ---- streams ----------------------------------------------------------------
 
-void NodeState::need_snapshot(Part& p, const StreamDelta* keep) {
-  if (p.state == kSynced) p.state = kNeedSnapshot;
+void NodeState::mark_changed(Part& p) {
+  if (!p.changed) {
+    p.changed = true;
+    changed_.push_back(index_of(p));
+  }
+}
+
+void NodeState::need_snapshot(Part& p, const StreamDeltaView* keep) {
+  if (p.state == kSynced) {
+    p.state = kNeedSnapshot;
+    needy_.push_back(index_of(p));
+  }
   if (keep) {
     if (p.buf.size() >= max_buffer_) {
       ++c_.buffer_overflow;
       p.buf.clear();
     }
-    p.buf.push_back(*keep);
+    StreamDelta d;
+    d.partition = keep->partition;
+    d.sub_id = keep->sub_id;
+    d.epoch = keep->epoch;
+    d.seq = keep->seq;
+    d.bytes.assign(keep->bytes.begin(), keep->bytes.end());
+    p.buf.push_back(std::move(d));
     ++c_.buffered;
   }
 }
 
-NodeState::DeltaResult NodeState::apply_in_order(Part& p, const StreamDelta& d) {
+NodeState::DeltaResult NodeState::apply_in_order(Part& p, const StreamDeltaView& d) {
   if (!d.bytes.empty()) {
     if (!gpt_) {
       ++c_.delta_rejected;
@@ -146,12 +163,12 @@ NodeState::DeltaResult NodeState::apply_in_order(Part& p, const StreamDelta& d) 
     }
   }
   p.applied = StreamPos{d.epoch, d.seq};
-  p.changed = true;
+  mark_changed(p);
   ++c_.deltas_applied;
   return DeltaResult::kApplied;
 }
 
-NodeState::DeltaResult NodeState::on_delta(const StreamDelta& d) {
+NodeState::DeltaResult NodeState::on_delta(const StreamDeltaView& d) {
   if (d.partition >= parts_.size()) {
     ++c_.delta_rejected;
     return DeltaResult::kRejected;
@@ -190,17 +207,21 @@ void NodeState::on_head(uint32_t partition, StreamPos head) {
 
 std::vector<uint32_t> NodeState::take_resync() {
   std::vector<uint32_t> out;
-  for (uint32_t i = 0; i < parts_.size(); ++i)
+  for (uint32_t i : needy_)
     if (parts_[i].state == kNeedSnapshot) {
       parts_[i].state = kRequested;
       out.push_back(i);
     }
+  needy_.clear();
   return out;
 }
 
 void NodeState::retry_requested() {
-  for (Part& p : parts_)
-    if (p.state == kRequested) p.state = kNeedSnapshot;
+  for (uint32_t i = 0; i < parts_.size(); ++i)
+    if (parts_[i].state == kRequested) {
+      parts_[i].state = kNeedSnapshot;
+      needy_.push_back(i);
+    }
 }
 
 size_t NodeState::unsynced() const {
@@ -219,6 +240,7 @@ Status NodeState::on_snapshot(const SnapshotOut& s) {
     const Status st = gpt_->load_partition(s.gpt);
     if (!st.ok()) {
       ++c_.snapshot_rejected;
+      if (p.state != kNeedSnapshot) needy_.push_back(s.partition);
       p.state = kNeedSnapshot;
       return st.with_context("snapshot");
     }
@@ -230,7 +252,7 @@ Status NodeState::on_snapshot(const SnapshotOut& s) {
   ++c_.snapshots_loaded;
   p.state = kSynced;
   p.applied = s.pos;
-  p.changed = true;
+  mark_changed(p);
   // Replay what was buffered after S.
   std::deque<StreamDelta> buf;
   buf.swap(p.buf);
@@ -239,27 +261,29 @@ Status NodeState::on_snapshot(const SnapshotOut& s) {
   });
   for (const StreamDelta& d : buf) {
     if (StreamPos{d.epoch, d.seq} <= p.applied) continue;
+    const StreamDeltaView v{d.partition, d.sub_id, d.epoch, d.seq, d.bytes};
     if (p.state != kSynced) {
-      need_snapshot(p, &d);
+      need_snapshot(p, &v);
       continue;
     }
     if (d.epoch != p.applied.epoch || d.seq != p.applied.seq + 1) {
       ++c_.gap;
-      need_snapshot(p, &d);
+      need_snapshot(p, &v);
       continue;
     }
-    (void)apply_in_order(p, d);
+    (void)apply_in_order(p, v);
   }
   return Status::Ok();
 }
 
 std::vector<std::pair<uint32_t, StreamPos>> NodeState::take_applied_changes() {
   std::vector<std::pair<uint32_t, StreamPos>> out;
-  for (uint32_t i = 0; i < parts_.size(); ++i)
-    if (parts_[i].changed) {
-      parts_[i].changed = false;
-      out.emplace_back(i, parts_[i].applied);
-    }
+  out.reserve(changed_.size());
+  for (uint32_t i : changed_) {
+    parts_[i].changed = false;
+    out.emplace_back(i, parts_[i].applied);
+  }
+  changed_.clear();
   return out;
 }
 

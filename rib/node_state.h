@@ -65,7 +65,10 @@ class NodeState {
 
   // ---- partition streams ----
   enum class DeltaResult { kApplied, kStale, kGap, kBuffered, kRejected };
-  DeltaResult on_delta(const StreamDelta& d);
+  DeltaResult on_delta(const StreamDelta& d) {
+    return on_delta(StreamDeltaView{d.partition, d.sub_id, d.epoch, d.seq, d.bytes});
+  }
+  DeltaResult on_delta(const StreamDeltaView& d);
   void on_head(uint32_t partition, StreamPos head);
   // Partitions that need a snapshot and have none requested yet (marks them
   // requested). retry_all_requested() makes requested ones eligible again
@@ -104,8 +107,10 @@ class NodeState {
   NodeState() = default;
   Status install(const FibEntry& e, uint32_t* teid_ul);
   Status remove(const FlowKey& k);
-  DeltaResult apply_in_order(Part& p, const StreamDelta& d);
-  void need_snapshot(Part& p, const StreamDelta* keep);
+  DeltaResult apply_in_order(Part& p, const StreamDeltaView& d);
+  void need_snapshot(Part& p, const StreamDeltaView* keep);
+  void mark_changed(Part& p);
+  uint32_t index_of(const Part& p) const { return uint32_t(&p - parts_.data()); }
 
   ClusterSpec spec_;
   uint32_t self_ = 0;
@@ -113,6 +118,8 @@ class NodeState {
   std::unique_ptr<fib::SessionTable> sessions_;
   std::unique_ptr<fib::Fib> fib_;
   std::vector<Part> parts_;
+  std::vector<uint32_t> changed_;  // partitions with changed = true
+  std::vector<uint32_t> needy_;    // partitions that went kNeedSnapshot
   size_t max_buffer_ = 1 << 16;
   uint32_t drop_ = 0;
   NodeCounters c_;

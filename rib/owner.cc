@@ -11,6 +11,8 @@
 
 #include "gpt/setsep.h"
 
+#include <chrono>
+
 namespace sb::rib {
 
 const char* op_kind_name(OpKind k) {
@@ -25,6 +27,11 @@ const char* op_kind_name(OpKind k) {
 }
 
 namespace {
+
+uint64_t mono_us() {
+  return uint64_t(std::chrono::duration_cast<std::chrono::microseconds>(
+                      std::chrono::steady_clock::now().time_since_epoch()).count());
+}
 
 gpt::SetSepConfig setsep_config(const ClusterSpec& spec) {
   gpt::SetSepConfig c;
@@ -100,6 +107,13 @@ Result<std::unique_ptr<Owner>> Owner::open(const ClusterSpec& spec, const OwnerO
   if (!ct.ok()) return ct.status();
   o->codes_ = ct.value();
   o->recs_.resize(spec.partitions);
+  {
+    const auto mine = spec.partitions_of(opt.self);
+    const size_t per = size_t(spec.capacity / spec.partitions + 16);
+    for (uint32_t p : mine) o->recs_[p].reserve(per);
+    o->done_.reserve(size_t(std::min<uint64_t>(opt.dedup_window, 1 << 20)));
+    o->group_keys_.reserve(opt.max_group_ops);
+  }
   o->seq_.assign(spec.partitions, 0);
   o->applied_.resize(spec.partitions);
   if (spec.architecture == Architecture::kScaleBricks) {
@@ -177,13 +191,9 @@ uint32_t Owner::placement(const SessionRec& rec, uint64_t h) const {
   return 1u << rec.node;
 }
 
-void Owner::remember(uint64_t request_id, StatusCode code, uint32_t node) {
+void Owner::remember(uint64_t request_id, StatusCode code, uint32_t node, bool in_flight) {
   if (request_id == 0) return;
-  auto [it, fresh] = done_.insert({request_id, Done{code, node}});
-  if (!fresh) {
-    it->second = Done{code, node};
-    return;
-  }
+  if (!done_.put(request_id, Done{code, node, in_flight})) return;
   done_order_.push_back(request_id);
   while (done_order_.size() > opt_.dedup_window) {
     done_.erase(done_order_.front());
@@ -195,6 +205,7 @@ void Owner::reply_now(const ClientOp& op, Status st, const SessionRec* rec, uint
   OpReply r;
   r.token = op.token;
   r.request_id = op.request_id;
+  r.full_record = op.kind == OpKind::kShow || !st.ok();
   r.status = std::move(st);
   if (rec) r.rec = *rec;
   else r.rec.key = op.s.key;
@@ -269,8 +280,7 @@ void Owner::check_converged(uint32_t partition, uint64_t now_us) {
       uint64_t h = 0;
       const uint32_t p = partition_of_key(w.key, &h);
       if (const SessionRec* r = find(w.key)) keep |= placement(*r, h);
-      auto g = group_keys_.find(w.key);
-      if (g != group_keys_.end()) keep |= group_[g->second].install_mask;
+      if (const uint32_t* g = group_keys_.find(w.key)) keep |= group_[*g].install_mask;
       (void)p;
       for (uint32_t m = w.remove_mask & ~keep; m; m &= m - 1) {
         const uint32_t n = uint32_t(std::countr_zero(m));
@@ -310,7 +320,7 @@ Result<SnapshotOut> Owner::snapshot(uint32_t partition, uint32_t for_node) const
   // messages were sent before this answer, so a removal in flight must not
   // be undone by the snapshot (snapshots only add).
   for (const auto& [k, r] : recs_[partition]) {
-    if (group_keys_.count(k)) continue;
+    if (group_keys_.contains(k)) continue;
     uint64_t h = hash_key(k, spec_.hash_seed);
     if (placement(r, h) >> for_node & 1u)
       out.fib.push_back(FibEntry{k, r.node, r.teid_dl, r.enb_ip, r.bearer});
@@ -366,7 +376,7 @@ Status Owner::start_group(uint64_t now_us) {
     ClientOp& in = queue_.front();
     uint64_t h = 0;
     const uint32_t p = partition_of_key(in.s.key, &h);
-    if (group_keys_.count(in.s.key)) break;  // cut: per-key order
+    if (group_keys_.contains(in.s.key)) break;  // cut: per-key order
     ClientOp op = std::move(in);
     queue_.pop_front();
     if (!owns(p)) {
@@ -381,19 +391,16 @@ Status Owner::start_group(uint64_t now_us) {
       continue;
     }
     if (op.request_id != 0) {
-      auto d = done_.find(op.request_id);
-      if (d != done_.end()) {
+      const Done* d = done_.find(op.request_id);
+      if (d != nullptr) {
         ++stats_.ops_deduped;
+        if (d->in_flight) {  // the first copy is in the group in flight
+          inflight_ids_[op.request_id].push_back(std::move(op));
+          continue;
+        }
         const SessionRec* r = find(op.s.key);
-        Status st = d->second.code == StatusCode::kOk ? Status::Ok()
-                                                       : Status(d->second.code, "retry of a failed request");
+        Status st = d->code == StatusCode::kOk ? Status::Ok() : Status(d->code, "retry of a failed request");
         reply_now(op, st, r, p);
-        continue;
-      }
-      auto f = inflight_ids_.find(op.request_id);
-      if (f != inflight_ids_.end()) {
-        ++stats_.ops_deduped;
-        f->second.push_back(std::move(op));
         continue;
       }
     }
@@ -459,13 +466,15 @@ Status Owner::start_group(uint64_t now_us) {
       wal_->append(WalRecord{WalRecord::kPut, g.now.key, g.now.node, g.now.teid_dl, g.now.enb_ip,
                              g.now.bearer, op.request_id});
     }
-    if (op.request_id != 0) inflight_ids_[op.request_id];
+    remember(op.request_id, StatusCode::kOk, g.now.node, /*in_flight=*/true);
     g.in = std::move(op);
-    group_keys_[g.now.key] = uint32_t(group_.size());
+    group_keys_.put(g.now.key, uint32_t(group_.size()));
     group_.push_back(std::move(g));
   }
   if (group_.empty()) return Status::Ok();
+  const uint64_t t_wal = mono_us();
   Status st = wal_->commit();
+  stats_.us_wal += mono_us() - t_wal;
   if (!st.ok()) {
     // Nothing was acknowledged; the ops fail (the log may hold them: a retry
     // with the same id after a restart is answered from the log).
@@ -477,6 +486,7 @@ Status Owner::start_group(uint64_t now_us) {
       r.status = st;
       r.rec = g.old;
       rs.push_back(std::move(r));
+      remember(g.in.request_id, st.code(), 0);
       inflight_ids_.erase(g.in.request_id);
     }
     io_->reply(std::move(rs));
@@ -518,6 +528,8 @@ Status Owner::start_group(uint64_t now_us) {
   std::vector<std::pair<uint32_t, FibBatch>> out;
   for (auto& [n, b] : batches) out.emplace_back(n, std::move(b));
   for (auto& [n, b] : out) io_->send_fib(n, std::move(b));
+  group_sent_us_ = mono_us();
+  stats_.us_start += group_sent_us_ - t_wal;
   if (in_flight_ && acks_.empty()) finish_group(now_us);
   return Status::Ok();
 }
@@ -579,6 +591,8 @@ void Owner::fail_timeouts(uint64_t now_us) {
 
 void Owner::finish_group(uint64_t now_us) {
   in_flight_ = false;
+  const uint64_t t_fin = mono_us();
+  stats_.us_fib_wait += t_fin - group_sent_us_;
   std::vector<StreamDelta> deltas;
   std::vector<OpReply> replies;
   replies.reserve(group_.size());
@@ -686,6 +700,7 @@ void Owner::finish_group(uint64_t now_us) {
   // Retries that arrived while in flight get the same answer.
   std::vector<OpReply> extra;
   for (const OpReply& r : replies) {
+    if (inflight_ids_.empty()) break;
     auto f = inflight_ids_.find(r.request_id);
     if (f == inflight_ids_.end()) continue;
     for (ClientOp& w : f->second) {
@@ -703,6 +718,7 @@ void Owner::finish_group(uint64_t now_us) {
   std::vector<uint32_t> parts;
   for (const auto& [p, d] : waiters_) parts.push_back(p);
   for (uint32_t p : parts) check_converged(p, now_us);
+  stats_.us_finish += mono_us() - t_fin;
   if (wal_->records_since_snapshot() >= opt_.snapshot_every) {
     (void)wal_->snapshot([&](const std::function<void(const WalRecord&)>& emit) {
       for (const auto& m : recs_)

@@ -60,6 +60,7 @@
 #include "gpt/gpt.h"
 #include "rib/choose.h"
 #include "rib/cluster.h"
+#include "rib/flat_map.h"
 #include "rib/messages.h"
 #include "rib/wal.h"
 
@@ -68,6 +69,15 @@ namespace sb::rib {
 struct KeyHasher {
   size_t operator()(const FlowKey& k) const { return size_t(fmix64(k.lo() ^ fmix64(k.hi()))); }
 };
+struct U64Hasher {
+  size_t operator()(uint64_t x) const { return size_t(fmix64(x)); }
+};
+// Never a client key (bytes 13..15 must be zero): the empty slot of key maps.
+inline FlowKey poison_key() {
+  FlowKey k;
+  std::memset(k.bytes, 0xff, sizeof k.bytes);
+  return k;
+}
 
 // Where the owner's effects go (the transport, or an in-process bus).
 class OwnerIo {
@@ -98,6 +108,8 @@ struct OwnerStats {
   uint64_t delta_bytes = 0, fib_batches = 0, fib_timeouts = 0, stray_acks = 0;
   uint64_t removes_after_converge = 0, compensations = 0, max_group = 0;
   uint64_t wrong_owner = 0;
+  // Where a group's time goes (sums, microseconds).
+  uint64_t us_wal = 0, us_fib_wait = 0, us_finish = 0, us_start = 0;
 };
 
 class Owner {
@@ -132,6 +144,8 @@ class Owner {
   // Nothing queued, in flight or waiting for convergence.
   bool idle() const;
   size_t queued() const { return queue_.size(); }
+  // pump() would start a group now.
+  bool can_start() const { return !in_flight_ && !queue_.empty(); }
   size_t sessions() const { return nsessions_; }
   const OwnerStats& stats() const { return stats_; }
   const WalStats& wal_stats() const { return wal_->stats(); }
@@ -173,8 +187,9 @@ class Owner {
     uint32_t remove_mask;  // nodes to remove the entry from once converged
   };
   struct Done {
-    StatusCode code;
-    uint32_t node;
+    StatusCode code = StatusCode::kOk;
+    uint32_t node = 0;
+    bool in_flight = false;  // accepted into the group in flight: retries wait for it
   };
 
   Owner(const ClusterSpec& spec, const OwnerOptions& opt, OwnerIo* io);
@@ -184,7 +199,7 @@ class Owner {
   void fail_timeouts(uint64_t now_us);
   void check_converged(uint32_t partition, uint64_t now_us);
   bool converged(uint32_t partition, StreamPos pos) const;
-  void remember(uint64_t request_id, StatusCode code, uint32_t node);
+  void remember(uint64_t request_id, StatusCode code, uint32_t node, bool in_flight = false);
   void reply_now(const ClientOp& op, Status st, const SessionRec* rec, uint32_t part);
   void repush();
   std::unordered_map<FlowKey, SessionRec, KeyHasher>& part_map(uint32_t p) { return recs_[p]; }
@@ -206,9 +221,10 @@ class Owner {
 
   // The group in flight.
   std::vector<Op> group_;
-  std::unordered_map<FlowKey, uint32_t, KeyHasher> group_keys_;
+  FlatMap<FlowKey, uint32_t, KeyHasher> group_keys_{poison_key()};
   std::unordered_map<uint64_t, PendingAck> acks_;      // batch id -> pending
   uint64_t group_t0_us_ = 0;
+  uint64_t group_sent_us_ = 0;
   bool in_flight_ = false;
   uint64_t next_batch_ = 1;
   bool repushed_ = false;
@@ -216,7 +232,7 @@ class Owner {
   std::unordered_map<uint64_t, std::vector<FlowKey>> repush_keys_;
 
   std::unordered_map<uint32_t, std::deque<Waiter>> waiters_;  // by partition
-  std::unordered_map<uint64_t, Done> done_;
+  FlatMap<uint64_t, Done, U64Hasher> done_{0};
   std::deque<uint64_t> done_order_;
   std::unordered_map<uint64_t, std::vector<ClientOp>> inflight_ids_;  // retries waiting
 

@@ -212,6 +212,7 @@ int cmd_cluster_updates(int argc, char** argv) {
              {"--no-curve", "", "plain TCP instead of CURVE", ""},
              {"--seed", "S", "seed of keys and nodes", "1"},
              {"--keep", "", "keep the cluster's temp dir (logs, WALs)", ""},
+             {"--verbose", "", "print where each owner's group time went (stderr)", ""},
              {"--json", "", "print one JSON object per phase (JSONL)", ""}});
   if (Status st = args.parse(argc, argv); !st.ok()) {
     std::fprintf(stderr, "sb-bench cluster-updates: %s\n", st.message().c_str());
@@ -265,6 +266,7 @@ int cmd_cluster_updates(int argc, char** argv) {
   std::unordered_map<FlowKey, std::pair<uint32_t, uint32_t>, rib::KeyHasher> live;
   live.reserve(adds.size() * 2);
   Output out(args.has("--json"));
+  const bool verbose = args.has("--verbose");
   int rc = 0;
   auto phase = [&](const std::string& name, const std::vector<Op>& list, uint64_t id_base) -> bool {
     Result<PhaseResult> r = run_phase(*c.value(), list, uint32_t(*batch), uint32_t(*window), id_base);
@@ -285,6 +287,10 @@ int cmd_cluster_updates(int argc, char** argv) {
     for (const auto& m : spec.members) {
       auto st = stats_of(*c.value(), m.id);
       conv = std::max(conv, st["converge_p99_us"]);
+      if (verbose)
+        std::fprintf(stderr, "node %u: groups %lu wal %lu us, start %lu us, fib wait %lu us, finish %lu us, deltas %lu\n",
+                     m.id, (unsigned long)st["groups"], (unsigned long)st["us_wal"], (unsigned long)st["us_group_start"],
+                     (unsigned long)st["us_fib_wait"], (unsigned long)st["us_group_finish"], (unsigned long)st["deltas"]);
       recs += st["wal_records"];
       commits += st["wal_commits"];
     }
