@@ -373,6 +373,7 @@ class SetSepBuilder final : public GptBuilder {
     // updates
     uint64_t inserts = 0, changes = 0, erases = 0;
     uint64_t group_recomputes = 0, block_rebalances = 0;
+    uint64_t group_searches = 0;        // recomputes that had to search (others kept the functions)
     uint64_t deltas = 0, delta_bytes = 0, delta_payload_bytes = 0;
   };
   const Stats& stats() const { return stats_; }

@@ -110,10 +110,11 @@ int main(int argc, char** argv) {
   }
   t1 = now();
   const auto& S2 = B.stats();
-  std::printf("updates: %.1f kops deltas=%llu payload_avg=%.1f B wire_avg=%.1f B rebalances=%llu recomputes=%llu\n",
+  std::printf("updates: %.1f kops deltas=%llu payload_avg=%.1f B wire_avg=%.1f B rebalances=%llu recomputes=%llu searches=%llu\n",
               ops / (t1 - t0) / 1e3, (unsigned long long)S2.deltas,
               S2.deltas ? double(S2.delta_payload_bytes) / S2.deltas : 0.0,
               S2.deltas ? double(S2.delta_bytes) / S2.deltas : 0.0,
-              (unsigned long long)S2.block_rebalances, (unsigned long long)S2.group_recomputes);
+              (unsigned long long)S2.block_rebalances, (unsigned long long)S2.group_recomputes,
+              (unsigned long long)S2.group_searches);
   return 0;
 }

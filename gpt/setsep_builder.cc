@@ -2,6 +2,8 @@
 // two-level hashing with the greedy bucket-to-group assignment (§4.4), the
 // per-group search (§4.1-§4.3), block re-seeding, fallback, and the updates
 // of §4.5 turned into deltas.
+#include <emmintrin.h>
+
 #include <algorithm>
 #include <atomic>
 #include <cstring>
@@ -383,18 +385,33 @@ int SetSepBuilder::locate(const BlockKeys& bk, unsigned bucket, const FlowKey& k
 
 unsigned SetSepBuilder::gather(const BlockKeys& bk, const uint8_t* buckets, unsigned nb, uint32_t* out,
                                unsigned cap) {
+  // One pass over the bucket bytes, 16 at a time (SSE2: portable), testing
+  // each against the wanted buckets; no other per-block data is touched.
   const uint8_t* base = bk.bucket.data();
-  const uint8_t* end = base + bk.bucket.size();
+  const size_t len = bk.bucket.size();
+  __m128i want[16];
+  for (unsigned i = 0; i < nb; ++i) want[i] = _mm_set1_epi8(char(buckets[i]));
   unsigned n = 0;
-  for (unsigned i = 0; i < nb; ++i) {
-    unsigned left = bk.count[buckets[i]];
-    for (const uint8_t* p = base; left > 0 && p < end; ++p, --left) {
-      p = static_cast<const uint8_t*>(std::memchr(p, int(buckets[i]), size_t(end - p)));
-      if (p == nullptr) break;
-      if (n < cap) out[n] = uint32_t(p - base);
+  size_t k = 0;
+  for (; k + 16 <= len; k += 16) {
+    const __m128i v = _mm_loadu_si128(reinterpret_cast<const __m128i*>(base + k));
+    __m128i hit = _mm_setzero_si128();
+    for (unsigned i = 0; i < nb; ++i) hit = _mm_or_si128(hit, _mm_cmpeq_epi8(v, want[i]));
+    unsigned mask = unsigned(_mm_movemask_epi8(hit));
+    while (mask) {
+      const unsigned t = unsigned(__builtin_ctz(mask));
+      mask &= mask - 1;
+      if (n < cap) out[n] = uint32_t(k + t);
       ++n;
     }
   }
+  for (; k < len; ++k)
+    for (unsigned i = 0; i < nb; ++i)
+      if (base[k] == buckets[i]) {
+        if (n < cap) out[n] = uint32_t(k);
+        ++n;
+        break;
+      }
   return n;
 }
 
@@ -508,6 +525,7 @@ Status SetSepBuilder::recompute_group(uint64_t blk, unsigned bucket, DeltaList* 
       }
     }
   }
+  stats_.group_searches += need != 0;
   if (need == 0 || search_group(s.gg1, s.gg2, s.gv, n, l, m, limit, &sol, SearchKernel::kAuto, need)) {
     for (unsigned j = 0; j < l; ++j) {
       write_bits(rec, j * x, x, sol.idx[j]);
