@@ -5,16 +5,17 @@
 #               run every CTest test, the hash test vectors in a native
 #               build, then the ThreadSanitizer tree's `tsan` tests
 #
-# Other targets: build, release, eval (QUICK=1, DETACH=1), clean.
+# Other targets: build, release, eval (QUICK=1, DETACH=1), fuzz (FUZZ_SECONDS=60), clean.
 SHELL := /bin/bash
 BUILD ?= build
 BUILD_TSAN ?= build-tsan
 BUILD_RELEASE ?= build-release
 BUILD_NATIVE ?= build-native
+BUILD_FUZZ ?= build-fuzz
 JOBS ?= $(shell nproc)
 
 
-.PHONY: deps build release test test-native test-tsan demo eval clean
+.PHONY: deps build release test test-native test-tsan demo eval fuzz clean
 
 deps:
 	@tools/install-deps
@@ -69,5 +70,17 @@ else
 	/usr/bin/python3 tools/eval/eval.py report
 endif
 
+# libFuzzer on the packet parsers (clang from Debian). New inputs go to
+# $(BUILD_FUZZ)/corpus; copy the interesting ones to node/fuzz_corpus/,
+# which ctest replays under ASan.
+FUZZ_SECONDS ?= 60
+fuzz: deps
+	CC=clang CXX=clang++ cmake -S . -B $(BUILD_FUZZ) $$(command -v ninja >/dev/null && echo -G Ninja) \
+	  -DCMAKE_BUILD_TYPE=RelWithDebInfo -DSB_FUZZ=ON -DSB_BUILD_TESTS=OFF >/dev/null
+	cmake --build $(BUILD_FUZZ) --target sb-packet-fuzz
+	mkdir -p $(BUILD_FUZZ)/corpus
+	$(BUILD_FUZZ)/bin/sb-packet-fuzz -max_total_time=$(FUZZ_SECONDS) -max_len=2048 \
+	  -artifact_prefix=$(BUILD_FUZZ)/ $(BUILD_FUZZ)/corpus node/fuzz_corpus
+
 clean:
-	rm -rf $(BUILD) $(BUILD_TSAN) $(BUILD_RELEASE) $(BUILD_NATIVE)
+	rm -rf $(BUILD) $(BUILD_TSAN) $(BUILD_RELEASE) $(BUILD_NATIVE) $(BUILD_FUZZ)
