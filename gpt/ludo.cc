@@ -860,6 +860,11 @@ Result<std::unique_ptr<LudoTable>> LudoTable::deserialize(std::span<const uint8_
   cfg.seed = v.seed;
   cfg.capacity = 0;
   if (cfg.validate().ok() == false) return Status::Corrupt("ludo snapshot: bad configuration");
+  // Every shard needs at least its length and header: reject a header that
+  // names more shards than the bytes can hold before allocating them.
+  const uint64_t shards = (uint64_t(1) << v.log2p) * v.k;
+  if (v.ns != shards || bytes.size() - kSnapHeader < shards * (8 + kShardHeader))
+    return Status::Corrupt("ludo snapshot: shard count does not match the size");
   std::unique_ptr<LudoTable> t(new LudoTable());
   if (Status st = t->init(cfg); !st.ok()) return Status::Corrupt("ludo snapshot: " + st.message());
   SB_RETURN_IF_ERROR(t->load_range(bytes, true));

@@ -22,7 +22,8 @@
 //     insertions (BFS found no path), and buckets with no seed <= 255
 //     (§4.4.6 "Insertion fallback table"). Expected empty; counted.
 // Lookup (Algorithm 1): b = A[ha] ^ B[hb]; bucket = h_b(k); seed = field
-// (or overflow); value = slot[H_seed(k)]. Three dependent-ish memory loads
+// (or overflow); value = slot[H_seed(k)]. When the fallback table is not
+// empty it is probed first (§4.4.6 "fallback bit"). Three dependent-ish memory loads
 // (A and B in parallel, then the bucket); the bulk path overlaps them
 // across the batch: phase 1 derives every position and prefetches A, B and
 // BOTH candidate buckets (the bucket load then does not wait for the bit),
@@ -58,10 +59,13 @@
 // ============================================================================
 //   Othello    2.33 c / n  (c = floor(grow_load * 4 nb): 2.33 at a bulk build)
 //   buckets    (5 + 4 l) / (4 a)            at a = 0.95: 1.316 + 1.05 l
-//   overflow   32 / 0.9 * (overflowed buckets) / n   (~0.1 after the build's
-//              relocation fix, see README)
+//   overflow   32 / 0.9 * (overflowed buckets) / n   (~0.0003 after the
+//              relocation of overflowing buckets' keys, gpt/README.md "Ludo")
+//   fallback   256 bits per slot of the FallbackTable, 0 when empty
 //   versions   8192 x 32 bits per TABLE (lock striping, §4.4.8)
-//   per shard  ~100 bytes header + 3 guard words
+//   per shard  192-byte LudoShard (one hot line) + 3 guard words + 64-bit pointer
+// e.g. l = 2, one shard, 16M keys: 2.330 + 3.421 + 0.016 = 5.77 bits/key
+// (bound 3.76 + 1.05 l = 5.86); P = 1024 shards add ~0.11 at 16M keys.
 // The dissertation's total is 3.76 + 1.05 l at 95% load (§4.5.1).
 //
 // ============================================================================
@@ -82,6 +86,13 @@
 //            Othello reconstruction (same geometry: rewritten in place under
 //            the shard epoch).
 //   fallback put / erase  full key, h, value.
+// An insert whose Othello add would close a cycle (Case I) does not
+// reconstruct the shard's Othello (O(shard) each time, about once per n/20
+// inserts at the core's c = 0.867): the key goes to the fallback table, and
+// the shard is rebuilt (one in-place shard_replace) once it holds more than
+// max(64, keys/4096) such keys. Overflowing buckets give a key away along a
+// cuckoo path when every bucket it rewrites then gets an inline seed (extra
+// nodes of the same insert message; also done at build).
 //
 // GROWTH: a shard grows (bucket count x grow_factor, everything rebuilt)
 // when an insert would take its load past grow_load. The dissertation starts
