@@ -72,9 +72,10 @@ void FallbackTable::put_nolock(Rep* r, const FlowKey& key, uint64_t h, uint64_t 
   }
 }
 
-void FallbackTable::grow() {
+void FallbackTable::grow(size_t want) {
   Rep* old = cur_.load(std::memory_order_relaxed);
-  const uint64_t slots = old == nullptr ? 16 : (old->mask + 1) * 2;
+  uint64_t slots = old == nullptr ? 16 : (old->mask + 1) * 2;
+  while (slots * 3 < want * 4) slots *= 2;  // load <= 3/4
   auto rep = std::make_unique<Rep>();
   rep->mask = slots - 1;
   rep->w.reset(new uint64_t[slots * 4]());
@@ -100,11 +101,19 @@ void FallbackTable::grow() {
 void FallbackTable::put(const FlowKey& key, uint64_t h, uint32_t group, uint8_t value) {
   ver_.write_begin();
   Rep* r = cur_.load(std::memory_order_relaxed);
-  if (r == nullptr || (count_ + 1) * 2 > r->mask + 1) {
-    grow();
+  if (r == nullptr || (count_ + 1) * 4 > (r->mask + 1) * 3) {
+    grow(count_ + 1);
     r = cur_.load(std::memory_order_relaxed);
   }
   put_nolock(r, key, h, meta_of(group, value));
+  ver_.write_end();
+}
+
+void FallbackTable::reserve(size_t n) {
+  Rep* r = cur_.load(std::memory_order_relaxed);
+  if (n == 0 || (r != nullptr && n * 4 <= (r->mask + 1) * 3)) return;
+  ver_.write_begin();
+  grow(n);
   ver_.write_end();
 }
 

@@ -8,7 +8,7 @@
 //                                 meta = 1<<63 | group << 8 | value
 // where `group` is the owner's global group id (lets a structure drop all
 // entries of one group when the group becomes solvable again). Deletion is
-// backward-shift (no tombstones). Load <= 1/2; growth doubles.
+// backward-shift (no tombstones). Load <= 3/4; growth doubles.
 //
 // Thread safety: one writer, many readers. Every writer operation runs
 // inside the table's own SeqVersion write section; readers run find() as an
@@ -19,8 +19,9 @@
 // current size). Slot accesses are seq_load/seq_store (acquire/release,
 // the core/seqlock.h protocol; TSan-clean).
 //
-// Space: 256 bits per slot; slots = next pow2 >= 2 * entries (min 16), plus
-// retired arrays; zero when no key ever fell back (the array is lazy).
+// Space: 256 bits per slot; slots = next pow2 >= 4/3 * entries (min 16),
+// plus arrays retired by growth (reserve() before bulk inserts avoids
+// them); zero when no key ever fell back (the array is lazy).
 #pragma once
 
 #include <atomic>
@@ -52,6 +53,9 @@ class FallbackTable {
   // Writer: removes every entry whose group is in [g_begin, g_end); returns
   // how many were removed.
   size_t erase_groups(uint64_t g_begin, uint64_t g_end);
+  // Writer: makes room for n entries in total without further growth
+  // (call before a bulk insert so no retired arrays are left behind).
+  void reserve(size_t n);
   // Writer: removes one key; true when it was present.
   bool erase(const FlowKey& key, uint64_t h);
   void clear();
@@ -73,7 +77,7 @@ class FallbackTable {
     std::unique_ptr<uint64_t[]> w;  // 4 words per slot
   };
   static uint64_t start(uint64_t h, uint64_t mask);
-  void grow();
+  void grow(size_t want);
   void put_nolock(Rep* r, const FlowKey& key, uint64_t h, uint64_t meta);
   bool erase_nolock(const FlowKey& key, uint64_t h);
 

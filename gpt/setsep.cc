@@ -740,6 +740,7 @@ Status SetSep::load_partition(std::span<const uint8_t> bytes, bool whole) {
   // while the fallback entries change, so no reader mixes old and new.
   for (uint64_t b = 0; b < nb; ++b) block_write_begin(b0 + b, seeds[b]);
   if (fallback_.size()) fallback_.erase_groups(b0 * kGroupsPerBlock, (b0 + nb) * kGroupsPerBlock);
+  fallback_.reserve(fallback_.size() + n);
   for (uint64_t w = 0; w < nb * 8; ++w) seq_store(choices_.data() + b0 * 8 + w, get_u64(ch + w * 8));
   for (uint64_t w = 0; w < nb * W_; ++w) seq_store(groups_.data() + b0 * W_ + w, get_u64(recs + w * 8));
   for (uint32_t k = 0; k < n; ++k) {

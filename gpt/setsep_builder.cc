@@ -363,6 +363,11 @@ Status SetSepBuilder::build_hashed(const FlowKey* keys, const uint64_t* hashes,
     blocks_.assign(nb, BlockKeys{});
     return err;
   }
+  {
+    size_t total = 0;
+    for (uint64_t blk = 0; blk < nb; ++blk) total += fb[blk].size();
+    table_->fallback_.reserve(total);
+  }
   for (uint64_t blk = 0; blk < nb; ++blk)
     for (const auto& f : fb[blk])
       table_->fallback_.put(f.key, f.h, uint32_t(blk * kGroupsPerBlock + f.g), f.v);
