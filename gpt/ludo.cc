@@ -207,7 +207,8 @@ uint64_t LudoTable::overflow_entries() const {
 }
 
 uint64_t LudoTable::num_bits() const {
-  uint64_t bits = stripes_.num_bits() + uint64_t(nshards_) * 64 + fallback_.num_bits();
+  uint64_t bits = stripes_.num_bits() + uint64_t(nshards_) * 64 + fallback_.num_bits() +
+                  kFbFilterWords * 64;
   for (uint32_t g = 0; g < nshards_; ++g) bits += shard(g).num_bits();
   return bits;
 }
@@ -215,7 +216,7 @@ uint64_t LudoTable::num_bits() const {
 // ---- lookups (Algorithm 1 + the version checks of A.2.1 Algorithm 4) --------
 
 uint8_t LudoTable::lookup_counted(const FlowKey& key, uint64_t h, uint32_t* retries) const {
-  if (fallback_n_.load(std::memory_order_relaxed) != 0) {
+  if (fallback_n_.load(std::memory_order_relaxed) != 0 && fb_maybe(h)) {
     uint8_t v;
     if (fallback_.find(key, h, &v)) return v;
   }
@@ -332,7 +333,7 @@ uint32_t LudoTable::lookup_bulk_impl(const FlowKey* keys, const uint64_t* hashes
   if (fb) {
     for (size_t i = 0; i < n; ++i) {
       uint8_t v;
-      if (fallback_.find(keys[i], hashes[i], &v)) out[i] = v;
+      if (fb_maybe(hashes[i]) && fallback_.find(keys[i], hashes[i], &v)) out[i] = v;
     }
   }
   return retries;
@@ -432,6 +433,28 @@ void LudoTable::publish(uint32_t g, std::unique_ptr<LudoShard> s) {
   owned_[g] = std::move(s);
 }
 
+void LudoTable::fb_put(const FlowKey& key, uint64_t h, uint32_t g, uint8_t v) {
+  const unsigned b = fb_bit(h);
+  uint64_t* w = &fb_filter_[b >> 6];
+  seq_store(w, seq_load(w) | (1ULL << (b & 63)));  // the bit before the entry
+  fallback_.put(key, h, g, v);
+  fallback_n_.store(fallback_.size(), std::memory_order_relaxed);
+}
+
+void LudoTable::fb_erase(const FlowKey& key, uint64_t h) {
+  if (fallback_.erase(key, h)) fb_refilter();
+  fallback_n_.store(fallback_.size(), std::memory_order_relaxed);
+}
+
+void LudoTable::fb_refilter() {
+  uint64_t f[kFbFilterWords] = {};
+  for (const auto& e : fallback_.entries()) {
+    const unsigned b = fb_bit(e.h);
+    f[b >> 6] |= 1ULL << (b & 63);
+  }
+  for (unsigned i = 0; i < kFbFilterWords; ++i) seq_store(&fb_filter_[i], f[i]);
+}
+
 // ---- deltas -------------------------------------------------------------------
 
 Status LudoTable::apply(std::span<const uint8_t> delta) {
@@ -460,16 +483,14 @@ Status LudoTable::apply(std::span<const uint8_t> delta) {
       std::memcpy(key.bytes, payload.data(), 16);
       const uint8_t v = payload[24];
       if (v >> l_) return Status::Corrupt("ludo apply: fallback value wider than l");
-      fallback_.put(key, get_u64(payload.data() + 16), g, v);
-      fallback_n_.store(fallback_.size(), std::memory_order_relaxed);
+      fb_put(key, get_u64(payload.data() + 16), g, v);
       return Status::Ok();
     }
     case LudoDelta::kFallbackErase: {
       if (payload.size() != 16 + 8) return Status::Corrupt("ludo apply: bad fallback erase");
       FlowKey key;
       std::memcpy(key.bytes, payload.data(), 16);
-      fallback_.erase(key, get_u64(payload.data() + 16));
-      fallback_n_.store(fallback_.size(), std::memory_order_relaxed);
+      fb_erase(key, get_u64(payload.data() + 16));
       return Status::Ok();
     }
   }
@@ -841,8 +862,19 @@ Status LudoTable::load_range(std::span<const uint8_t> bytes, bool whole) {
   }
   if (!r.ok() || r.remaining() != 0) return Status::Corrupt("ludo snapshot: truncated or trailing bytes");
   for (uint32_t i = 0; i < v.ns; ++i) publish(v.first + i, std::move(shards[i]));
-  fallback_.erase_groups(v.first, uint64_t(v.first) + v.ns);
-  for (const auto& e : fb) fallback_.put(e.key, e.h, e.group, e.value);
+  for (const auto& e : fb) fb_put(e.key, e.h, e.group, e.value);
+  // Entries of these shards that the snapshot does not hold leave the table.
+  {
+    std::vector<FallbackTable::Entry> drop;
+    for (const auto& e : fallback_.entries()) {
+      if (e.group < v.first || e.group >= v.first + v.ns) continue;
+      bool keep = false;
+      for (const auto& f : fb) keep |= f.h == e.h && f.key == e.key;
+      if (!keep) drop.push_back(e);
+    }
+    for (const auto& e : drop) fallback_.erase(e.key, e.h);
+    if (!drop.empty()) fb_refilter();
+  }
   fallback_n_.store(fallback_.size(), std::memory_order_relaxed);
   return Status::Ok();
 }

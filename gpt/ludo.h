@@ -321,6 +321,23 @@ class LudoTable final : public GptTable {
   SeqStripes stripes_{kLudoStripes};
   FallbackTable fallback_;
   std::atomic<uint64_t> fallback_n_{0};
+  // Filter in front of the fallback table (the dissertation's "fallback
+  // bit", §4.4.6, made per key): bit fb_bit(h) is set for every key in the
+  // table, so a lookup probes the table only when its bit is set (a probe
+  // costs as much as the rest of the lookup). Bits are set before a put;
+  // an erase rewrites each word to the bits of the remaining keys, so a
+  // reader sees, per word, the old superset or the new set: never a
+  // present key's bit cleared.
+  static constexpr unsigned kFbFilterWords = 64;  // 4096 bits
+  static unsigned fb_bit(uint64_t h) { return unsigned((h * 0x9E3779B97F4A7C15ULL) >> 52); }
+  bool fb_maybe(uint64_t h) const {
+    const unsigned b = fb_bit(h);
+    return (seq_load(&fb_filter_[b >> 6]) >> (b & 63)) & 1u;
+  }
+  void fb_put(const FlowKey& key, uint64_t h, uint32_t g, uint8_t v);
+  void fb_erase(const FlowKey& key, uint64_t h);
+  void fb_refilter();
+  uint64_t fb_filter_[kFbFilterWords] = {};
   WriteHook hook_ = nullptr;
   void* hook_arg_ = nullptr;
   bool bulk_both_ = true;

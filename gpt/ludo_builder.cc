@@ -426,13 +426,14 @@ Status LudoBuilder::build_hashed(const FlowKey* keys, const uint64_t* hashes, co
   size_ = 0;
   fb_.clear();
   T.fallback_.clear();
+  T.fb_refilter();
   for (uint32_t g = 0; g < ns; ++g) {
     T.publish(g, make_lookup_shard(*built[g]));
     size_ += built[g]->count;
     for (uint32_t t : fbs[g]) {
       const uint32_t i = idx[off[g] + t];
       fb_.put({keys[i], hashes[i], values[i], g});
-      T.fallback_.put(keys[i], hashes[i], g, values[i]);
+      T.fb_put(keys[i], hashes[i], g, values[i]);
       ++stats_.fallback_inserts;
     }
     shards_[g] = std::move(built[g]);
@@ -443,7 +444,7 @@ Status LudoBuilder::build_hashed(const FlowKey* keys, const uint64_t* hashes, co
     for (uint64_t b = 0; b < S.nb; ++b)
       if (S.bk[b].fb)
         for (unsigned i = 0; i < S.bk[b].cnt; ++i)
-          T.fallback_.put(S.keys[4 * b + i], S.bk[b].h[i], g, S.bk[b].v[i]);
+          T.fb_put(S.keys[4 * b + i], S.bk[b].h[i], g, S.bk[b].v[i]);
   }
   size_ += fb_.size();
   T.fallback_n_.store(T.fallback_.size(), std::memory_order_relaxed);
