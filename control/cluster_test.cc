@@ -37,7 +37,7 @@ pb::SessionOp make_op(pb::OpKind kind, uint64_t id, const FlowKey& k, uint32_t n
   op.set_kind(kind);
   op.set_request_id(id);
   auto* s = op.mutable_session();
-  s->set_key(key_to_bytes(k));
+  set_key(s->mutable_key(), k);
   s->set_node(node);
   s->set_teid_dl(teid);
   s->set_enb_ip(0xc6130001u);
@@ -64,8 +64,7 @@ struct Driver {
     REQUIRE(size_t(rs.size()) == ops.size());
     for (int i = 0; i < rs.size(); ++i) {
       const pb::SessionOp& op = ops[size_t(i)];
-      FlowKey k;
-      std::memcpy(k.bytes, op.session().key().data(), 16);
+      const FlowKey k = key_of(op.session().key());
       if (rs[i].code() != pb::OK) {
         ++failed;
         if (rs[i].code() == pb::OWNER_UNAVAILABLE || rs[i].code() == pb::UNAVAILABLE) {
@@ -139,7 +138,7 @@ std::string verify(Harness& h, Client& c, const Model& m, int timeout_ms = 15000
       for (size_t off = 0; off < keys.size() && problem.empty(); off += 4096) {
         pb::Envelope req;
         for (size_t i = off; i < std::min(keys.size(), off + 4096); ++i)
-          req.mutable_lookup_request()->add_keys(key_to_bytes(keys[i]));
+          set_key(req.mutable_lookup_request()->add_keys(), keys[i]);
         Result<pb::Envelope> r = c.call(mem.id, req, 5000);
         if (!r.ok()) { problem = "lookup: " + r.status().message(); break; }
         const auto& l = r.value().lookup_reply();
@@ -220,8 +219,7 @@ TEST_CASE("cluster: kill -9 of an owner mid-stream and restart keeps acked ops (
   // model for those keys from the cluster, then check all acked ops.
   std::vector<FlowKey> uncertain;
   for (const auto& op : env.session_request().ops()) {
-    FlowKey k;
-    std::memcpy(k.bytes, op.session().key().data(), 16);
+    const FlowKey k = key_of(op.session().key());
     uncertain.push_back(k);
   }
   auto show = [&](const FlowKey& k) -> std::pair<bool, pb::Session> {
@@ -265,7 +263,7 @@ TEST_CASE("cluster: kill -9 of an owner mid-stream and restart keeps acked ops (
   CHECK(p.empty());
   if (!p.empty()) {
     pb::Envelope req;
-    for (const auto& k : pool) req.mutable_lookup_request()->add_keys(key_to_bytes(k));
+    for (const auto& k : pool) set_key(req.mutable_lookup_request()->add_keys(), k);
     for (uint32_t n = 0; n < 4; ++n) {
       Result<pb::Envelope> r = c.value()->call(n, req, 5000);
       REQUIRE(r.ok());

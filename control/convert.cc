@@ -3,11 +3,6 @@
 namespace sb::control {
 
 namespace {
-FlowKey key_of(const std::string& b) {
-  FlowKey k{};
-  if (b.size() == FlowKey::kSize) std::memcpy(k.bytes, b.data(), FlowKey::kSize);
-  return k;
-}
 pb::Code code_of(StatusCode c) { return to_code(Status(c, "")); }
 StatusCode status_code_of(pb::Code c) { return from_code(c, "").code(); }
 }  // namespace
@@ -33,7 +28,7 @@ pb::OpKind to_pb(rib::OpKind k) {
 }
 
 void to_pb(const rib::FibEntry& e, pb::FibEntry* o) {
-  o->set_key(key_to_bytes(e.key));
+  set_key(o->mutable_key(), e.key);
   o->set_handling_node(e.handling_node);
   o->set_teid_dl(e.teid_dl);
   o->set_enb_ip(e.enb_ip);
@@ -48,7 +43,7 @@ void to_pb(const rib::FibBatch& b, pb::FibUpdate* o) {
   o->set_owner(b.owner);
   o->mutable_install()->Reserve(int(b.install.size()));
   for (const auto& e : b.install) to_pb(e, o->add_install());
-  for (const auto& k : b.remove) o->add_remove(key_to_bytes(k));
+  for (const auto& k : b.remove) set_key(o->add_remove(), k);
   for (uint32_t p : b.reconcile) o->add_reconcile(p);
 }
 rib::FibBatch from_pb(const pb::FibUpdate& u) {
@@ -114,7 +109,7 @@ rib::SnapshotOut from_pb(const pb::SnapshotChunk& s) {
 }
 
 void to_pb(const rib::SessionRec& r, pb::Session* o) {
-  o->set_key(key_to_bytes(r.key));
+  set_key(o->mutable_key(), r.key);
   o->set_node(r.node);
   o->set_teid_dl(r.teid_dl);
   o->set_enb_ip(r.enb_ip);

@@ -149,8 +149,7 @@ int exit_for(pb::Code c) {
 }
 
 std::string session_text(const pb::Session& s) {
-  FlowKey k{};
-  if (s.key().size() == 16) std::memcpy(k.bytes, s.key().data(), 16);
+  const FlowKey k = key_of(s.key());
   char b[256];
   std::snprintf(b, sizeof b, "%s node=%u teid_dl=0x%08x enb=%s bearer=%u teid_ul=0x%08x", k.to_string().c_str(),
                 s.node(), s.teid_dl(), ipv4_to_string(s.enb_ip()).c_str(), s.bearer(), s.teid_ul());
@@ -249,7 +248,7 @@ int cmd_session_one(const std::string& verb, const Opts& o) {
   auto* op = req.mutable_session_request()->add_ops();
   op->set_request_id(request_id_base() + 1);
   auto* s = op->mutable_session();
-  s->set_key(key_to_bytes(k.value()));
+  set_key(s->mutable_key(), k.value());
   if (verb == "add") op->set_kind(pb::ADD);
   else if (verb == "modify") op->set_kind(pb::MODIFY);
   else if (verb == "move") op->set_kind(pb::MOVE);
@@ -329,7 +328,7 @@ Status row_to_op(const std::map<std::string, std::string>& f, pb::SessionOp* op)
   if (!be.ok()) return be.status();
   op->set_kind(pb::ADD);
   auto* x = op->mutable_session();
-  x->set_key(key_to_bytes(FlowKey::five_tuple(s.value(), d.value(), uint16_t(sp.value()), uint16_t(dp.value()), pr.value())));
+  set_key(x->mutable_key(), FlowKey::five_tuple(s.value(), d.value(), uint16_t(sp.value()), uint16_t(dp.value()), pr.value()));
   if (f.at("node") == "choose") {
     x->set_choose(true);
   } else {
@@ -491,8 +490,7 @@ int cmd_session_load(const Opts& o) {
       continue;
     }
     op.set_request_id(base + ++seq);
-    FlowKey k;
-    std::memcpy(k.bytes, op.session().key().data(), 16);
+    const FlowKey k = key_of(op.session().key());
     const uint32_t n = c.client->owner_of(k);
     *fill[n].mutable_session_request()->add_ops() = std::move(op);
     fill_lines[n].push_back(lineno);

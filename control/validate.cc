@@ -4,13 +4,9 @@
 
 namespace sb::control {
 
-Status key_from_bytes(const std::string& b, const char* field, FlowKey* out) {
-  if (b.size() != FlowKey::kSize)
-    return Status::InvalidArgument(std::string(field) + ": key is " + std::to_string(b.size()) +
-                                   " bytes, expected 16");
-  std::memcpy(out->bytes, b.data(), FlowKey::kSize);
-  if (!out->canonical())
-    return Status::InvalidArgument(std::string(field) + ": key padding bytes 13..15 not zero");
+Status check_key(bool present, const pb::Key& k, const std::string& field) {
+  if (!present) return Status::InvalidArgument(field + ": missing");
+  if ((k.hi() >> 40) != 0) return Status::InvalidArgument(field + ": key padding bytes 13..15 not zero");
   return Status::Ok();
 }
 
@@ -18,8 +14,7 @@ namespace {
 
 Status check_session(const pb::Session& s, pb::OpKind kind, const ValidationContext& ctx,
                      const std::string& f) {
-  FlowKey k;
-  SB_RETURN_IF_ERROR(key_from_bytes(s.key(), (f + ".key").c_str(), &k));
+  SB_RETURN_IF_ERROR(check_key(s.has_key(), s.key(), f + ".key"));
   if (s.bearer() > 15)
     return Status::InvalidArgument(f + ".bearer: " + std::to_string(s.bearer()) + " > 15");
   const bool needs_node = kind == pb::ADD || kind == pb::MOVE;
@@ -41,8 +36,7 @@ Status check_pos(const pb::PartitionPos& p, const ValidationContext& ctx, const 
 }
 
 Status check_fib_entry(const pb::FibEntry& e, const ValidationContext& ctx, const std::string& f) {
-  FlowKey k;
-  SB_RETURN_IF_ERROR(key_from_bytes(e.key(), (f + ".key").c_str(), &k));
+  SB_RETURN_IF_ERROR(check_key(e.has_key(), e.key(), f + ".key"));
   if (!ctx.is_member(e.handling_node()))
     return Status::InvalidArgument(f + ".handling_node: unknown node " +
                                    std::to_string(e.handling_node()));
@@ -94,10 +88,8 @@ Status validate(const pb::Envelope& env, const ValidationContext& ctx) {
         if (p >= ctx.partitions) return Status::InvalidArgument("fib_update.reconcile: partition out of range");
       for (int i = 0; i < u.install_size(); ++i)
         SB_RETURN_IF_ERROR(check_fib_entry(u.install(i), ctx, "fib_update.install[" + std::to_string(i) + "]"));
-      for (int i = 0; i < u.remove_size(); ++i) {
-        FlowKey k;
-        SB_RETURN_IF_ERROR(key_from_bytes(u.remove(i), ("fib_update.remove[" + std::to_string(i) + "]").c_str(), &k));
-      }
+      for (int i = 0; i < u.remove_size(); ++i)
+        SB_RETURN_IF_ERROR(check_key(true, u.remove(i), "fib_update.remove[" + std::to_string(i) + "]"));
       return Status::Ok();
     }
     case pb::Envelope::kFibAck: {
@@ -124,6 +116,7 @@ Status validate(const pb::Envelope& env, const ValidationContext& ctx) {
           return Status::InvalidArgument(f + ".delta: " + std::to_string(d.delta().size()) + " bytes, over the limit");
         // An empty delta is a sequence filler (an op that changed no GPT bits).
       }
+      if (b.packed().size() > L.max_frame_bytes) return Status::InvalidArgument("delta_batch.packed: too large");
       for (int i = 0; i < b.heads_size(); ++i)
         SB_RETURN_IF_ERROR(check_pos(b.heads(i), ctx, "delta_batch.heads[" + std::to_string(i) + "]", true));
       return Status::Ok();
@@ -155,10 +148,8 @@ Status validate(const pb::Envelope& env, const ValidationContext& ctx) {
     case pb::Envelope::kLookupRequest: {
       const auto& l = env.lookup_request();
       if (size_t(l.keys_size()) > L.max_ops) return Status::InvalidArgument("lookup_request.keys: too many");
-      for (int i = 0; i < l.keys_size(); ++i) {
-        FlowKey k;
-        SB_RETURN_IF_ERROR(key_from_bytes(l.keys(i), ("lookup_request.keys[" + std::to_string(i) + "]").c_str(), &k));
-      }
+      for (int i = 0; i < l.keys_size(); ++i)
+        SB_RETURN_IF_ERROR(check_key(true, l.keys(i), "lookup_request.keys[" + std::to_string(i) + "]"));
       return Status::Ok();
     }
     case pb::Envelope::kLookupReply:

@@ -44,8 +44,20 @@ struct ValidationContext {
   bool is_member(uint32_t id) const { return id < 32 && (member_mask >> id & 1u); }
 };
 
-// A 16-byte canonical key (bytes 13..15 zero) or an error naming `field`.
-Status key_from_bytes(const std::string& b, const char* field, FlowKey* out);
+// Keys on the wire (pb::Key: two little-endian words).
+inline void set_key(pb::Key* out, const FlowKey& k) {
+  out->set_lo(k.lo());
+  out->set_hi(k.hi());
+}
+inline FlowKey key_of(const pb::Key& k) {
+  FlowKey f;
+  const uint64_t lo = k.lo(), hi = k.hi();
+  std::memcpy(f.bytes, &lo, 8);
+  std::memcpy(f.bytes + 8, &hi, 8);
+  return f;
+}
+// A present, canonical key (bytes 13..15 zero) or an error naming `field`.
+Status check_key(bool present, const pb::Key& k, const std::string& field);
 inline std::string key_to_bytes(const FlowKey& k) {
   return std::string(reinterpret_cast<const char*>(k.bytes), FlowKey::kSize);
 }

@@ -18,7 +18,7 @@ static pb::Envelope add_req(uint32_t node) {
   auto* op = e.mutable_session_request()->add_ops();
   op->set_kind(pb::ADD);
   op->set_request_id(7);
-  op->mutable_session()->set_key(key_to_bytes(FlowKey::five_tuple(1, 2, 3, 4, 6)));
+  set_key(op->mutable_session()->mutable_key(), FlowKey::five_tuple(1, 2, 3, 4, 6));
   op->mutable_session()->set_node(node);
   return e;
 }
@@ -29,12 +29,10 @@ TEST_CASE("validate: session requests") {
   CHECK(validate(add_req(2), ctx()).ok());
   CHECK(why(add_req(9)).find("ops[0].session.node") != std::string::npos);
   pb::Envelope e = add_req(1);
-  e.mutable_session_request()->mutable_ops(0)->mutable_session()->set_key("short");
-  CHECK(why(e).find("ops[0].session.key") != std::string::npos);
+  e.mutable_session_request()->mutable_ops(0)->mutable_session()->clear_key();
+  CHECK(why(e).find("ops[0].session.key: missing") != std::string::npos);
   e = add_req(1);
-  std::string k = key_to_bytes(FlowKey::five_tuple(1, 2, 3, 4, 6));
-  k[15] = 1;
-  e.mutable_session_request()->mutable_ops(0)->mutable_session()->set_key(k);
+  e.mutable_session_request()->mutable_ops(0)->mutable_session()->mutable_key()->set_hi(1ULL << 60);
   CHECK(why(e).find("padding") != std::string::npos);
   e = add_req(1);
   e.mutable_session_request()->mutable_ops(0)->set_request_id(0);

@@ -79,7 +79,7 @@ Result<PhaseResult> run_phase(control::Client& c, const std::vector<Op>& ops, ui
     x->set_kind(op.kind);
     x->set_request_id(++id);
     auto* s = x->mutable_session();
-    s->set_key(control::key_to_bytes(op.key));
+    control::set_key(s->mutable_key(), op.key);
     s->set_node(op.node);
     s->set_teid_dl(op.teid);
     s->set_enb_ip(0xc6130001u);
@@ -171,7 +171,7 @@ bool verify(control::Client& c, const rib::ClusterSpec& spec,
       for (size_t off = 0; off < keys.size() && why->empty(); off += 16384) {
         Envelope req;
         const size_t end = std::min(keys.size(), off + 16384);
-        for (size_t i = off; i < end; ++i) req.mutable_lookup_request()->add_keys(control::key_to_bytes(keys[i]));
+        for (size_t i = off; i < end; ++i) control::set_key(req.mutable_lookup_request()->add_keys(), keys[i]);
         Result<Envelope> r = c.call(m.id, req, 20000);
         if (!r.ok()) { *why = r.status().message(); break; }
         const auto& l = r.value().lookup_reply();
