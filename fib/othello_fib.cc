@@ -114,9 +114,12 @@ Status OthelloFib::insert_hashed(const FlowKey& key, uint64_t h, uint32_t value)
     return fallback_add(key, value);
   }
   if (st.code() == StatusCode::kFailedPrecondition) {  // Case I, deferred (see header)
-    if (fallback_n_.load(std::memory_order_relaxed) + 1 >= kFallbackMax) {
+    const size_t before = fallback_n_.load(std::memory_order_relaxed);
+    if (before + 1 >= kFallbackMax) {
       SB_RETURN_IF_ERROR(readmit_deferred());
-      return insert_hashed(key, h, value);
+      if (fallback_n_.load(std::memory_order_relaxed) >= before)  // only hash collisions left
+        return Status::Capacity("othello fib: fallback table full of hash collisions");
+      return insert_hashed(key, h, value);  // the fallback shrank: this recursion ends
     }
     SB_RETURN_IF_ERROR(fallback_add(key, value));
     ++deferred_;
