@@ -14,7 +14,7 @@ Result<std::unique_ptr<OthelloFib>> OthelloFib::create(const SessionTable* table
     return Status::InvalidArgument("othello fib: defer_cycles must be < kFallbackMax");
   std::unique_ptr<OthelloFib> f(new OthelloFib(table, hash_seed));
   f->opt_ = opt;
-  for (auto& e : f->fallback_) e = {~0ULL, ~0ULL, kFibMiss};
+  for (auto& e : f->fallback_) e = {~0ULL, ~0ULL, kFibMiss, 0};
   SB_RETURN_IF_ERROR(f->build(nullptr, nullptr, 0));
   return f;
 }
@@ -111,7 +111,7 @@ Status OthelloFib::insert_hashed(const FlowKey& key, uint64_t h, uint32_t value)
   if (st.code() == StatusCode::kAlreadyExists) {  // h is present: this key, or a collision
     if (owns(h, key)) return Status::AlreadyExists("othello fib: key present");
     // A different key with the same 64-bit hash: the fallback table.
-    return fallback_add(key, value);
+    return fallback_add(key, h, value);
   }
   if (st.code() == StatusCode::kFailedPrecondition) {  // Case I, deferred (see header)
     const size_t before = fallback_n_.load(std::memory_order_relaxed);
@@ -121,7 +121,7 @@ Status OthelloFib::insert_hashed(const FlowKey& key, uint64_t h, uint32_t value)
         return Status::Capacity("othello fib: fallback table full of hash collisions");
       return insert_hashed(key, h, value);  // the fallback shrank: this recursion ends
     }
-    SB_RETURN_IF_ERROR(fallback_add(key, value));
+    SB_RETURN_IF_ERROR(fallback_add(key, h, value));
     ++deferred_;
     ++deferred_total_;
     if (deferred_ >= opt_.defer_cycles) return readmit_deferred();
@@ -131,9 +131,10 @@ Status OthelloFib::insert_hashed(const FlowKey& key, uint64_t h, uint32_t value)
   return st;
 }
 
-Status OthelloFib::fallback_add(const FlowKey& key, uint32_t value) {
+Status OthelloFib::fallback_add(const FlowKey& key, uint64_t h, uint32_t value) {
   for (unsigned i = 0; i < kFallbackMax; ++i)
     if (fallback_[i].value == kFibMiss) {
+      fallback_[i].h = h;  // control side only (readers never read it)
       fallback_write(int(i), key.lo(), key.hi(), value);
       fallback_n_.fetch_add(1, std::memory_order_relaxed);
       return Status::Ok();
@@ -152,10 +153,7 @@ Status OthelloFib::readmit_deferred() {
   for (unsigned i = 0; i < kFallbackMax && result.ok(); ++i) {
     const FallbackEntry& e = fallback_[i];
     if (e.value == kFibMiss) continue;
-    FlowKey k;
-    std::memcpy(k.bytes, &e.lo, 8);
-    std::memcpy(k.bytes + 8, &e.hi, 8);
-    const Status st = ctl_.add(hash(k), e.value);
+    const Status st = ctl_.add(e.h, e.value);
     ctl_.publish(&q_);
     if (st.ok()) {
       fallback_write(int(i), ~0ULL, ~0ULL, kFibMiss);

@@ -35,7 +35,7 @@
 //
 // SPACE (data plane): Othello query (m_a + m_b) l bits with m_a =
 // ceil(1.33 c), m_b = c, l = ceil(log2 c) for session capacity c, + 1025
-// 32-bit versions + fallback (kFallbackMax x 24 bytes): index bits per key
+// 32-bit versions + fallback (kFallbackMax x 32 bytes): index bits per key
 // = 2.33 l at full load. The session records (256 bits each, counted in
 // total_bits) are needed by every FIB anyway. Control side: OthelloControl
 // (~50 bytes per key + its own copy of A and B).
@@ -108,6 +108,7 @@ class OthelloFib final : public Fib {
  private:
   struct FallbackEntry {
     uint64_t lo, hi, value;  // value kFibMiss = unused
+    uint64_t h;              // the key's hash (control side: readmission)
   };
   OthelloFib(const SessionTable* t, uint64_t seed) : Fib(seed), table_(t) {}
   int fallback_find(const FlowKey& key) const;  // control side
@@ -115,7 +116,7 @@ class OthelloFib final : public Fib {
   uint32_t lookup_slow(const FlowKey& key, uint64_t h) const;
   void fallback_write(int slot, uint64_t lo, uint64_t hi, uint64_t value);
   Status check_record(const FlowKey& key, uint32_t value) const;
-  Status fallback_add(const FlowKey& key, uint32_t value);
+  Status fallback_add(const FlowKey& key, uint64_t h, uint32_t value);
   Status readmit_deferred();  // reconstruction with the parked Case I keys
   bool owns(uint64_t h, const FlowKey& key) const;  // ctl holds key under hash h
 

@@ -217,3 +217,33 @@ TEST_CASE("othello fib: parked keys stay visible while readmitted", "[fib][othel
   CHECK(fib->control().stats().reconstructions > 0);
   for (size_t i = 0; i < stable; ++i) REQUIRE(fib->lookup(keys[i]) == s[i]);
 }
+
+// A Case I add (here: a parallel edge) when the fallback is full of hash
+// collisions: a clear kCapacity, nothing dropped, no endless readmission.
+TEST_CASE("othello fib: Case I add with a fallback full of collisions", "[fib][othello]") {
+  auto table = SessionTable::create(200).value();
+  auto fib = OthelloFib::create(table.get(), 5).value();
+  const auto keys = make_keys(60, 11);
+  std::vector<uint32_t> s(60);
+  for (int i = 0; i < 60; ++i) s[i] = table->add({keys[i], 0, 0, 0}).value();
+  const uint64_t h = 0xabcdef0123456789ULL;
+  for (unsigned i = 0; i <= OthelloFib::kFallbackMax - 1; ++i)  // 1 in Othello + 15 collisions
+    REQUIRE(fib->insert_hashed(keys[i], h, s[i]).ok());
+  CHECK(fib->fallback_size() == OthelloFib::kFallbackMax - 1);
+  const uint64_t h1 = fib->hash(keys[40]);
+  REQUIRE(fib->insert_hashed(keys[40], h1, s[40]).ok());
+  const OthelloShape sh = fib->control().shape();
+  uint64_t h2 = 0;
+  for (uint64_t t = 1;; ++t) {
+    h2 = fmix64(t * 0x9e3779b97f4a7c15ULL);
+    if (h2 != h1 && sh.index_a(h2) == sh.index_a(h1) && sh.index_b(h2) == sh.index_b(h1)) break;
+  }
+  CHECK(fib->insert_hashed(keys[41], h2, s[41]).code() == StatusCode::kCapacity);
+  for (unsigned i = 0; i <= OthelloFib::kFallbackMax - 1; ++i) {
+    FlowKey q = keys[i];
+    uint32_t out;
+    fib->lookup_bulk(&q, &h, 1, &out);
+    REQUIRE(out == s[i]);
+  }
+  CHECK(fib->lookup(keys[40]) == s[40]);
+}
