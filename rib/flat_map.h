@@ -73,6 +73,13 @@ class FlatMap {
     return true;
   }
 
+  // Calls f(key, value) for every entry (slot order).
+  template <typename Fn>
+  void for_each(Fn&& f) const {
+    for (size_t i = 0; i < keys_.size(); ++i)
+      if (!(keys_[i] == empty_)) f(keys_[i], vals_[i]);
+  }
+
   // Removes everything, keeping the slot array (cheap reuse per group).
   void clear() {
     if (n_ == 0) return;

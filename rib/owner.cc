@@ -106,7 +106,7 @@ Result<std::unique_ptr<Owner>> Owner::open(const ClusterSpec& spec, const OwnerO
   Result<CodeTable> ct = CodeTable::build(w);
   if (!ct.ok()) return ct.status();
   o->codes_ = ct.value();
-  o->recs_.resize(spec.partitions);
+  o->recs_.assign(spec.partitions, RecMap(poison_key(), 16));
   {
     const auto mine = spec.partitions_of(opt.self);
     const size_t per = size_t(spec.capacity / spec.partitions + 16);
@@ -139,13 +139,14 @@ Status Owner::recover() {
     if (!owns(p)) { ++foreign; return; }  // ownership changed under the log: ignore
     auto& m = recs_[p];
     if (r.type == WalRecord::kPut) {
-      SessionRec& s = m[r.key];
+      SessionRec s;
       s.key = r.key;
       s.node = r.node;
       s.teid_dl = r.teid_dl;
       s.enb_ip = r.enb_ip;
       s.bearer = r.bearer;
       s.teid_ul = 0;
+      m.put(r.key, s);
     } else {
       m.erase(r.key);
     }
@@ -160,10 +161,10 @@ Status Owner::recover() {
     keys.reserve(nsessions_);
     vals.reserve(nsessions_);
     for (const auto& m : recs_)
-      for (const auto& [k, r] : m) {
+      m.for_each([&](const FlowKey& k, const SessionRec& r) {
         keys.push_back(k);
         vals.push_back(uint8_t(r.node));
-      }
+      });
     SB_RETURN_IF_ERROR(gpt_->build(keys.data(), vals.data(), keys.size(), opt_.build_threads)
                            .with_context("owner: rebuilding the GPT"));
   }
@@ -300,13 +301,11 @@ void Owner::check_converged(uint32_t partition, uint64_t now_us) {
 
 const SessionRec* Owner::find(const FlowKey& k) const {
   const uint32_t p = partition_of_key(k);
-  auto it = recs_[p].find(k);
-  return it == recs_[p].end() ? nullptr : &it->second;
+  return recs_[p].find(k);
 }
 
 void Owner::for_each(const std::function<void(const SessionRec&)>& f) const {
-  for (const auto& m : recs_)
-    for (const auto& [k, r] : m) f(r);
+  for (const auto& m : recs_) m.for_each([&](const FlowKey&, const SessionRec& r) { f(r); });
 }
 
 Result<SnapshotOut> Owner::snapshot(uint32_t partition, uint32_t for_node) const {
@@ -319,12 +318,12 @@ Result<SnapshotOut> Owner::snapshot(uint32_t partition, uint32_t for_node) const
   // FIB entries as they will be once the group in flight lands: its FIB
   // messages were sent before this answer, so a removal in flight must not
   // be undone by the snapshot (snapshots only add).
-  for (const auto& [k, r] : recs_[partition]) {
-    if (group_keys_.contains(k)) continue;
+  recs_[partition].for_each([&](const FlowKey& k, const SessionRec& r) {
+    if (group_keys_.contains(k)) return;
     uint64_t h = hash_key(k, spec_.hash_seed);
     if (placement(r, h) >> for_node & 1u)
       out.fib.push_back(FibEntry{k, r.node, r.teid_dl, r.enb_ip, r.bearer});
-  }
+  });
   for (const Op& g : group_)
     if (g.part == partition && !g.erase && (g.install_mask >> for_node & 1u))
       out.fib.push_back(FibEntry{g.now.key, g.now.node, g.now.teid_dl, g.now.enb_ip, g.now.bearer});
@@ -338,11 +337,11 @@ void Owner::repush() {
   std::unordered_map<uint32_t, FibBatch> b;
   for (const Member& m : spec_.members) b[m.id].reconcile = mine;
   for (const auto& m : recs_)
-    for (const auto& [k, r] : m) {
+    m.for_each([&](const FlowKey& k, const SessionRec& r) {
       const uint64_t h = hash_key(k, spec_.hash_seed);
       for (uint32_t mask = placement(r, h); mask; mask &= mask - 1)
         b[uint32_t(std::countr_zero(mask))].install.push_back(FibEntry{k, r.node, r.teid_dl, r.enb_ip, r.bearer});
-    }
+    });
   for (auto& [n, fb] : b) {
     fb.batch_id = next_batch_++;
     fb.owner = opt_.self;
@@ -407,10 +406,9 @@ Status Owner::start_group(uint64_t now_us) {
     Op g;
     g.h = h;
     g.part = p;
-    auto& m = recs_[p];
-    auto it = m.find(op.s.key);
-    g.had_old = it != m.end();
-    if (g.had_old) g.old = it->second;
+    const SessionRec* cur = recs_[p].find(op.s.key);
+    g.had_old = cur != nullptr;
+    if (g.had_old) g.old = *cur;
     Status st;
     switch (op.kind) {
       case OpKind::kAdd:
@@ -540,9 +538,8 @@ void Owner::on_fib_ack(const FibAckMsg& ack, uint64_t now_us) {
     if (it != repush_keys_.end()) {
       for (size_t i = 0; i < it->second.size() && i < ack.teid_ul.size(); ++i) {
         const uint32_t p = partition_of_key(it->second[i]);
-        auto r = recs_[p].find(it->second[i]);
-        if (r != recs_[p].end() && r->second.node == ack.node && ack.teid_ul[i] != 0)
-          r->second.teid_ul = ack.teid_ul[i];
+        SessionRec* r = recs_[p].find(it->second[i]);
+        if (r != nullptr && r->node == ack.node && ack.teid_ul[i] != 0) r->teid_ul = ack.teid_ul[i];
       }
       repush_keys_.erase(it);
     }
@@ -636,10 +633,8 @@ void Owner::finish_group(uint64_t now_us) {
       auto& m = recs_[p];
       if (g.erase) {
         if (m.erase(g.now.key)) --nsessions_;
-      } else {
-        auto [it, fresh] = m.insert_or_assign(g.now.key, g.now);
-        (void)it;
-        if (fresh) ++nsessions_;
+      } else if (m.put(g.now.key, g.now)) {
+        ++nsessions_;
       }
       ++stats_.ops_ok;
       r.status = Status::Ok();
@@ -722,8 +717,9 @@ void Owner::finish_group(uint64_t now_us) {
   if (wal_->records_since_snapshot() >= opt_.snapshot_every) {
     (void)wal_->snapshot([&](const std::function<void(const WalRecord&)>& emit) {
       for (const auto& m : recs_)
-        for (const auto& [k, r] : m)
+        m.for_each([&](const FlowKey& k, const SessionRec& r) {
           emit(WalRecord{WalRecord::kPut, k, r.node, r.teid_dl, r.enb_ip, r.bearer, 0});
+        });
     });
   }
 }

@@ -202,7 +202,6 @@ class Owner {
   void remember(uint64_t request_id, StatusCode code, uint32_t node, bool in_flight = false);
   void reply_now(const ClientOp& op, Status st, const SessionRec* rec, uint32_t part);
   void repush();
-  std::unordered_map<FlowKey, SessionRec, KeyHasher>& part_map(uint32_t p) { return recs_[p]; }
 
   ClusterSpec spec_;
   OwnerOptions opt_;
@@ -213,7 +212,8 @@ class Owner {
   std::unique_ptr<Wal> wal_;
   std::unique_ptr<gpt::GptBuilder> gpt_;
   CodeTable codes_;
-  std::vector<std::unordered_map<FlowKey, SessionRec, KeyHasher>> recs_;  // by partition
+  using RecMap = FlatMap<FlowKey, SessionRec, KeyHasher>;
+  std::vector<RecMap> recs_;  // by partition (only owned ones are filled)
   size_t nsessions_ = 0;
   std::vector<uint64_t> seq_;                           // head seq by partition
   std::vector<std::array<StreamPos, kMaxNodes>> applied_;  // [partition][node]
