@@ -154,8 +154,26 @@ bool verify(control::Client& c, const rib::ClusterSpec& spec,
   std::vector<FlowKey> keys;
   keys.reserve(live.size());
   for (const auto& [k, v] : live) keys.push_back(k);
-  std::map<uint32_t, uint64_t> handled;
-  for (const auto& [k, v] : live) ++handled[v.first];
+  // Which nodes hold a session's FIB entry (rib/owner.h placement).
+  const uint32_t n_members = uint32_t(spec.members.size());
+  auto placement = [&](const FlowKey& k, uint32_t node) -> uint32_t {
+    switch (spec.architecture) {
+      case rib::Architecture::kFullDuplication: {
+        uint32_t all = 0;
+        for (const auto& m : spec.members) all |= 1u << m.id;
+        return all;
+      }
+      case rib::Architecture::kHashPartition: {
+        const uint64_t h = hash_key(k, spec.hash_seed);
+        return (1u << node) | (1u << spec.members[reduce(remix(h, salt::kHashPart), n_members)].id);
+      }
+      default:
+        return 1u << node;
+    }
+  };
+  std::map<uint32_t, uint64_t> handled;  // FIB entries each node must hold
+  for (const auto& [k, v] : live)
+    for (uint32_t m = placement(k, v.first); m; m &= m - 1) ++handled[uint32_t(__builtin_ctz(m))];
   const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(60);
   for (;;) {
     why->clear();
@@ -179,7 +197,9 @@ bool verify(control::Client& c, const rib::ClusterSpec& spec,
           const auto& want = live.at(keys[i]);
           const int j = int(i - off);
           const bool gpt_ok = spec.architecture != rib::Architecture::kScaleBricks || l.gpt(j) == want.first;
-          const bool fib_ok = want.first != m.id || l.teid_dl(j) == want.second;
+          const bool holds = placement(keys[i], want.first) >> m.id & 1u;
+          const bool fib_ok = !holds || (want.first == m.id ? l.teid_dl(j) == want.second
+                                                           : l.fib(j) == (0x80000000u | want.first));
           if (!gpt_ok || !fib_ok) {
             *why = "node " + std::to_string(m.id) + (gpt_ok ? " FIB" : " GPT") + " wrong for " + keys[i].to_string();
             break;
