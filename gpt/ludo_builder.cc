@@ -347,6 +347,9 @@ Status LudoBuilder::build_shard(uint32_t /*g*/, const uint32_t* idx, size_t n, c
   opt.seed = uint32_t(cfg_.seed);
   opt.rebuild_on_cycle = false;  // a cycle-closing insert falls back instead (gpt/ludo.h)
   SB_RETURN_IF_ERROR(S->oth.construct(opt, hs.data(), bits.data(), hs.size()));
+  // construct() flags a full reload; the lookup shard is made from these
+  // arrays (make_lookup_shard), so there is nothing to reload.
+  S->oth.clear_changes();
   *out = std::move(S);
   return Status::Ok();
 }
