@@ -202,8 +202,6 @@ bool relocate_out(LudoBuilder::Shard& S, uint64_t b, unsigned inline_seeds, unsi
       for (size_t j = L; j >= 1; --j) {
         Bucket& F = tmp[j - 1];
         const unsigned sl = chain[j].slot;
-        const Bucket& O = S.bk[chain[j - 1].bucket];
-        (void)O;
         F.h[sl] = F.h[F.cnt - 1];
         F.v[sl] = F.v[F.cnt - 1];
         --F.cnt;
@@ -781,7 +779,6 @@ Status LudoBuilder::rebuild(uint32_t g, uint64_t nb, DeltaList* out) {
       for (unsigned i = 0; i < S.bk[b].cnt; ++i) old_fb.push_back({S.keys[4 * b + i], S.bk[b].h[i]});
   for (const auto& e : mine) old_fb.push_back({e.key, e.h});
   shards_[g] = std::move(ns);
-  (void)in_cuckoo;
   std::vector<uint64_t> new_fb;
   // Keys that did not fit the new cuckoo table fall back (first).
   for (uint32_t t : fb) {
