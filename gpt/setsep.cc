@@ -183,6 +183,19 @@ bool SetSep::group_is_fallback(uint64_t blk, unsigned g) const {
   return record_is_fallback(groups_.data(), record_pos(blk, g));
 }
 
+void SetSep::prefetch(uint64_t h) const {
+  const uint64_t blk = block_of(h);
+  const unsigned c = bucket_of(h);
+  const CandidateTable& ct = candidate_table();
+  prefetch_r(choices_.data() + blk * 8 + (c >> 5));
+  prefetch_r(meta_.data() + blk);
+  for (unsigned j = 0; j < kCandidates; ++j) {
+    const uint64_t p = record_pos(blk, ct.cand[c][j]);
+    prefetch_r(groups_.data() + (p >> 6));
+    prefetch_r(groups_.data() + ((p + W_ - 1) >> 6));
+  }
+}
+
 uint64_t SetSep::fallback_groups() const {
   uint64_t n = 0;
   for (uint64_t b = 0; b < nblocks_; ++b)

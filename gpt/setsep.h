@@ -257,6 +257,9 @@ class SetSep final : public GptTable {
   static unsigned bucket_of(uint64_t h) { return unsigned(remix(h, salt::kGptBucket) >> 56); }
   uint8_t block_seed(uint64_t blk) const { return uint8_t(meta_load(blk) >> 24); }
   bool group_is_fallback(uint64_t blk, unsigned g) const;
+  // Prefetches everything a lookup of h touches (choice line, meta word,
+  // the 4 candidate group records). Any thread; no effect on contents.
+  void prefetch(uint64_t h) const;
   uint64_t fallback_groups() const;
 
   // Test hook: called by apply() in the middle of writing a block (after

@@ -581,6 +581,7 @@ Status SetSepBuilder::insert(const FlowKey& key, uint64_t h, uint8_t value, Delt
                                    std::to_string(cfg_.value_bits) + " bits");
   const uint64_t blk = table_->block_of(h);
   const unsigned c = SetSep::bucket_of(h);
+  table_->prefetch(h);  // the group's choice and record arrive while we scan the block
   BlockKeys& bk = blocks_[blk];
   if (locate(bk, c, key) >= 0)
     return Status::AlreadyExists("setsep insert: key " + key.to_string() + " already present");
@@ -604,6 +605,7 @@ Status SetSepBuilder::change(const FlowKey& key, uint64_t h, uint8_t value, Delt
                                    std::to_string(cfg_.value_bits) + " bits");
   const uint64_t blk = table_->block_of(h);
   const unsigned c = SetSep::bucket_of(h);
+  table_->prefetch(h);
   BlockKeys& bk = blocks_[blk];
   const int k = locate(bk, c, key);
   if (k < 0) return Status::NotFound("setsep change: key " + key.to_string() + " not present");
