@@ -1,6 +1,9 @@
 // Multi-process tests: real sb-node --control-only processes on 127.0.0.1
 // ephemeral ports (control/harness.h), driven through the client API.
+#include <sys/wait.h>
+
 #include <catch2/catch.hpp>
+#include <cstdio>
 #include <map>
 #include <random>
 #include <thread>
@@ -352,4 +355,93 @@ TEST_CASE("cluster: malformed frames and unknown CURVE keys are rejected and cou
   }
   CHECK(counter(*c.value(), 0, "curve_rejected") >= 1);
   CHECK(counter(*c.value(), 0, "sessions") + counter(*c.value(), 1, "sessions") == before);
+}
+
+namespace {
+// Runs sb-ctl with `args`; returns (exit code, stdout + stderr).
+std::pair<int, std::string> sb_ctl(const std::string& args) {
+  const std::string cmd = std::string(SB_CTL_BIN) + " " + args + " 2>&1";
+  FILE* f = ::popen(cmd.c_str(), "r");
+  REQUIRE(f != nullptr);
+  std::string out;
+  char buf[4096];
+  size_t n;
+  while ((n = std::fread(buf, 1, sizeof buf, f)) > 0) out.append(buf, n);
+  const int st = ::pclose(f);
+  return {WIFEXITED(st) ? WEXITSTATUS(st) : -1, out};
+}
+}  // namespace
+
+TEST_CASE("sb-ctl: commands, clear errors and exit codes") {
+  HarnessOptions o = opts(3);
+  auto h = Harness::start(o);
+  REQUIRE(h.ok());
+  const std::string dir = h.value()->dir();
+  const std::string g = "--config " + h.value()->config_path(0) + " --key " + dir + "/client.key ";
+  const std::string flow = "--flow '198.18.0.1:1000>198.19.0.1:80/tcp' ";
+  auto run = [&](const std::string& a) {
+    auto r = sb_ctl(a);
+    UNSCOPED_INFO("sb-ctl " << a << " -> " << r.first << ": " << r.second);
+    return r;
+  };
+  CHECK(run("--help").first == 0);
+  auto k = run("keys gen --out " + dir + "/new.key");
+  CHECK(k.first == 0);
+  CHECK(k.second.size() == 41);
+  CHECK(run("keys gen --out " + dir + "/new.key").first == 3);  // never overwrites
+  auto r = run(g + "session add " + flow + "--node 1 --teid-dl 0x10 --enb 198.19.0.9");
+  CHECK(r.first == 0);
+  r = run(g + "session add " + flow + "--node 1");
+  CHECK(r.first == 1);
+  CHECK(r.second.find("ALREADY_EXISTS") != std::string::npos);
+  r = run(g + "--via 2 session show " + flow);
+  CHECK(r.first == 0);
+  CHECK(r.second.find("node=1 teid_dl=0x00000010") != std::string::npos);
+  CHECK(run(g + "session move " + flow + "--node 2").first == 0);
+  CHECK(run(g + "session show " + flow).second.find("node=2") != std::string::npos);
+  CHECK(run(g + "session modify " + flow + "--teid-dl 7").first == 0);
+  r = run(g + "session add --flow '198.18.0.2:1>198.19.0.1:80/udp' --node 9");
+  CHECK(r.first == 1);
+  INFO(r.second);
+  CHECK(r.second.find("unknown node 9") != std::string::npos);
+  r = run(g + "session show --flow '198.18.9.9:1>198.19.0.1:80/udp'");
+  CHECK(r.first == 1);
+  CHECK(r.second.find("NOT_FOUND") != std::string::npos);
+  CHECK(run(g + "session del " + flow).first == 0);
+  CHECK(run(g + "session del " + flow).first == 1);
+  r = run(g + "session add --flow nonsense --node 1");
+  CHECK(r.first == 2);
+  CHECK(r.second.find("--flow") != std::string::npos);
+  CHECK(run("session show " + flow).first == 2);                      // no --config
+  CHECK(run("--config /nonexistent.yaml session show " + flow).first == 3);
+  CHECK(run("--config " + h.value()->config_path(0) + " --key /nonexistent.key stats").first == 3);
+  // A key the cluster does not know: the handshake is refused -> unreachable.
+  r = run("--config " + h.value()->config_path(0) + " --key " + dir + "/new.key --timeout 700 stats");
+  CHECK(r.first == 4);
+  // Session files: gen, then load with one malformed row.
+  CHECK(run("session gen --count 2000 --nodes 3 --out " + dir + "/s.csv").first == 0);
+  {
+    FILE* f = std::fopen((dir + "/s.csv").c_str(), "a");
+    std::fputs("1.2.3.4,5.6.7.8,1,2,tcp,choose,1,1.1.1.1,99\n", f);  // bearer 99
+    std::fclose(f);
+  }
+  r = run(g + "session load " + dir + "/s.csv --quiet");
+  CHECK(r.first == 1);
+  CHECK(r.second.find("accepted 2000") != std::string::npos);
+  CHECK(r.second.find("malformed 1") != std::string::npos);
+  CHECK(run(g + "session gen --count 100 --nodes 3 --choose --seed 2 --format jsonl --out " + dir + "/s.jsonl").first == 0);
+  r = run(g + "session load " + dir + "/s.jsonl --quiet");
+  CHECK(r.first == 0);
+  CHECK(r.second.find("accepted 100") != std::string::npos);
+  r = run(g + "cluster status");
+  CHECK(r.first == 0);
+  CHECK(r.second.find("node 2: up") != std::string::npos);
+  r = run(g + "stats");
+  CHECK(r.first == 0);
+  CHECK(r.second.find("ops_ok") != std::string::npos);
+  // A dead node: status says so and exits 4.
+  REQUIRE(h.value()->kill9(2).ok());
+  r = run(g + "--timeout 700 cluster status");
+  CHECK(r.first == 4);
+  CHECK(r.second.find("node 2: UNREACHABLE") != std::string::npos);
 }

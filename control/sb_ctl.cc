@@ -1,7 +1,7 @@
 // sb-ctl: the command-line client of the cluster's control API.
 //
 //   sb-ctl keys gen --out FILE
-//   sb-ctl [--config FILE] [--key FILE] [--node N] [--timeout MS] session add --flow F --node N|choose [--teid-dl T --enb IP --bearer B]
+//   sb-ctl [--config FILE] [--key FILE] [--via N] [--timeout MS] session add --flow F --node N|choose [--teid-dl T --enb IP --bearer B]
 //   sb-ctl ... session modify --flow F --teid-dl T [--enb IP --bearer B]
 //   sb-ctl ... session move --flow F --node N
 //   sb-ctl ... session del --flow F
@@ -45,7 +45,9 @@ namespace {
 enum Exit { kOk = 0, kRefused = 1, kUsage = 2, kConfig = 3, kUnreachable = 4 };
 
 const char* kUsageText =
-    "usage: sb-ctl [--config FILE] [--key FILE] [--node N] [--timeout MS] COMMAND\n"
+    "usage: sb-ctl [--config FILE] [--key FILE] [--via N] [--timeout MS] COMMAND\n"
+    "  --via N: the node to send requests to (default: the config's node id; it\n"
+    "  forwards to the partition's owner)\n"
     "commands:\n"
     "  keys gen --out FILE                       new CURVE keypair (prints the public key)\n"
     "  session add --flow F --node N|choose [--teid-dl T] [--enb IP] [--bearer B]\n"
@@ -188,10 +190,10 @@ int make_ctx(const Opts& g, Ctx* c, bool all_nodes) {
     c->have_keys = true;
   }
   c->entry = c->cfg.node.id;
-  if (g.has("--node")) {
-    Result<uint64_t> n = num(g.get("--node"), "--node", 31);
+  if (g.has("--via")) {
+    Result<uint64_t> n = num(g.get("--via"), "--via", 31);
     if (!n.ok() || !c->cfg.cluster.is_member(uint32_t(n.value()))) {
-      std::fprintf(stderr, "sb-ctl: --node: unknown node '%s'\n", g.get("--node").c_str());
+      std::fprintf(stderr, "sb-ctl: --via: unknown node '%s'\n", g.get("--via").c_str());
       return kUsage;
     }
     c->entry = uint32_t(n.value());
