@@ -33,6 +33,7 @@ struct LudoBuilder::Shard {
   OthelloControl oth;
   std::vector<uint32_t> mark;
   uint32_t stamp = 0;
+  std::vector<uint32_t> scratch_free;  // relocate_out
 
   uint64_t b0(uint64_t h) const { return reduce(remix(h, salt::kLudoBucket1), nb); }
   uint64_t b1(uint64_t h) const { return reduce(remix(h, salt::kLudoBucket2), nb); }
@@ -107,7 +108,10 @@ bool bfs_path(LudoBuilder::Shard& S, uint64_t h, unsigned max_nodes, std::vector
   // A bucket is examined when it is discovered (not when dequeued): the
   // search stops one level earlier and touches fewer buckets.
   auto found = [&](size_t i) {
-    for (int32_t j = int32_t(i); j >= 0; j = q[size_t(j)].parent) chain.push_back(q[size_t(j)]);
+    for (int32_t j = int32_t(i); j >= 0; j = q[size_t(j)].parent) {
+      chain.push_back(q[size_t(j)]);
+      __builtin_prefetch(&S.keys[4 * size_t(q[size_t(j)].bucket)], 1);  // the moves write them
+    }
     std::reverse(chain.begin(), chain.end());
     return true;
   };
@@ -182,18 +186,40 @@ bool relocate_out(LudoBuilder::Shard& S, uint64_t b, unsigned inline_seeds, unsi
                   OnMove&& on_move) {
   using Bucket = LudoBuilder::Shard::Bucket;
   q.clear();
-  S.next_stamp();
   q.push_back({uint32_t(b), -1, 0});
-  S.mark[b] = S.stamp;
   unsigned candidates = 0;
   Bucket tmp[16];
   int seeds[16];
-  for (size_t i = 0; i < q.size(); ++i) {
-    const BfsNode n = q[i];
-    const Bucket& B = S.bk[n.bucket];
-    if (i > 0 && B.cnt < 4) {
+  // Buckets are examined when discovered (like bfs_path); a free one is a
+  // candidate end of the path, a full one is expanded later.
+  std::vector<uint32_t>& frees = S.scratch_free;
+  frees.clear();
+  for (size_t i = 0; i < q.size() || !frees.empty();) {
+    if (frees.empty()) {
+      const BfsNode n = q[i++];
+      if (q.size() >= max_nodes) return false;
+      const Bucket& B = S.bk[n.bucket];
+      if (n.parent >= 0 && B.cnt < 4) continue;  // a free bucket: not expanded
+      uint64_t alt[4];
+      for (unsigned t = 0; t < B.cnt; ++t) {
+        alt[t] = S.other(B.h[t], n.bucket);
+        __builtin_prefetch(&S.bk[alt[t]]);
+      }
+      for (unsigned t = 0; t < B.cnt; ++t) {
+        if (alt[t] == n.bucket) continue;
+        bool seen = false;
+        for (const BfsNode& x : q) seen |= x.bucket == alt[t];
+        if (seen) continue;
+        q.push_back({uint32_t(alt[t]), int32_t(i - 1), uint8_t(t)});
+        if (S.bk[alt[t]].cnt < 4) frees.push_back(uint32_t(q.size() - 1));
+      }
+      continue;
+    }
+    const size_t fi = frees.back();
+    frees.pop_back();
+    {
       chain.clear();
-      for (int32_t j = int32_t(i); j >= 0; j = q[size_t(j)].parent) chain.push_back(q[size_t(j)]);
+      for (int32_t j = int32_t(fi); j >= 0; j = q[size_t(j)].parent) chain.push_back(q[size_t(j)]);
       std::reverse(chain.begin(), chain.end());
       const size_t L = chain.size() - 1;
       if (L >= 16) continue;
@@ -238,14 +264,6 @@ bool relocate_out(LudoBuilder::Shard& S, uint64_t b, unsigned inline_seeds, unsi
         return true;
       }
       if (++candidates >= 8) return false;
-      continue;
-    }
-    if (q.size() >= max_nodes) continue;
-    for (unsigned s = 0; s < B.cnt; ++s) {
-      const uint64_t alt = S.other(B.h[s], n.bucket);
-      if (alt == n.bucket || S.mark[alt] == S.stamp) continue;
-      S.mark[alt] = S.stamp;
-      q.push_back({uint32_t(alt), int32_t(i), uint8_t(s)});
     }
   }
   return false;
@@ -611,7 +629,7 @@ Status LudoBuilder::insert(const FlowKey& key, uint64_t h, uint8_t value, DeltaL
       for (const BfsNode& c : chain) {
         if (!S.bk[c.bucket].ovf) continue;
         const bool moved = relocate_out(
-            S, c.bucket, cfg_.inline_seeds, 256, q2, chain2, &stats_.seed_tries, [&](size_t j) {
+            S, c.bucket, cfg_.inline_seeds, 64, q2, chain2, &stats_.seed_tries, [&](size_t j) {
               const uint64_t to = chain2[j].bucket;
               if (j > 0) {
                 const auto& T = S.bk[to];
