@@ -31,8 +31,6 @@ struct LudoBuilder::Shard {
   std::vector<Bucket> bk;
   std::vector<FlowKey> keys;  // 4 per bucket, same slot order as Bucket::h
   OthelloControl oth;
-  std::vector<uint32_t> mark;
-  uint32_t stamp = 0;
   std::vector<uint32_t> scratch_free;  // relocate_out
 
   uint64_t b0(uint64_t h) const { return reduce(remix(h, salt::kLudoBucket1), nb); }
@@ -79,12 +77,6 @@ struct LudoBuilder::Shard {
     for (unsigned i = 0; i < B.cnt; ++i)
       if (B.h[i] == h) return true;
     return false;
-  }
-  void next_stamp() {
-    if (++stamp == 0) {
-      std::fill(mark.begin(), mark.end(), 0u);
-      stamp = 1;
-    }
   }
 };
 
@@ -314,7 +306,6 @@ Status LudoBuilder::build_shard(uint32_t /*g*/, const uint32_t* idx, size_t n, c
   S->cap = uint64_t(cfg_.grow_load * 4 * double(nb));
   S->bk.assign(nb, Shard::Bucket{});
   S->keys.resize(4 * nb);
-  S->mark.assign(nb, 0);
   std::vector<BfsNode> q, chain;
   // Step 1: serial cuckoo insertion.
   for (size_t t = 0; t < n; ++t) {
