@@ -4,13 +4,16 @@
 
 #include <catch2/catch.hpp>
 #include <cstdio>
+#include <atomic>
 #include <map>
+#include <optional>
 #include <random>
 #include <thread>
 #include <unordered_map>
 
 #include "control/harness.h"
 #include "core/test_util.h"
+#include "fib/fib.h"
 #include "rib/owner.h"
 
 using namespace sb;
@@ -444,4 +447,94 @@ TEST_CASE("sb-ctl: commands, clear errors and exit codes") {
   r = run(g + "--timeout 700 cluster status");
   CHECK(r.first == 4);
   CHECK(r.second.find("node 2: UNREACHABLE") != std::string::npos);
+}
+
+TEST_CASE("cluster: moves never leave a window where a node forwards to a node without the entry (probe)") {
+  auto h = Harness::start(opts(4));
+  REQUIRE(h.ok());
+  auto c = h.value()->client();
+  REQUIRE(c.ok());
+  Model m;
+  Driver d(*c.value(), m, 35);
+  const auto pool = key_pool(300, 5);
+  std::vector<pb::SessionOp> adds;
+  for (size_t i = 0; i < pool.size(); ++i) adds.push_back(make_op(pb::ADD, d.next_id++, pool[i], uint32_t(i % 4), uint32_t(i)));
+  REQUIRE(d.run(0, adds));
+  REQUIRE(m.live.size() == pool.size());
+  {
+    const std::string p = verify(*h.value(), *c.value(), m);
+    INFO(p);
+    REQUIRE(p.empty());  // every node has applied every add: from here on the probe applies
+  }
+  std::atomic<bool> stop{false};
+  std::atomic<uint64_t> probes{0}, black_holes{0}, races{0};
+  std::string first_problem;
+  std::thread prober([&] {
+    auto pc = Client::connect(h.value()->spec(), h.value()->client_keys());
+    if (!pc.ok()) return;
+    Client& cl = *pc.value();
+    auto lookup = [&](uint32_t node, const std::vector<FlowKey>& keys) -> std::optional<pb::LookupReply> {
+      pb::Envelope req;
+      for (const auto& k : keys) set_key(req.mutable_lookup_request()->add_keys(), k);
+      Result<pb::Envelope> r = cl.call(node, req, 5000);
+      if (!r.ok()) return std::nullopt;
+      return r.value().lookup_reply();
+    };
+    while (!stop.load()) {
+      for (uint32_t i = 0; i < 4 && !stop.load(); ++i) {
+        auto gi = lookup(i, pool);
+        if (!gi) continue;
+        std::map<uint32_t, std::vector<size_t>> by_target;
+        for (size_t j = 0; j < pool.size(); ++j) by_target[gi->gpt(int(j))].push_back(j);
+        for (auto& [g, idx] : by_target) {
+          if (g >= 4) { ++black_holes; continue; }
+          std::vector<FlowKey> ks;
+          for (size_t j : idx) ks.push_back(pool[j]);
+          auto fg = lookup(g, ks);
+          if (!fg) continue;
+          std::vector<FlowKey> missing;
+          for (size_t j = 0; j < ks.size(); ++j) {
+            ++probes;
+            const uint32_t v = fg->fib(int(j));
+            if (v == fib::kFibMiss || (v & 0x80000000u)) missing.push_back(ks[j]);
+          }
+          if (missing.empty()) continue;
+          // Did node i move on meanwhile (the move converged between the
+          // two lookups)? Then the old entry was legitimately removed.
+          auto again = lookup(i, missing);
+          if (!again) continue;
+          for (size_t j = 0; j < missing.size(); ++j) {
+            if (again->gpt(int(j)) != g) { ++races; continue; }
+            if (black_holes++ == 0)
+              first_problem = "node " + std::to_string(i) + " forwards " + missing[j].to_string() + " to node " +
+                              std::to_string(g) + " which lacks the entry";
+          }
+        }
+      }
+    }
+  });
+  std::mt19937_64 rng(36);
+  uint64_t moves = 0;
+  for (int round = 0; round < 40; ++round) {
+    std::vector<pb::SessionOp> ops;
+    for (size_t j = 0; j < 60; ++j) {
+      const FlowKey k = pool[(size_t(round) * 60 + j) % pool.size()];
+      const uint32_t cur = m.live.at(k).node();
+      ops.push_back(make_op(pb::MOVE, d.next_id++, k, uint32_t((cur + 1 + rng() % 3) % 4), 0));
+    }
+    REQUIRE(d.run(uint32_t(round % 4), ops));
+    moves += ops.size();
+  }
+  std::this_thread::sleep_for(std::chrono::milliseconds(300));
+  stop = true;
+  prober.join();
+  INFO(first_problem);
+  CHECK(black_holes.load() == 0);
+  CHECK(probes.load() > 10000);
+  CHECK(d.failed == 0);
+  WARN("probe: " << probes.load() << " lookups during " << moves << " moves, " << races.load()
+                 << " benign races (converged between lookups)");
+  const std::string p = verify(*h.value(), *c.value(), m);
+  INFO(p);
+  CHECK(p.empty());
 }
