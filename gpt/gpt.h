@@ -103,7 +103,9 @@ class GptBuilder {
 
   // Replaces the contents with keys[i] -> values[i] (distinct keys,
   // values < 2^l, n <= capacity). Deterministic for a given configuration
-  // whatever `threads` is.
+  // whatever `threads` is. Not an update: must not run concurrently with
+  // lookups of table() (the table object itself stays the same). On error
+  // the builder and its table are left empty.
   virtual Status build(const FlowKey* keys, const uint8_t* values, size_t n,
                        unsigned threads) = 0;
 

@@ -6,6 +6,7 @@
 
 #include <algorithm>
 #include <cassert>
+#include <cstring>
 #include <string>
 
 #include "core/bit_array.h"
@@ -181,6 +182,13 @@ bool SetSep::record_is_fallback(const uint64_t* words, uint64_t pos) const {
 
 bool SetSep::group_is_fallback(uint64_t blk, unsigned g) const {
   return record_is_fallback(groups_.data(), record_pos(blk, g));
+}
+
+void SetSep::clear() {
+  std::memset(choices_.data(), 0, choices_.bytes());
+  std::memset(groups_.data(), 0, groups_.bytes());
+  std::memset(meta_.data(), 0, meta_.bytes());
+  fallback_.clear();
 }
 
 void SetSep::prefetch(uint64_t h) const {

@@ -275,6 +275,9 @@ class SetSep final : public GptTable {
   SetSep() = default;
   Status init(const SetSepConfig& cfg);
   Status load_partition(std::span<const uint8_t> bytes, bool whole);
+  // Back to the empty state (seed 0, choices 0, records 0, no fallback
+  // keys). Not safe against concurrent lookups (a rebuild is not an update).
+  void clear();
 
   uint32_t meta_load(uint64_t blk) const { return __atomic_load_n(&meta_[blk], __ATOMIC_ACQUIRE); }
   uint32_t meta_relaxed(uint64_t blk) const { return __atomic_load_n(&meta_[blk], __ATOMIC_RELAXED); }

@@ -255,9 +255,7 @@ Status SetSepBuilder::build_hashed(const FlowKey* keys, const uint64_t* hashes,
     if (values[i] >> l)
       return Status::InvalidArgument("setsep build: value " + std::to_string(values[i]) + " of key " +
                                      std::to_string(i) + " does not fit in " + std::to_string(l) + " bits");
-  auto t = SetSep::create(cfg_);
-  if (!t.ok()) return t.status();
-  table_ = std::move(t.value());
+  table_->clear();  // same object: references to table() stay valid
   const uint64_t nb = table_->num_blocks();
   blocks_.clear();
   blocks_.resize(nb);
@@ -361,6 +359,7 @@ Status SetSepBuilder::build_hashed(const FlowKey* keys, const uint64_t* hashes,
   }
   if (!err.ok()) {
     blocks_.assign(nb, BlockKeys{});
+    table_->clear();  // a failed build leaves an empty table, not a partial one
     return err;
   }
   {
