@@ -372,10 +372,17 @@ TEST_CASE("setsep: duplicate keys and out-of-range values are rejected", "[gpt][
   auto vals = random_values(1000, 2, 10);
   keys[500] = keys[20];
   auto b = make_builder(small_cfg(2, 1000, 1));
+  const GptTable* before = &b->table();
   REQUIRE(b->build(keys.data(), vals.data(), 1000, 1).code() == StatusCode::kInvalidArgument);
+  REQUIRE(b->size() == 0);                 // a failed build leaves everything empty
+  REQUIRE(b->table().fallback_keys() == 0);
+  REQUIRE(&b->table() == before);          // same table object
   keys[500] = make_absent_keys(1, 10)[0];
   vals[3] = 4;
   REQUIRE(b->build(keys.data(), vals.data(), 1000, 1).code() == StatusCode::kInvalidArgument);
+  vals[3] = 3;
+  REQUIRE(b->build(keys.data(), vals.data(), 1000, 1).ok());
+  check_all(b->table(), keys, vals, 7);
 }
 
 namespace {
