@@ -85,9 +85,11 @@ Result<Opts> parse_opts(int argc, char** argv, int from) {
   for (int i = from; i < argc; ++i) {
     std::string a = argv[i];
     if (a.rfind("--", 0) == 0) {
-      if (is_flag(a)) { o.kv[a] = "1"; continue; }
+      // insert_or_assign with a std::string: gcc 12 at -O3 reports a bogus
+      // -Wrestrict for operator[](k) = "literal".
+      if (is_flag(a)) { o.kv.insert_or_assign(a, std::string(1, '1')); continue; }
       if (i + 1 >= argc) return Status::InvalidArgument(a + ": missing value");
-      o.kv[a] = argv[++i];
+      o.kv.insert_or_assign(a, std::string(argv[++i]));
     } else {
       o.pos.push_back(a);
     }
