@@ -363,6 +363,9 @@ Status Owner::pump(uint64_t now_us) {
     if (now_us - group_t0_us_ > uint64_t(opt_.fib_timeout_ms) * 1000) fail_timeouts(now_us);
     return Status::Ok();
   }
+  // FsyncPolicy::kInterval: a quiet owner still syncs its last writes once
+  // the interval has passed (a no-op under kBatch / kNone or when clean).
+  SB_RETURN_IF_ERROR(wal_->commit());
   while (!in_flight_ && !queue_.empty()) SB_RETURN_IF_ERROR(start_group(now_us));
   return Status::Ok();
 }

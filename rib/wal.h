@@ -18,7 +18,9 @@
 // before returning, so everything appended before a commit() that returned
 // OK survives kill -9 and power loss. kInterval syncs when the last sync is
 // older than the interval (an ack may precede it: a crash can lose up to an
-// interval); kNone never syncs.
+// interval; the owner calls commit() from pump() so a quiet log is synced
+// too); kNone never syncs (the page cache still survives kill -9, not a
+// power loss).
 //
 // SNAPSHOTS AND TRUNCATION: rotate() closes the current segment and opens
 // S+1; write_snapshot(S+1, records) writes snap/S+1 (tmp file, fsync,
