@@ -128,9 +128,9 @@ bool CuckooFibT<L>::find(const FlowKey& key, uint64_t h, uint64_t* b, int* s) co
 
 template <class L>
 void CuckooFibT<L>::store_slot(uint64_t b, unsigned s, uint64_t lo, uint64_t hi, uint32_t v) {
-  store_relaxed(&buckets_[b].w[2 * s], lo);
-  store_relaxed(&buckets_[b].w[2 * s + 1], hi);
-  __atomic_store_n(value_ptr(b, s), v, __ATOMIC_RELAXED);
+  seq_store(&buckets_[b].w[2 * s], lo);
+  seq_store(&buckets_[b].w[2 * s + 1], hi);
+  seq_store32(value_ptr(b, s), v);
 }
 
 template <class L>
@@ -234,7 +234,7 @@ Status CuckooFibT<L>::update_hashed(const FlowKey& key, uint64_t h, uint32_t val
   int s;
   if (!key.canonical() || !find(key, h, &b, &s)) return Status::NotFound("cuckoo fib: key not present");
   write_begin(b);
-  __atomic_store_n(value_ptr(b, unsigned(s)), value, __ATOMIC_RELAXED);
+  seq_store32(value_ptr(b, unsigned(s)), value);
   write_end(b);
   return Status::Ok();
 }

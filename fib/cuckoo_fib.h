@@ -49,8 +49,10 @@
 //
 // CONCURRENCY (MemC3 §4 optimistic locking): a reader loads the versions of
 // b1 and b2 (odd: retry), probes, reads the value, and re-checks both
-// versions after an acquire fence; on change it redoes that key. All bucket
-// and value accesses are relaxed atomics (TSan clean; plain moves on x86).
+// versions; on change it redoes that key. Bucket and value words are read
+// with acquire loads and written with release stores (core/seqlock.h: the
+// fence-free variant, which ThreadSanitizer models and gcc accepts under
+// -fsanitize=thread; plain moves on x86).
 // Writes come from one control thread.
 #pragma once
 
@@ -132,13 +134,14 @@ class CuckooFibT final : public Fib {
  private:
   explicit CuckooFibT(uint64_t hash_seed) : Fib(hash_seed) {}
 
-  // Bit s set iff slot s of bucket b holds (lo, hi). Relaxed loads.
+  // Bit s set iff slot s of bucket b holds (lo, hi). Acquire loads: the
+  // seqlock protocol of core/seqlock.h (no fences; plain movs on x86).
   unsigned match(uint64_t b, uint64_t lo, uint64_t hi) const {
     const uint64_t* w = buckets_[b].w;
     unsigned m = 0;
 #pragma GCC unroll 4
     for (unsigned s = 0; s < kSlots; ++s)
-      m |= unsigned((load_relaxed(w + 2 * s) == lo) & (load_relaxed(w + 2 * s + 1) == hi)) << s;
+      m |= unsigned((seq_load(w + 2 * s) == lo) & (seq_load(w + 2 * s + 1) == hi)) << s;
     return m;
   }
   int probe(uint64_t b, uint64_t lo, uint64_t hi) const {
@@ -154,7 +157,7 @@ class CuckooFibT final : public Fib {
     else return &values_[b * kSlots + s];
   }
   uint32_t load_value(uint64_t b, unsigned s) const {
-    return __atomic_load_n(value_ptr(b, s), __ATOMIC_RELAXED);
+    return seq_load32(value_ptr(b, s));
   }
   // Seqlock on bucket b (core/seqlock.h protocol).
   uint32_t ver_begin(uint64_t b) const {
@@ -163,7 +166,6 @@ class CuckooFibT final : public Fib {
   }
   bool ver_retry(uint64_t b, uint32_t s) const {
     if constexpr (L::kInline) {
-      __atomic_thread_fence(__ATOMIC_ACQUIRE);
       return (s & 1u) != 0 || __atomic_load_n(&buckets_[b].ver, __ATOMIC_RELAXED) != s;
     } else {
       return ver_.at(b).read_retry(s);
@@ -178,7 +180,6 @@ class CuckooFibT final : public Fib {
     if constexpr (L::kInline) {
       uint32_t* v = &buckets_[b].ver;
       __atomic_store_n(v, __atomic_load_n(v, __ATOMIC_RELAXED) + 1, __ATOMIC_RELAXED);
-      __atomic_thread_fence(__ATOMIC_RELEASE);
     } else {
       ver_.at(b).write_begin();
     }

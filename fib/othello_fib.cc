@@ -84,9 +84,9 @@ int OthelloFib::fallback_find(const FlowKey& key) const {
 void OthelloFib::fallback_write(int slot, uint64_t lo, uint64_t hi, uint64_t value) {
   FallbackEntry& e = fallback_[slot];
   fallback_ver_.write_begin();
-  store_relaxed(&e.lo, lo);
-  store_relaxed(&e.hi, hi);
-  store_relaxed(&e.value, value);
+  seq_store(&e.lo, lo);
+  seq_store(&e.hi, hi);
+  seq_store(&e.value, value);
   fallback_ver_.write_end();
 }
 
@@ -95,8 +95,8 @@ uint32_t OthelloFib::fallback_scan(const FlowKey& key) const {
   uint64_t r = kFibMiss;
   for (unsigned i = 0; i < kFallbackMax; ++i) {
     const FallbackEntry& e = fallback_[i];
-    if (load_relaxed(&e.lo) == key.lo() && load_relaxed(&e.hi) == key.hi())
-      r = load_relaxed(&e.value);
+    if (seq_load(&e.lo) == key.lo() && seq_load(&e.hi) == key.hi())
+      r = seq_load(&e.value);
   }
   return uint32_t(r);
 }

@@ -63,7 +63,7 @@ void SessionTable::write_record(uint32_t idx, const uint64_t w[4]) {
   SeqVersion& v = ver_.at(idx);
   uint64_t* p = words(idx);
   v.write_begin();
-  for (int i = 0; i < 4; ++i) store_relaxed(p + i, w[i]);
+  for (int i = 0; i < 4; ++i) seq_store(p + i, w[i]);
   v.write_end();
 }
 
@@ -112,7 +112,7 @@ Status SessionTable::remove(uint32_t idx) {
 
 bool SessionTable::live(uint32_t idx) const {
   if (idx >= capacity_) return false;
-  return ((load_relaxed(words(idx) + 3) >> 40) & kLive) != 0;
+  return ((seq_load(words(idx) + 3) >> 40) & kLive) != 0;
 }
 
 bool SessionTable::read(uint32_t idx, SessionRecord* out) const {
@@ -122,7 +122,7 @@ bool SessionTable::read(uint32_t idx, SessionRecord* out) const {
   uint64_t w[4];
   for (;;) {
     const uint32_t s = v.read_begin();
-    for (int i = 0; i < 4; ++i) w[i] = load_relaxed(p + i);
+    for (int i = 0; i < 4; ++i) w[i] = seq_load(p + i);
     if (!v.read_retry(s)) break;
   }
   if (((w[3] >> 40) & kLive) == 0) return false;

@@ -106,7 +106,7 @@ class SessionTable {
       const uint32_t s = v.read_begin();
       // The canonical test keeps a non-canonical query (e.g. the all-0xff
       // poison) from matching a free record.
-      const bool eq = (load_relaxed(w) == key.lo()) & (load_relaxed(w + 1) == key.hi()) &
+      const bool eq = (seq_load(w) == key.lo()) & (seq_load(w + 1) == key.hi()) &
                       ((key.hi() >> 40) == 0);
       if (!v.read_retry(s)) return eq;
     }
