@@ -78,6 +78,7 @@ struct Agent::Impl : rib::OwnerIo {
   std::vector<uint64_t> last_seen_us;
   uint64_t next_heartbeat_us = 0, next_snapshot_retry_us = 0;
   uint64_t batches_seen = 0;
+  uint64_t next_snapshot_batch = 1;
   std::map<std::string, uint64_t> c;  // counters
 
   Impl(const AgentOptions& o) : opt(o), spec(opt.config.cluster), self(opt.config.node.id) {}
@@ -437,7 +438,20 @@ struct Agent::Impl : rib::OwnerIo {
           out.mutable_snapshot_chunk()->set_code(to_code(so.status()));
           out.mutable_snapshot_chunk()->set_text(so.status().message());
         } else {
-          to_pb(so.value(), out.mutable_snapshot_chunk());
+          // The FIB part travels on the FIB channel (our DEALER to that
+          // node), in order with the removes we send it later; as a reply
+          // on another socket it could overtake a remove and re-install a
+          // deleted or moved-away entry.
+          rib::SnapshotOut& sv = so.value();
+          if (!sv.fib.empty() && s.node() != self) {
+            rib::FibBatch fb;
+            fb.batch_id = (1ULL << 63) | next_snapshot_batch++;
+            fb.owner = self;
+            fb.install = std::move(sv.fib);
+            sv.fib.clear();
+            send_fib(s.node(), std::move(fb));
+          }
+          to_pb(sv, out.mutable_snapshot_chunk());
         }
         send_router(routing, out);
         ++c["snapshots_served"];
@@ -498,6 +512,7 @@ struct Agent::Impl : rib::OwnerIo {
     switch (env.body_case()) {
       case pb::Envelope::kFibAck:
         if (env.fib_ack().node() != peer) { ++c["bad_message"]; break; }
+        if (env.fib_ack().batch_id() >> 63) break;  // a snapshot's FIB part
         owner->on_fib_ack(from_pb(env.fib_ack()), now_us());
         break;
       case pb::Envelope::kSessionReply: on_forward_reply(env.corr(), env.session_reply()); break;

@@ -18,6 +18,11 @@
 //           accepted only for public keys listed in the config (members and
 //           clients); anything else is refused and counted `curve_rejected`.
 //
+// Snapshots: the GPT part is the SnapshotChunk reply; the FIB part is sent
+// as a FibUpdate on the owner's DEALER to that node, so it stays in order
+// with later removes (a reply on another socket could overtake a remove and
+// re-install a deleted or moved-away entry).
+//
 // Requests for partitions owned elsewhere are forwarded to the owner; if
 // the owner is down or does not answer within forward_timeout_ms the op is
 // answered OWNER_UNAVAILABLE. Every received frame goes through
