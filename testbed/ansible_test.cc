@@ -11,30 +11,16 @@
 #include <string>
 #include <thread>
 
+#include "core/test_util.h"
+
+using sb::test::has;
+using sb::test::Run;
+using sb::test::sh;
+
 namespace {
 
-struct Run {
-  int rc;
-  std::string out;
-};
 
-Run sh(const std::string& cmd) {
-  Run r{-1, ""};
-  FILE* p = popen((cmd + " 2>&1").c_str(), "r");
-  REQUIRE(p != nullptr);
-  char buf[4096];
-  size_t n;
-  while ((n = fread(buf, 1, sizeof buf, p)) > 0) r.out.append(buf, n);
-  const int st = pclose(p);
-  r.rc = WIFEXITED(st) ? WEXITSTATUS(st) : -1;
-  return r;
-}
-
-std::string src() {
-  const char* s = std::getenv("SB_TEST_SRCDIR");
-  return s ? s : ".";
-}
-bool has(const std::string& s, const std::string& sub) { return s.find(sub) != std::string::npos; }
+std::string src() { return sb::test::src_dir(); }
 
 std::string tmpdir() {
   char t[] = "/tmp/sb-ansible-test-XXXXXX";

@@ -7,31 +7,18 @@
 #include <cstdio>
 #include <string>
 
+#include "core/test_util.h"
 #include "tools/bench/bench_util.h"
 
 using namespace sb::bench;
 
 namespace {
 
-struct Run {
-  int rc;
-  std::string out;  // stdout and stderr
-};
+using sb::test::Run;
 
-Run run(const std::string& args) {
-  const std::string cmd = std::string(SB_BENCH_BIN) + " " + args + " 2>&1";
-  Run r{-1, ""};
-  FILE* p = popen(cmd.c_str(), "r");
-  REQUIRE(p != nullptr);
-  char buf[4096];
-  size_t n;
-  while ((n = fread(buf, 1, sizeof buf, p)) > 0) r.out.append(buf, n);
-  const int st = pclose(p);
-  r.rc = WIFEXITED(st) ? WEXITSTATUS(st) : -1;
-  return r;
-}
+Run run(const std::string& args) { return sb::test::sh(std::string(SB_BENCH_BIN) + " " + args); }
 
-bool has(const std::string& s, const std::string& sub) { return s.find(sub) != std::string::npos; }
+using sb::test::has;
 
 }  // namespace
 
