@@ -18,21 +18,9 @@
 #include "tools/bench/commands.h"
 #include "tools/bench/dpdk_env.h"
 #include "tools/bench/registry.h"
+#include "tools/bench/update_stream.h"
 
 namespace sb::bench {
-
-namespace {
-std::string join(const std::vector<std::string>& v) {
-  std::string s;
-  for (const auto& x : v) s += (s.empty() ? "" : ",") + x;
-  return s;
-}
-struct Step {
-  UpdateKind kind;
-  uint32_t key;
-  uint32_t value;
-};
-}  // namespace
 
 int cmd_fib(int argc, char** argv) {
   Args args("sb-bench fib",
@@ -112,35 +100,13 @@ int cmd_fib(int argc, char** argv) {
       mkeys[i] = absent_pool[fresh + i];  // never inserted, not even by updates
     }
   }
-  std::vector<Step> steps;
   std::vector<uint32_t> model(values);
-  std::vector<uint8_t> live(keys.size(), 0);
-  std::fill(live.begin(), live.begin() + long(n), 1);
-  {
-    std::vector<uint32_t> live_list(n);
-    for (uint32_t i = 0; i < n; ++i) live_list[i] = i;
-    Rng ur(cfg.seed * 131 + 11);
-    uint32_t next_fresh = uint32_t(n);
-    for (uint64_t i = 0; i < updates; ++i) {
-      if (i % 3 == 0) {
-        const size_t at = ur.below(live_list.size());
-        const uint32_t k = live_list[at];
-        live_list[at] = live_list.back(); live_list.pop_back();
-        live[k] = 0;
-        steps.push_back({UpdateKind::kDelete, k, 0});
-      } else if (i % 3 == 1) {
-        const uint32_t k = next_fresh++;
-        live[k] = 1;
-        live_list.push_back(k);
-        steps.push_back({UpdateKind::kInsert, k, model[k]});
-      } else {
-        const uint32_t k = live_list[ur.below(live_list.size())];
-        // A new session index for this key (e.g. a re-established session).
-        model[k] = uint32_t(ur.below(n + fresh));
-        steps.push_back({UpdateKind::kChange, k, model[k]});
-      }
-    }
-  }
+  std::vector<uint8_t> live;
+  const auto steps = steady_load_updates<uint32_t>(n, updates, cfg.seed, model, &live,
+                                                   [&](uint32_t k, Rng& ur) {
+    // A new session index for this key (e.g. a re-established session).
+    return model[k] = uint32_t(ur.below(n + fresh));
+  });
 
   Output out(args.has("--json"));
   int exit_code = 0;

@@ -25,24 +25,9 @@
 #include "tools/bench/commands.h"
 #include "tools/bench/dpdk_env.h"
 #include "tools/bench/registry.h"
+#include "tools/bench/update_stream.h"
 
 namespace sb::bench {
-
-namespace {
-
-struct UpdateStep {
-  UpdateKind kind;
-  uint32_t key;   // index into the combined key array (present + fresh)
-  uint8_t value;
-};
-
-std::string join(const std::vector<std::string>& v) {
-  std::string s;
-  for (const auto& x : v) s += (s.empty() ? "" : ",") + x;
-  return s;
-}
-
-}  // namespace
 
 int cmd_gpt(int argc, char** argv) {
   Args args("sb-bench gpt",
@@ -151,45 +136,16 @@ int cmd_gpt(int argc, char** argv) {
       qexpect[i] = values[k];
     }
   }
-  // Update stream at steady load: delete a live key, insert a fresh key,
-  // change a live key's value, in turn. The model follows along.
-  std::vector<UpdateStep> steps;
-  std::vector<uint8_t> model_val(values);            // value per combined key index
-  std::vector<uint8_t> live(keys.size(), 0);
-  std::fill(live.begin(), live.begin() + long(n), 1);
-  {
-    std::vector<uint32_t> live_list(n);
-    for (uint32_t i = 0; i < n; ++i) live_list[i] = i;
-    Rng ur(cfg.seed * 131 + 11);
-    uint32_t next_fresh = uint32_t(n);
-    steps.reserve(updates);
-    for (uint64_t i = 0; i < updates; ++i) {
-      switch (i % 3) {
-        case 0: {  // delete
-          const size_t at = ur.below(live_list.size());
-          const uint32_t k = live_list[at];
-          live_list[at] = live_list.back(); live_list.pop_back();
-          live[k] = 0;
-          steps.push_back({UpdateKind::kDelete, k, 0});
-          break;
-        }
-        case 1: {  // insert
-          const uint32_t k = next_fresh++;
-          live[k] = 1;
-          live_list.push_back(k);
-          steps.push_back({UpdateKind::kInsert, k, model_val[k]});
-          break;
-        }
-        default: {  // change to a different value
-          const uint32_t k = live_list[ur.below(live_list.size())];
-          uint8_t v = uint8_t(ur.below(1ULL << cfg.value_bits));
-          if (cfg.value_bits > 0 && v == model_val[k]) v = uint8_t((v + 1) & ((1u << cfg.value_bits) - 1));
-          model_val[k] = v;
-          steps.push_back({UpdateKind::kChange, k, v});
-        }
-      }
-    }
-  }
+  // Update stream at steady load; the model follows along.
+  std::vector<uint8_t> model_val(values);  // value per combined key index
+  std::vector<uint8_t> live;
+  const auto steps = steady_load_updates<uint8_t>(n, updates, cfg.seed, model_val, &live,
+                                                  [&](uint32_t k, Rng& ur) {
+    // change to a different value
+    uint8_t v = uint8_t(ur.below(1ULL << cfg.value_bits));
+    if (v == model_val[k]) v = uint8_t((v + 1) & ((1u << cfg.value_bits) - 1));
+    return model_val[k] = v;
+  });
 
   Output out(args.has("--json"));
   int exit_code = 0;
