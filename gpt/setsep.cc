@@ -96,6 +96,7 @@ uint32_t shape_of(unsigned l, unsigned x, unsigned m, unsigned log2p, uint32_t B
 
 inline void cpu_relax() { _mm_pause(); }
 
+
 }  // namespace
 
 const CandidateTable& candidate_table() {
@@ -248,21 +249,39 @@ uint8_t SetSep::eval(const FlowKey& key, uint64_t h, uint32_t seed, uint64_t blk
   return uint8_t(v);
 }
 
-// 16+8 with a compile-time l: the record is [l x 16-bit idx][l x 8-bit arr].
+// ---- 16+8 records: loading and evaluating ----------------------------------
+//
+// A 16+8 record of l bits is [l x 16-bit idx][l x 8-bit arr], 3l bytes at a
+// byte-aligned bit position. With l = 8 it is exactly 3 aligned words (24
+// bytes; block k's record g starts at word 24k + 3g), so the loads below read
+// those 3 words and nothing else: a read64_at() of the array word would also
+// load the word after the record, which for g = 7 mod 8 is the first word of
+// the next cache line, a line the lookup never prefetched.
+// Cache lines of an l = 8 lookup (16M keys: choices 1 MiB, records 24 MiB,
+// meta 64 KiB): the block's choice line, the record (1 line, or 2 for the
+// records g = 2, 5 mod 8 that straddle a line boundary: 1.25 on average),
+// and the cache-resident meta word.
+namespace {
+
 template <unsigned L>
-inline uint8_t SetSep::eval168(const FlowKey& key, uint64_t h, uint32_t seed, uint64_t pos) const {
-  const uint64_t* w = groups_.data();
-  const uint64_t idx_lo = read64_at(w, pos);
-  const uint64_t idx_hi = L > 4 ? read64_at(w, pos + 64) : 0;
-  const uint64_t arr = read64_at(w, pos + 16 * L);
-  if ((idx_lo & 0xffff) == 0xffff) {
-    uint8_t fv = 0;
-    fallback_.find(key, h, &fv);
-    return fv;
+inline void load_record168(const uint64_t* w, uint64_t pos, uint64_t* idx_lo, uint64_t* idx_hi,
+                           uint64_t* arr) {
+  if constexpr (L == 8) {
+    const uint64_t* r = w + (pos >> 6);  // pos % 64 == 0
+    *idx_lo = seq_load(r);
+    *idx_hi = seq_load(r + 1);
+    *arr = seq_load(r + 2);
+  } else {
+    *idx_lo = read64_at(w, pos);
+    *idx_hi = L > 4 ? read64_at(w, pos + 64) : 0;
+    *arr = read64_at(w, pos + 16 * L);
   }
-  const SaltTables& st = salts();
-  const uint32_t g1 = uint32_t(remix(h, st.g1[seed & 255]) >> 32);
-  const uint32_t g2 = uint32_t(remix(h, st.g2[seed & 255]) >> 32);
+}
+
+// All l value bits in one pass (§6.1.1: the l functions of a group are
+// evaluated together): bit j = arr_j[(G1 + idx_j * G2) >> 29] (§4.1).
+template <unsigned L>
+inline uint8_t eval_bits168(uint64_t idx_lo, uint64_t idx_hi, uint64_t arr, uint32_t g1, uint32_t g2) {
   uint32_t v = 0;
   for (unsigned j = 0; j < L; ++j) {
     const uint32_t idx = uint32_t((j < 4 ? idx_lo >> (16 * j) : idx_hi >> (16 * (j - 4)))) & 0xffffu;
@@ -273,22 +292,10 @@ inline uint8_t SetSep::eval168(const FlowKey& key, uint64_t h, uint32_t seed, ui
   return uint8_t(v);
 }
 
-// The same with the l hash functions evaluated in AVX2 lanes (l >= 4).
+// The same in 8 AVX2 lanes, branch-free (l >= 4; lanes >= l are masked off).
 template <unsigned L>
-__attribute__((target("avx2"))) inline uint8_t SetSep::eval168_avx2(const FlowKey& key, uint64_t h,
-                                                                    uint32_t seed, uint64_t pos) const {
-  const uint64_t* w = groups_.data();
-  const uint64_t idx_lo = read64_at(w, pos);
-  const uint64_t idx_hi = L > 4 ? read64_at(w, pos + 64) : 0;
-  const uint64_t arr = read64_at(w, pos + 16 * L);
-  if ((idx_lo & 0xffff) == 0xffff) {
-    uint8_t fv = 0;
-    fallback_.find(key, h, &fv);
-    return fv;
-  }
-  const SaltTables& st = salts();
-  const uint32_t g1 = uint32_t(remix(h, st.g1[seed & 255]) >> 32);
-  const uint32_t g2 = uint32_t(remix(h, st.g2[seed & 255]) >> 32);
+__attribute__((target("avx2"))) inline uint8_t eval_bits168_avx2(uint64_t idx_lo, uint64_t idx_hi,
+                                                                 uint64_t arr, uint32_t g1, uint32_t g2) {
   const __m256i idx = _mm256_cvtepu16_epi32(_mm_set_epi64x(int64_t(idx_hi), int64_t(idx_lo)));
   const __m256i av = _mm256_cvtepu8_epi32(_mm_cvtsi64_si128(int64_t(arr)));
   const __m256i H = _mm256_add_epi32(_mm256_set1_epi32(int(g1)),
@@ -297,22 +304,35 @@ __attribute__((target("avx2"))) inline uint8_t SetSep::eval168_avx2(const FlowKe
   return uint8_t(unsigned(_mm256_movemask_ps(_mm256_castsi256_ps(bit))) & ((1u << L) - 1));
 }
 
+}  // namespace
+
+// 16+8 with a compile-time l (single-key path).
+template <unsigned L>
+inline uint8_t SetSep::eval168(const FlowKey& key, uint64_t h, uint32_t seed, uint64_t pos) const {
+  uint64_t idx_lo, idx_hi, arr;
+  load_record168<L>(groups_.data(), pos, &idx_lo, &idx_hi, &arr);
+  if ((idx_lo & 0xffff) == 0xffff) {
+    uint8_t fv = 0;
+    fallback_.find(key, h, &fv);
+    return fv;
+  }
+  const SaltTables& st = salts();
+  const uint32_t g1 = uint32_t(remix(h, st.g1[seed & 255]) >> 32);
+  const uint32_t g2 = uint32_t(remix(h, st.g2[seed & 255]) >> 32);
+  return eval_bits168<L>(idx_lo, idx_hi, arr, g1, g2);
+}
+
 uint8_t SetSep::eval_any(const FlowKey& key, uint64_t h, uint32_t seed, uint64_t blk, unsigned g) const {
   const uint64_t pos = record_pos(blk, g);
   switch (mode_) {
     case 1: return eval168<1>(key, h, seed, pos);
     case 2: return eval168<2>(key, h, seed, pos);
     case 3: return eval168<3>(key, h, seed, pos);
-    case 4: return eval168<4>(key, h, seed, pos);
-    case 5: return eval168<5>(key, h, seed, pos);
-    case 6: return eval168<6>(key, h, seed, pos);
-    case 7: return eval168<7>(key, h, seed, pos);
-    case 8: return eval168<8>(key, h, seed, pos);
-    case 9 + 4: return eval168<4>(key, h, seed, pos);
-    case 9 + 5: return eval168<5>(key, h, seed, pos);
-    case 9 + 6: return eval168<6>(key, h, seed, pos);
-    case 9 + 7: return eval168<7>(key, h, seed, pos);
-    case 9 + 8: return eval168<8>(key, h, seed, pos);
+    case 4: case 9 + 4: return eval168<4>(key, h, seed, pos);
+    case 5: case 9 + 5: return eval168<5>(key, h, seed, pos);
+    case 6: case 9 + 6: return eval168<6>(key, h, seed, pos);
+    case 7: case 9 + 7: return eval168<7>(key, h, seed, pos);
+    case 8: case 9 + 8: return eval168<8>(key, h, seed, pos);
     default: return eval(key, h, seed, blk, g);
   }
 }
@@ -337,75 +357,144 @@ uint8_t SetSep::lookup(const FlowKey& key, uint64_t h) const {
   return lookup_counted(key, h, &r);
 }
 
-// Algorithm 1 (§5.1): stage 1 computes the bucket and prefetches the
-// block's choice line (and its meta word); stage 2 reads the choice, maps
-// it to the group and prefetches the group record; stage 3 evaluates.
-// Beyond the paper, stage 1 also prefetches the records of the bucket's 4
-// candidate groups (the group depends only on the 2-bit choice), so the
-// two dependent misses of a key overlap instead of following each other:
-// +25-40% bulk lookups at 16M keys on the development machine. Only the
-// first line of each candidate is prefetched early (more prefetches filled
-// the miss queues); stage 2 prefetches both lines of the chosen record.
-// The meta words (4 bytes per block) stay cache resident: not prefetched. The
-// seqlock check closes the batch; keys whose block moved are redone one by
-// one. Mode: 0 generic, 1..8 = 16+8 with l = mode (scalar), 9 + l = 16+8
-// with AVX2 evaluation.
-#define SB_SETSEP_BULK_BODY(EVAL)                                               \
-  uint64_t blk[kMaxBurst];                                                      \
-  uint64_t pos[kMaxBurst];                                                      \
-  uint32_t ver[kMaxBurst];                                                      \
-  uint8_t bkt[kMaxBurst];                                                       \
-  const uint64_t* ch = choices_.data();                                         \
-  const uint64_t* gw = groups_.data();                                          \
-  const CandidateTable& ct = candidate_table();                                 \
-  for (size_t i = 0; i < n; ++i) {                                              \
-    const uint64_t h = hashes[i];                                               \
-    const uint64_t b = block_of(h);                                             \
-    const unsigned c = bucket_of(h);                                            \
-    blk[i] = b;                                                                 \
-    bkt[i] = uint8_t(c);                                                        \
-    prefetch_r(ch + b * 8 + (c >> 5));                                          \
-    for (unsigned j = 0; j < kCandidates; ++j)                                  \
-      prefetch_r(gw + (record_pos(b, ct.cand[c][j]) >> 6));                     \
-  }                                                                             \
-  for (size_t i = 0; i < n; ++i) {                                              \
-    const uint64_t b = blk[i];                                                  \
-    const unsigned c = bkt[i];                                                  \
-    ver[i] = meta_load(b);                                                      \
-    const unsigned g = ct.cand[c][choice_of(b, c)];                             \
-    const uint64_t p = record_pos(b, g);                                        \
-    pos[i] = p;                                                                 \
-    prefetch_r(gw + (p >> 6));                                                  \
-    prefetch_r(gw + ((p + W_ - 1) >> 6));                                       \
-  }                                                                             \
-  for (size_t i = 0; i < n; ++i) out[i] = EVAL;                                 \
-  uint32_t retries = 0;                                                         \
-  for (size_t i = 0; i < n; ++i) {                                              \
-    if ((ver[i] & 1u) || meta_relaxed(blk[i]) != ver[i]) {                      \
-      ++retries;                                                                \
-      out[i] = lookup_counted(keys[i], hashes[i], &retries);                    \
-    }                                                                           \
-  }                                                                             \
-  return retries;
-
+// ---- bulk lookups (Algorithm 1, §5.1) ----------------------------------------
+//
+// Generic x+m (any l): stage 1 computes block and bucket and prefetches the
+// block's choice line and the first line of the bucket's 4 candidate group
+// records; stage 2 reads the meta word and the choice, maps it to the group
+// and prefetches its record; stage 3 evaluates. The seqlock check closes the
+// batch; keys whose block moved are redone one by one.
 uint32_t SetSep::bulk_generic(const FlowKey* keys, const uint64_t* hashes, size_t n,
                               uint8_t* out) const {
-  SB_SETSEP_BULK_BODY(eval(keys[i], hashes[i], ver[i] >> 24, blk[i],
-                           unsigned((pos[i] - blk[i] * W_ * 64) / W_)))
+  uint64_t blk[kMaxBurst];
+  uint64_t pos[kMaxBurst];
+  uint32_t ver[kMaxBurst];
+  uint8_t bkt[kMaxBurst];
+  const uint64_t* ch = choices_.data();
+  const uint64_t* gw = groups_.data();
+  const CandidateTable& ct = candidate_table();
+  for (size_t i = 0; i < n; ++i) {
+    const uint64_t h = hashes[i];
+    const uint64_t b = block_of(h);
+    const unsigned c = bucket_of(h);
+    blk[i] = b;
+    bkt[i] = uint8_t(c);
+    prefetch_r(ch + b * 8 + (c >> 5));
+    for (unsigned j = 0; j < kCandidates; ++j) prefetch_r(gw + (record_pos(b, ct.cand[c][j]) >> 6));
+  }
+  for (size_t i = 0; i < n; ++i) {
+    const uint64_t b = blk[i];
+    const unsigned c = bkt[i];
+    ver[i] = meta_load(b);
+    const uint64_t p = record_pos(b, ct.cand[c][choice_of(b, c)]);
+    pos[i] = p;
+    prefetch_r(gw + (p >> 6));
+    prefetch_r(gw + ((p + W_ - 1) >> 6));
+  }
+  for (size_t i = 0; i < n; ++i)
+    out[i] = eval(keys[i], hashes[i], ver[i] >> 24, blk[i], unsigned((pos[i] - blk[i] * W_ * 64) / W_));
+  uint32_t retries = 0;
+  for (size_t i = 0; i < n; ++i) {
+    if ((ver[i] & 1u) || meta_relaxed(blk[i]) != ver[i]) {
+      ++retries;
+      out[i] = lookup_counted(keys[i], hashes[i], &retries);
+    }
+  }
+  return retries;
 }
+
+// 16+8 with compile-time l: Algorithm 1 (§5.1) split into passes over the
+// whole batch, ordered so that the work before each prefetch is as small as
+// possible and the independent work sits between a prefetch and the load
+// that needs it (a pass per stage lets the out-of-order core run ahead):
+//   1  block of each key -> prefetch the block's choice line (the line
+//      depends on the block only, not on the bucket)
+//   1b bucket of each key (remix) and the block's meta word (seqlock
+//      version + seed; 64 KiB at 16M keys, cache resident): covers the
+//      choice-line misses
+//   2  choice -> group -> prefetch the record (both lines if it straddles)
+//   2b G1, G2 of each key (two remixes; need the seed): covers the record
+//      misses
+//   3  load the record, evaluate all l bits in one pass (§6.1.1)
+//   4  seqlock validation; keys whose block moved are redone one by one.
+// The bucket's 4 candidate records are NOT prefetched in pass 1 (the
+// previous version did, to overlap the two dependent misses): at l = 8 they
+// are 4 different lines of which 3 are wasted, and the choice line (1 MiB at
+// 16M keys) mostly comes from L2/L3, so the overlap bought less than the
+// extra traffic cost. Measured at l = 8, 16M keys, CPU time in one process
+// (gpt/README.md "Lookup kernel at l = 8"): no candidate prefetch +5-7%,
+// the pass order above another +8-10%; at l = 2 a tie.
+#define SB_SETSEP_BULK168(EVAL_BITS)                                              \
+  uint64_t blk[kMaxBurst];                                                        \
+  uint64_t pos[kMaxBurst];                                                        \
+  uint32_t ver[kMaxBurst];                                                        \
+  uint32_t g1v[kMaxBurst], g2v[kMaxBurst];                                        \
+  uint8_t bkt[kMaxBurst];                                                         \
+  const uint64_t* ch = choices_.data();                                           \
+  const uint64_t* gw = groups_.data();                                            \
+  const uint32_t* meta = meta_.data();                                            \
+  constexpr unsigned W = 24 * L;                                                  \
+  const CandidateTable& ct = candidate_table();                                   \
+  const SaltTables& st = salts();                                                 \
+  for (size_t i = 0; i < n; ++i) {                                                \
+    const uint64_t b = block_of(hashes[i]);                                       \
+    blk[i] = b;                                                                   \
+    prefetch_r(ch + b * 8);                                                       \
+  }                                                                               \
+  for (size_t i = 0; i < n; ++i) {                                                \
+    const unsigned c = bucket_of(hashes[i]);                                      \
+    bkt[i] = uint8_t(c);                                                          \
+    ver[i] = __atomic_load_n(meta + blk[i], __ATOMIC_ACQUIRE);                    \
+  }                                                                               \
+  for (size_t i = 0; i < n; ++i) {                                                \
+    const uint64_t b = blk[i];                                                    \
+    const unsigned c = bkt[i];                                                    \
+    const uint64_t w = seq_load(ch + b * 8 + (c >> 5));                           \
+    const unsigned g = ct.cand[c][unsigned(w >> ((c & 31) * 2)) & 3u];            \
+    const uint64_t p = (b * W) * 64 + uint64_t(g) * W;                            \
+    pos[i] = p;                                                                   \
+    prefetch_r(gw + (p >> 6));                                                    \
+    prefetch_r(gw + ((p + W - 1) >> 6));                                          \
+  }                                                                               \
+  for (size_t i = 0; i < n; ++i) {                                                \
+    g1v[i] = uint32_t(remix(hashes[i], st.g1[ver[i] >> 24]) >> 32);               \
+    g2v[i] = uint32_t(remix(hashes[i], st.g2[ver[i] >> 24]) >> 32);               \
+  }                                                                               \
+  for (size_t i = 0; i < n; ++i) {                                                \
+    uint64_t idx_lo, idx_hi, arr;                                                 \
+    load_record168<L>(gw, pos[i], &idx_lo, &idx_hi, &arr);                        \
+    if ((idx_lo & 0xffff) == 0xffff) [[unlikely]] {                               \
+      uint8_t fv = 0;                                                             \
+      fallback_.find(keys[i], hashes[i], &fv);                                    \
+      out[i] = fv;                                                                \
+      continue;                                                                   \
+    }                                                                             \
+    out[i] = EVAL_BITS<L>(idx_lo, idx_hi, arr, g1v[i], g2v[i]);                   \
+  }                                                                               \
+  uint32_t retries = 0;                                                           \
+  for (size_t i = 0; i < n; ++i) {                                                \
+    if ((ver[i] & 1u) || meta_relaxed(blk[i]) != ver[i]) {                        \
+      ++retries;                                                                  \
+      out[i] = lookup_counted(keys[i], hashes[i], &retries);                      \
+    }                                                                             \
+  }                                                                               \
+  return retries;
 
 template <unsigned L>
 uint32_t SetSep::bulk168(const FlowKey* keys, const uint64_t* hashes, size_t n, uint8_t* out) const {
-  SB_SETSEP_BULK_BODY(eval168<L>(keys[i], hashes[i], ver[i] >> 24, pos[i]))
+  SB_SETSEP_BULK168(eval_bits168)
 }
 
 template <unsigned L>
 __attribute__((target("avx2"))) uint32_t SetSep::bulk168_avx2(const FlowKey* keys, const uint64_t* hashes,
                                                               size_t n, uint8_t* out) const {
-  SB_SETSEP_BULK_BODY(eval168_avx2<L>(keys[i], hashes[i], ver[i] >> 24, pos[i]))
+  SB_SETSEP_BULK168(eval_bits168_avx2)
 }
-#undef SB_SETSEP_BULK_BODY
+#undef SB_SETSEP_BULK168
 
+// One branch per batch into the loop specialized for the configuration.
+// Mode: 0 generic, 1..8 = 16+8 with l = mode (scalar evaluation), 9 + l =
+// 16+8 with AVX2 evaluation (l >= 4 and the CPU has AVX2).
 uint32_t SetSep::lookup_bulk(const FlowKey* keys, const uint64_t* hashes, size_t n,
                              uint8_t* out) const {
   switch (mode_) {

@@ -135,13 +135,16 @@
 // LOOKUP (Algorithm 1, §5.1)
 // ============================================================================
 // lookup_bulk() branches once per batch (at most 64 keys) into a loop
-// specialized for the configuration: stage 1 computes block and bucket and
-// prefetches the choice line and meta word; stage 2 reads the choice,
-// derives the group and prefetches its record (both lines when it
-// straddles); stage 3 evaluates. With 16+8 the l hash functions are
-// evaluated with compile-time l, in AVX2 lanes when l >= 4 and the CPU has
-// AVX2 (runtime dispatch; the portable build stays x86-64-v2). Any other
-// x+m uses the generic bit-field path.
+// specialized for the configuration. With 16+8 (compile-time l; the l hash
+// functions evaluated together, §6.1.1, in AVX2 lanes when l >= 4 and the
+// CPU has AVX2: runtime dispatch, the portable build stays x86-64-v2) the
+// stages of Algorithm 1 run as passes over the whole batch: block ->
+// prefetch the block's choice line; bucket + meta word; choice -> group ->
+// prefetch the group's record; G1/G2; evaluate; seqlock check. An l = 8
+// lookup touches the choice line, the record (24 bytes: 1 line, 2 for the
+// 2 records in 8 that straddle a line boundary) and the cache-resident meta
+// word. Any other x+m uses the generic bit-field path, which also prefetches
+// the bucket's 4 candidate records in stage 1.
 //
 // ============================================================================
 // THREAD SAFETY
@@ -290,8 +293,6 @@ class SetSep final : public GptTable {
   uint8_t eval_any(const FlowKey& key, uint64_t h, uint32_t seed, uint64_t blk, unsigned g) const;
   template <unsigned L>
   uint8_t eval168(const FlowKey& key, uint64_t h, uint32_t seed, uint64_t pos) const;
-  template <unsigned L>
-  uint8_t eval168_avx2(const FlowKey& key, uint64_t h, uint32_t seed, uint64_t pos) const;
   uint32_t bulk_generic(const FlowKey* keys, const uint64_t* hashes, size_t n, uint8_t* out) const;
   template <unsigned L>
   uint32_t bulk168(const FlowKey* keys, const uint64_t* hashes, size_t n, uint8_t* out) const;

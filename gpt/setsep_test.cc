@@ -262,6 +262,38 @@ TEST_CASE("setsep: keys with colliding 64-bit hashes are separated by the fallba
   REQUIRE(b->table().lookup(keys[200], h[200]) == vals[200]);
 }
 
+TEST_CASE("setsep: fallback groups answer through every 16+8 bulk kernel (l = 1..8)", "[gpt][setsep]") {
+  // The 16+8 bulk lookups are specialized per l (scalar, AVX2 for l >= 4);
+  // colliding hashes force fallback groups, checked in bursts of every size.
+  const uint64_t seed = test_seed(13);
+  const size_t n = 20000;
+  auto keys = make_keys(n, seed);
+  std::vector<uint64_t> h(n);
+  for (size_t i = 0; i < n; ++i) h[i] = hash_key(keys[i], 7);
+  for (unsigned l = 1; l <= 8; ++l) {
+    INFO("l = " << l);
+    auto vals = random_values(n, l, seed + l);
+    for (size_t p = 0; p < 20; ++p) {
+      h[2 * p + 1] = h[2 * p];
+      vals[2 * p + 1] = uint8_t((vals[2 * p] + 1) & ((1u << l) - 1));
+    }
+    SetSepConfig c = small_cfg(l, n + 10, 2);
+    auto b = make_builder(c);
+    REQUIRE(b->build_hashed(keys.data(), h.data(), vals.data(), n, 1).ok());
+    REQUIRE(b->stats().fallback_keys >= 40);
+    uint64_t wrong = 0;
+    for (size_t burst : {size_t(1), size_t(7), size_t(32), kMaxBurst}) {
+      for (size_t i = 0; i < n; i += burst) {
+        const size_t m = std::min(n - i, burst);
+        uint8_t out[kMaxBurst];
+        b->table().lookup_bulk(&keys[i], &h[i], m, out);
+        for (size_t j = 0; j < m; ++j) wrong += out[j] != vals[i + j];
+      }
+    }
+    REQUIRE(wrong == 0);
+  }
+}
+
 TEST_CASE("setsep: serialization round trip, partitions, corruption rejected", "[gpt][setsep]") {
   const uint64_t seed = test_seed(7);
   const size_t n = 40000;
