@@ -203,32 +203,61 @@ Status OthelloFib::erase_hashed(const FlowKey& key, uint64_t h) {
 
 void OthelloFib::lookup_bulk(const FlowKey* keys, const uint64_t* hashes, size_t n,
                              uint32_t* out) const {
+  lookup_impl<false>(keys, hashes, n, out);
+}
+
+void OthelloFib::lookup_keys(const FlowKey* keys, size_t n, uint32_t* out) const {
+  lookup_impl<true>(keys, nullptr, n, out);
+}
+
+// The three phases of the header. kHashHere: phase 1 hashes key i and starts
+// its A/B reads before it hashes key i + 1, so the hashing of the burst
+// overlaps the first memory round instead of preceding it.
+// Phases 2 and 3 are branch-free per key: about half of the absent keys get
+// an index past the table (l = ceil(log2 c) leaves the codes c..2^l-1
+// unused), so "idx < capacity" is a coin flip that a branch would mispredict
+// on every other miss. An out-of-range index is clamped to the last record
+// for the prefetch and the compare (one line, hot after the first burst) and
+// the range test is and-ed into the result.
+template <bool kHashHere>
+void OthelloFib::lookup_impl(const FlowKey* keys, const uint64_t* hashes_in, size_t n,
+                             uint32_t* out) const {
   OthelloQuery::Pos pos[kMaxBurst];
   uint32_t idx[kMaxBurst];
+  uint64_t hbuf[kMaxBurst];
+  const uint64_t* hashes = kHashHere ? hbuf : hashes_in;
+  const uint32_t cap = table_->capacity();
+  const uint32_t last = cap - 1;
   // The fallback's version before any Othello read: a key readmitted from
   // the fallback into Othello (readmit_deferred: publish, then remove) while
   // this batch read stale arrays shows up as a fallback change below.
   const uint32_t fv0 = fallback_ver_.read_begin();
+  bool hashed = !kHashHere;
   for (;;) {
     const OthelloQuery::Batch b = q_.batch_begin();
-    for (size_t i = 0; i < n; ++i) {  // phase 1: positions, prefetch A and B
+    for (size_t i = 0; i < n; ++i) {  // phase 1: (hash,) positions, prefetch A and B
+      if (kHashHere && !hashed) hbuf[i] = hash(keys[i]);
       pos[i] = q_.pos(b, hashes[i]);
       q_.prefetch(pos[i]);
     }
+    hashed = true;
     for (size_t i = 0; i < n; ++i) {  // phase 2: candidate index, prefetch record
       uint64_t x;
-      while (!q_.try_value(pos[i], &x)) {  // Algorithm 3: region being written
+      while (!q_.try_value(pos[i], &x)) [[unlikely]] {  // Algorithm 3: region being written
         count_retry();
         _mm_pause();
       }
       idx[i] = uint32_t(x);
-      table_->prefetch(idx[i]);
+      table_->prefetch(idx[i] < cap ? idx[i] : last);
     }
-    if (!q_.batch_retry(b)) break;  // a reconstruction reloaded the arrays
+    if (!q_.batch_retry(b)) [[likely]] break;  // a reconstruction reloaded the arrays
     count_retry();
   }
-  for (size_t i = 0; i < n; ++i)  // phase 3: full-key verification
-    out[i] = table_->key_equals(idx[i], keys[i]) ? idx[i] : kFibMiss;
+  for (size_t i = 0; i < n; ++i) {  // phase 3: full-key verification
+    const uint32_t x = idx[i];
+    const bool hit = table_->key_equals(x < cap ? x : last, keys[i]) & (x < cap);
+    out[i] = hit ? x : kFibMiss;
+  }
   if (fallback_n_.load(std::memory_order_relaxed) != 0 || fallback_ver_.read_retry(fv0)) [[unlikely]]
     for (size_t i = 0; i < n; ++i)
       if (out[i] == kFibMiss) out[i] = lookup_slow(keys[i], hashes[i]);

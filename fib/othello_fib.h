@@ -86,6 +86,10 @@ class OthelloFib final : public Fib {
   const char* name() const override { return "othello"; }
   void lookup_bulk(const FlowKey* keys, const uint64_t* hashes, size_t n,
                    uint32_t* out) const override;
+  // Raw keys in (n <= kMaxBurst): hashes them with hash_seed() inside the
+  // first pass, each key's A/B reads started before the next key is hashed
+  // (what rte_hash_lookup_bulk does). Same answers as lookup_bulk.
+  void lookup_keys(const FlowKey* keys, size_t n, uint32_t* out) const;
   Status build(const FlowKey* keys, const uint32_t* values, size_t n) override;
   Status insert_hashed(const FlowKey& key, uint64_t h, uint32_t value) override;
   Status update_hashed(const FlowKey& key, uint64_t h, uint32_t value) override;
@@ -114,6 +118,8 @@ class OthelloFib final : public Fib {
   int fallback_find(const FlowKey& key) const;  // control side
   uint32_t fallback_scan(const FlowKey& key) const;  // data plane, inside a fallback version
   uint32_t lookup_slow(const FlowKey& key, uint64_t h) const;
+  template <bool kHashHere>
+  void lookup_impl(const FlowKey* keys, const uint64_t* hashes, size_t n, uint32_t* out) const;
   void fallback_write(int slot, uint64_t lo, uint64_t hi, uint64_t value);
   Status check_record(const FlowKey& key, uint32_t value) const;
   Status fallback_add(const FlowKey& key, uint64_t h, uint32_t value);

@@ -35,6 +35,8 @@ int cmd_fib(int argc, char** argv) {
              {"--updates", "U", "single-key updates (0 = skip)", "300K"},
              {"--reps", "R", "repetitions of each lookup measurement (median reported)", "5"},
              {"--seed", "S", "seed of keys, queries and updates", "1"},
+             {"--interleave", "", "build every implementation first, then take their lookup\n"
+              "repetitions in turn (robust ratios on a loaded machine; needs the memory of all)", ""},
              {"--json", "", "print one JSON object per implementation (JSONL)", ""}});
   if (Status st = args.parse(argc, argv); !st.ok()) {
     std::fprintf(stderr, "sb-bench fib: %s\n", st.message().c_str());
@@ -110,88 +112,119 @@ int cmd_fib(int argc, char** argv) {
 
   Output out(args.has("--json"));
   int exit_code = 0;
-  for (const auto& name : impls) {
-    auto impl = make_fib_impl(name);
+  // One implementation at a time (default: build, lookups, updates, then the
+  // next), or with --interleave all of them built first and their lookup
+  // repetitions taken in turn (rep 1 of each, rep 2 of each, ...), so a load
+  // change on a shared machine hits every implementation alike. Medians of
+  // the repetitions either way.
+  struct Run {
+    std::string name;
+    std::unique_ptr<FibBenchImpl> impl;
     Record rec;
-    add_common(rec, "fib", name, page, int(reps));
-    rec.set("keys", n).set("value_bits_stored", 32u).set("batch", batch).set("seed", cfg.seed)
-        .set("queries", queries);
-    const double t0 = now_s();
-    Status st = impl->build(keys.data(), values.data(), n, cfg);
-    const double tb = now_s() - t0;
-    if (!st.ok()) {
-      std::fprintf(stderr, "sb-bench fib: %s: build failed: %s\n", name.c_str(), st.to_string().c_str());
-      rec.set("error", st.to_string()).set("correct", false);
+    uint64_t wrong = 0, fp = 0;
+    std::vector<double> t_hit, t_miss;
+  };
+  const bool interleave = args.has("--interleave");
+  std::vector<std::vector<std::string>> groups;
+  if (interleave) groups.push_back(impls);
+  else for (const auto& name : impls) groups.push_back({name});
+  std::vector<uint32_t> got(kMaxBurst), qout(queries);
+  for (const auto& group : groups) {
+    std::vector<Run> runs;
+    for (const auto& name : group) {
+      Run r;
+      r.name = name;
+      r.impl = make_fib_impl(name);
+      add_common(r.rec, "fib", name, page, int(reps));
+      r.rec.set("keys", n).set("value_bits_stored", 32u).set("batch", batch).set("seed", cfg.seed)
+          .set("queries", queries);
+      if (interleave) r.rec.set("interleaved", true);
+      const double t0 = now_s();
+      Status st = r.impl->build(keys.data(), values.data(), n, cfg);
+      const double tb = now_s() - t0;
+      if (!st.ok()) {
+        std::fprintf(stderr, "sb-bench fib: %s: build failed: %s\n", name.c_str(), st.to_string().c_str());
+        r.rec.set("error", st.to_string()).set("correct", false);
+        out.emit(r.rec);
+        exit_code = 1;
+        continue;
+      }
+      r.rec.set("capacity", r.impl->capacity())
+          .set("load_factor", double(n) / double(std::max<uint64_t>(1, r.impl->capacity())))
+          .set("index_bits_per_key", r.impl->index_bits_per_key())
+          .set("total_bits_per_key", r.impl->total_bits_per_key())
+          .set("build_mkeys_per_s", double(n) / tb / 1e6);
+      for (uint64_t i = 0; i < n; i += batch) {
+        const size_t m = size_t(std::min<uint64_t>(batch, n - i));
+        r.impl->lookup_batch(&keys[i], m, got.data());
+        for (size_t j = 0; j < m; ++j) r.wrong += got[j] != values[i + j];
+      }
+      runs.push_back(std::move(r));
+    }
+    auto timed = [&](FibBenchImpl& impl, const std::vector<FlowKey>& qk) {
+      const double t0 = now_s();
+      for (uint64_t i = 0; i < queries; i += batch)
+        impl.lookup_batch(&qk[i], size_t(std::min<uint64_t>(batch, queries - i)), &qout[i]);
+      return now_s() - t0;
+    };
+    for (int pass = 0; pass < 2; ++pass) {  // 0: present keys, 1: absent keys
+      const std::vector<FlowKey>& qk = pass == 0 ? qkeys : mkeys;
+      for (uint64_t rep = 0; rep < reps; ++rep)
+        for (auto& r : runs) {
+          (pass == 0 ? r.t_hit : r.t_miss).push_back(timed(*r.impl, qk));
+          if (rep + 1 < reps) continue;  // the last repetition's answers are checked
+          if (pass == 0) {
+            for (uint64_t i = 0; i < queries; ++i) r.wrong += qout[i] != qexpect[i];
+          } else {
+            for (uint64_t i = 0; i < queries; ++i) r.fp += qout[i] != kFibMiss;
+          }
+        }
+    }
+    for (auto& r : runs) {
+      Record& rec = r.rec;
+      FibBenchImpl* impl = r.impl.get();
+      const std::string& name = r.name;
+      uint64_t& wrong = r.wrong;
+      rec.set("lookup_mops", double(queries) / median(r.t_hit) / 1e6);
+      rec.set("miss_lookup_mops", double(queries) / median(r.t_miss) / 1e6)
+          .set("false_positive_rate", double(r.fp) / double(queries));
+      if (updates > 0) {
+        uint64_t failed = 0;
+        Status first_fail;
+        const double tu0 = now_s();
+        for (const auto& s : steps) {
+          Status us = impl->update(s.kind, keys[s.key], s.value);
+          if (!us.ok() && failed++ == 0) first_fail = us;
+        }
+        const double tu = now_s() - tu0;
+        rec.set("update_kops", double(steps.size()) / tu / 1e3)
+            .set("updates", uint64_t(steps.size()))
+            .set("update_mix", "1/3 insert, 1/3 change, 1/3 delete (steady load)");
+        if (failed) {
+          std::fprintf(stderr, "sb-bench fib: %s: %llu updates failed, first: %s\n", name.c_str(),
+                       (unsigned long long)failed, first_fail.to_string().c_str());
+          rec.set("updates_failed", failed);
+          wrong += failed;
+        }
+        // every key: live ones answer their value, deleted ones miss
+        for (uint64_t i = 0; i < keys.size(); i += batch) {
+          const size_t m = size_t(std::min<uint64_t>(batch, keys.size() - i));
+          impl->lookup_batch(&keys[i], m, got.data());
+          for (size_t j = 0; j < m; ++j) wrong += got[j] != (live[i + j] ? model[i + j] : kFibMiss);
+        }
+      }
+      impl->extra_metrics(rec);
+      const bool correct = wrong == 0 && r.fp == 0;
+      if (!correct) {
+        std::fprintf(stderr, "sb-bench fib: %s: %llu wrong answers, %llu false positives\n", name.c_str(),
+                     (unsigned long long)wrong, (unsigned long long)r.fp);
+        rec.set("wrong_answers", wrong);
+        exit_code = 1;
+      }
+      rec.set("correct", correct);
       out.emit(rec);
-      exit_code = 1;
-      continue;
+      r.impl.reset();  // free its memory before the next group
     }
-    rec.set("capacity", impl->capacity())
-        .set("load_factor", double(n) / double(std::max<uint64_t>(1, impl->capacity())))
-        .set("index_bits_per_key", impl->index_bits_per_key())
-        .set("total_bits_per_key", impl->total_bits_per_key())
-        .set("build_mkeys_per_s", double(n) / tb / 1e6);
-
-    uint64_t wrong = 0;
-    std::vector<uint32_t> got(kMaxBurst);
-    for (uint64_t i = 0; i < n; i += batch) {
-      const size_t m = size_t(std::min<uint64_t>(batch, n - i));
-      impl->lookup_batch(&keys[i], m, got.data());
-      for (size_t j = 0; j < m; ++j) wrong += got[j] != values[i + j];
-    }
-
-    std::vector<uint32_t> qout(queries);
-    const double tl = median_time(int(reps), [&] {
-      for (uint64_t i = 0; i < queries; i += batch)
-        impl->lookup_batch(&qkeys[i], size_t(std::min<uint64_t>(batch, queries - i)), &qout[i]);
-    });
-    for (uint64_t i = 0; i < queries; ++i) wrong += qout[i] != qexpect[i];
-    rec.set("lookup_mops", double(queries) / tl / 1e6);
-
-    const double tm = median_time(int(reps), [&] {
-      for (uint64_t i = 0; i < queries; i += batch)
-        impl->lookup_batch(&mkeys[i], size_t(std::min<uint64_t>(batch, queries - i)), &qout[i]);
-    });
-    uint64_t fp = 0;
-    for (uint64_t i = 0; i < queries; ++i) fp += qout[i] != kFibMiss;
-    rec.set("miss_lookup_mops", double(queries) / tm / 1e6)
-        .set("false_positive_rate", double(fp) / double(queries));
-
-    if (updates > 0) {
-      uint64_t failed = 0;
-      Status first_fail;
-      const double tu0 = now_s();
-      for (const auto& s : steps) {
-        Status us = impl->update(s.kind, keys[s.key], s.value);
-        if (!us.ok() && failed++ == 0) first_fail = us;
-      }
-      const double tu = now_s() - tu0;
-      rec.set("update_kops", double(steps.size()) / tu / 1e3)
-          .set("updates", uint64_t(steps.size()))
-          .set("update_mix", "1/3 insert, 1/3 change, 1/3 delete (steady load)");
-      if (failed) {
-        std::fprintf(stderr, "sb-bench fib: %s: %llu updates failed, first: %s\n", name.c_str(),
-                     (unsigned long long)failed, first_fail.to_string().c_str());
-        rec.set("updates_failed", failed);
-        wrong += failed;
-      }
-      // every key: live ones answer their value, deleted ones miss
-      for (uint64_t i = 0; i < keys.size(); i += batch) {
-        const size_t m = size_t(std::min<uint64_t>(batch, keys.size() - i));
-        impl->lookup_batch(&keys[i], m, got.data());
-        for (size_t j = 0; j < m; ++j) wrong += got[j] != (live[i + j] ? model[i + j] : kFibMiss);
-      }
-    }
-    impl->extra_metrics(rec);
-    const bool correct = wrong == 0 && fp == 0;
-    if (!correct) {
-      std::fprintf(stderr, "sb-bench fib: %s: %llu wrong answers, %llu false positives\n", name.c_str(),
-                   (unsigned long long)wrong, (unsigned long long)fp);
-      rec.set("wrong_answers", wrong);
-      exit_code = 1;
-    }
-    rec.set("correct", correct);
-    out.emit(rec);
   }
   return exit_code;
 }
