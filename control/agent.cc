@@ -80,6 +80,8 @@ struct Agent::Impl : rib::OwnerIo {
   uint64_t batches_seen = 0;
   uint64_t next_snapshot_batch = 1;
   std::map<std::string, uint64_t> c;  // counters
+  std::atomic<uint32_t> live_pub{0};       // live-member mask for the data plane (set in setup)
+  std::atomic<uint32_t> unsynced_pub{~0u};  // partitions not synced (health)
 
   Impl(const AgentOptions& o) : opt(o), spec(opt.config.cluster), self(opt.config.node.id) {}
 
@@ -99,19 +101,23 @@ struct Agent::Impl : rib::OwnerIo {
     oo.snapshot_every = opt.config.node.snapshot_every;
     oo.fib_timeout_ms = opt.fib_timeout_ms;
     oo.max_group_ops = opt.max_group_ops;
-    oo.make_gpt = rib::make_setsep_builder;
+    oo.make_gpt = rib::make_cluster_gpt_builder;
     if (spec.architecture == rib::Architecture::kScaleBricks) {
-      Result<std::unique_ptr<gpt::GptTable>> t = rib::make_setsep_table(spec);
+      Result<std::unique_ptr<gpt::GptTable>> t = rib::make_cluster_gpt_table(spec);
       if (!t.ok()) return t.status();
       table = std::move(t.value());
     }
     Result<std::unique_ptr<rib::Owner>> o = rib::Owner::open(spec, oo, this);
     if (!o.ok()) return o.status().with_context("opening the RIB");
     owner = std::move(o.value());
-    Result<std::unique_ptr<rib::NodeState>> ns =
-        rib::NodeState::create(spec, self, uint32_t(opt.config.node.fib_capacity), std::move(table));
+    rib::NodeStateOptions no;
+    no.fib_capacity = uint32_t(opt.config.node.fib_capacity);
+    no.fib = opt.config.node.dp.fib_othello ? fib::FibKind::kOthello : fib::FibKind::kCuckoo;
+    no.lcores = std::max(1u, opt.dataplane_lcores);
+    Result<std::unique_ptr<rib::NodeState>> ns = rib::NodeState::create(spec, self, no, std::move(table));
     if (!ns.ok()) return ns.status();
     state = std::move(ns.value());
+    live_pub.store(1u << self, std::memory_order_relaxed);
     log("RIB recovered: " + std::to_string(owner->sessions()) + " sessions, epoch " +
         std::to_string(owner->epoch()));
 
@@ -666,6 +672,7 @@ struct Agent::Impl : rib::OwnerIo {
       x->set_seq(h.seq);
     }
     send_env(*pub, env);
+    uint32_t mask = 1u << self;
     for (const auto& m : spec.members) {
       if (m.id == self) continue;
       const bool live = t - last_seen_us[m.id] < uint64_t(opt.dead_after_ms) * 1000;
@@ -673,7 +680,10 @@ struct Agent::Impl : rib::OwnerIo {
         log("member " + std::to_string(m.id) + (live ? " is live" : " is down"));
         owner->set_live(m.id, live, t);
       }
+      if (live) mask |= 1u << m.id;
     }
+    live_pub.store(mask, std::memory_order_relaxed);
+    unsynced_pub.store(uint32_t(state->unsynced()), std::memory_order_relaxed);
   }
 
   std::map<std::string, uint64_t> snapshot_counters() {
@@ -710,6 +720,7 @@ struct Agent::Impl : rib::OwnerIo {
     out["fib_errors"] = nc.fib_errors;
     out["fib_entries"] = state->fib_size();
     out["unsynced_partitions"] = state->unsynced();
+    if (opt.extra_counters) opt.extra_counters(out);
     auto q = [](std::vector<uint32_t>& v, double f) -> uint64_t {
       if (v.empty()) return 0;
       const size_t i = std::min(v.size() - 1, size_t(f * double(v.size())));
@@ -846,5 +857,8 @@ Result<std::unique_ptr<Agent>> Agent::create(const AgentOptions& opt) {
 Status Agent::run(const std::atomic<bool>& stop) { return impl_->run(stop); }
 
 std::map<std::string, uint64_t> Agent::counters() const { return impl_->snapshot_counters(); }
+rib::NodeState* Agent::state() { return impl_->state.get(); }
+const std::atomic<uint32_t>* Agent::live_mask() const { return &impl_->live_pub; }
+uint32_t Agent::unsynced_partitions() const { return impl_->unsynced_pub.load(std::memory_order_relaxed); }
 
 }  // namespace sb::control

@@ -48,6 +48,7 @@
 
 #include "control/config.h"
 #include "core/status.h"
+#include "rib/node_state.h"
 
 namespace sb::control {
 
@@ -62,6 +63,11 @@ struct AgentOptions {
   uint32_t max_group_ops = 1 << 16;
   // Test hook: drop every n-th received delta batch (0: never).
   uint32_t drop_every_nth_batch = 0;
+  // Data-plane workers (per-lcore session counter arrays in the table).
+  unsigned dataplane_lcores = 1;
+  // Adds the data plane's counters to `sb-ctl stats` (called on the
+  // control thread; must be thread-safe with respect to the workers).
+  std::function<void(std::map<std::string, uint64_t>&)> extra_counters;
   std::function<void(const std::string&)> log;  // null: stderr
 };
 
@@ -73,6 +79,15 @@ class Agent {
   // make the node unusable (bind failure, WAL I/O error).
   Status run(const std::atomic<bool>& stop);
   std::map<std::string, uint64_t> counters() const;
+
+  // For the data plane (valid from create() until destruction):
+  // the GPT/FIB/session state the workers read,
+  rib::NodeState* state();
+  // the live-member mask (this node and every member heard within
+  // dead_after_ms; refreshed every heartbeat),
+  const std::atomic<uint32_t>* live_mask() const;
+  // and the number of partitions not yet synced (health: ready at 0).
+  uint32_t unsynced_partitions() const;
 
  private:
   struct Impl;

@@ -451,6 +451,7 @@ TEST_CASE("sb-ctl: commands, clear errors and exit codes") {
 
 TEST_CASE("cluster: moves never leave a window where a node forwards to a node without the entry (probe)") {
   auto h = Harness::start(opts(4));
+  INFO(h.status().to_string());
   REQUIRE(h.ok());
   auto c = h.value()->client();
   REQUIRE(c.ok());

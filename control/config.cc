@@ -68,7 +68,7 @@ Status parse_range(const std::string& s, const std::string& field, uint32_t* lo,
 Status parse_cluster(const YAML::Node& c, rib::ClusterSpec* out) {
   SB_RETURN_IF_ERROR(check_keys(c, "cluster",
                                 {"name", "hash_seed", "partitions", "capacity", "architecture",
-                                 "members", "ownership", "clients", "curve"}));
+                                 "gpt", "key_mode", "members", "ownership", "clients", "curve"}));
   SB_RETURN_IF_ERROR(get(c, "name", "cluster", &out->name, true));
   SB_RETURN_IF_ERROR(get(c, "hash_seed", "cluster", &out->hash_seed, true));
   SB_RETURN_IF_ERROR(get(c, "partitions", "cluster", &out->partitions, false));
@@ -83,6 +83,16 @@ Status parse_cluster(const YAML::Node& c, rib::ClusterSpec* out) {
   Result<rib::Architecture> a = rib::parse_architecture(arch);
   if (!a.ok()) return a.status().with_context("cluster.architecture");
   out->architecture = a.value();
+  std::string g = "setsep";
+  SB_RETURN_IF_ERROR(get(c, "gpt", "cluster", &g, false));
+  if (g == "setsep") out->gpt = gpt::Backend::kSetSep;
+  else if (g == "ludo") out->gpt = gpt::Backend::kLudo;
+  else return bad("cluster.gpt", "'" + g + "' (expected setsep or ludo)");
+  std::string km = "5tuple";
+  SB_RETURN_IF_ERROR(get(c, "key_mode", "cluster", &km, false));
+  if (km == "5tuple") out->key_mode = KeyMode::kFiveTuple;
+  else if (km == "ue-ip") out->key_mode = KeyMode::kUeIpv4;
+  else return bad("cluster.key_mode", "'" + km + "' (expected 5tuple or ue-ip)");
 
   const YAML::Node ms = c["members"];
   if (!ms || !ms.IsSequence() || ms.size() == 0) return bad("cluster.members", "missing or not a list");
@@ -144,9 +154,105 @@ Status parse_cluster(const YAML::Node& c, rib::ClusterSpec* out) {
   return out->validate();
 }
 
+Status parse_mac_field(const YAML::Node& parent, const char* key, const std::string& field, uint8_t out[6],
+                       bool required, bool* present) {
+  std::string s;
+  SB_RETURN_IF_ERROR(get(parent, key, field, &s, required));
+  if (present) *present = parent[key].IsDefined();
+  if (!parent[key]) return Status::Ok();
+  const Status st = parse_mac(s, out);
+  if (!st.ok()) return bad(field + "." + key, st.message());
+  return Status::Ok();
+}
+
+Status parse_dataplane(const YAML::Node& n, const rib::ClusterSpec& cluster, uint32_t id, DataPlaneSpec* dp) {
+  std::string fib = "cuckoo";
+  SB_RETURN_IF_ERROR(get(n, "fib", "node", &fib, false));
+  if (fib == "othello") dp->fib_othello = true;
+  else if (fib != "cuckoo") return bad("node.fib", "'" + fib + "' (expected cuckoo or othello)");
+  const YAML::Node ports = n["ports"];
+  if (ports) {
+    SB_RETURN_IF_ERROR(check_keys(ports, "node.ports", {"ext", "fabric", "enb"}));
+    const char* roles[3] = {"ext", "fabric", "enb"};
+    for (int r = 0; r < 3; ++r) {
+      const std::string f = std::string("node.ports.") + roles[r];
+      const YAML::Node p = ports[roles[r]];
+      if (!p) return bad(f, "missing (ports need ext, fabric and enb)");
+      SB_RETURN_IF_ERROR(check_keys(p, f, {"device", "queues", "mac"}));
+      PortSpec& ps = dp->ports[r];
+      SB_RETURN_IF_ERROR(get(p, "device", f, &ps.device, true));
+      if (ps.device.empty()) return bad(f + ".device", "empty");
+      SB_RETURN_IF_ERROR(get(p, "queues", f, &ps.queues, false));
+      if (ps.queues == 0 || ps.queues > 64) return bad(f + ".queues", "must be in [1, 64]");
+      SB_RETURN_IF_ERROR(parse_mac_field(p, "mac", f, ps.mac, false, &ps.has_mac));
+    }
+    for (int a = 0; a < 3; ++a)
+      for (int b = a + 1; b < 3; ++b)
+        if (dp->ports[a].device == dp->ports[b].device)
+          return bad(std::string("node.ports.") + roles[b] + ".device",
+                     std::string("same device as node.ports.") + roles[a] + " (each role needs its own port)");
+    dp->has_ports = true;
+  }
+  SB_RETURN_IF_ERROR(get(n, "lcores", "node", &dp->lcores, false));
+  if (dp->lcores.empty() || dp->lcores.find_first_not_of("0123456789,-") != std::string::npos)
+    return bad("node.lcores", "'" + dp->lcores + "' (expected an EAL lcore list such as 0 or 1-2 or 1,3)");
+  SB_RETURN_IF_ERROR(get(n, "hugepages", "node", &dp->hugepages, false));
+  SB_RETURN_IF_ERROR(get(n, "memory_mb", "node", &dp->memory_mb, false));
+  if (dp->memory_mb < 64 || dp->memory_mb > (1u << 20)) return bad("node.memory_mb", "must be in [64, 1048576]");
+  dp->file_prefix = "sb-" + cluster.name + "-" + std::to_string(id);
+  SB_RETURN_IF_ERROR(get(n, "file_prefix", "node", &dp->file_prefix, false));
+  if (dp->file_prefix.empty() || dp->file_prefix.find('/') != std::string::npos)
+    return bad("node.file_prefix", "must be a non-empty name without '/'");
+  if (const YAML::Node e = n["eal_args"]) {
+    if (!e.IsSequence()) return bad("node.eal_args", "expected a list of strings");
+    for (size_t i = 0; i < e.size(); ++i) dp->eal_args.push_back(e[i].as<std::string>());
+  }
+  SB_RETURN_IF_ERROR(get(n, "ue_fallback", "node", &dp->ue_fallback, false));
+  std::string s1u;
+  SB_RETURN_IF_ERROR(get(n, "s1u_ip", "node", &s1u, dp->has_ports));
+  if (!s1u.empty()) {
+    Result<uint32_t> ip = parse_ipv4(s1u);
+    if (!ip.ok()) return bad("node.s1u_ip", ip.status().message());
+    dp->s1u_ip = ip.value();
+  }
+  if (const YAML::Node nh = n["next_hops"]) {
+    SB_RETURN_IF_ERROR(check_keys(nh, "node.next_hops", {"ext", "enb"}));
+    SB_RETURN_IF_ERROR(parse_mac_field(nh, "ext", "node.next_hops", dp->ext_next_hop, true, nullptr));
+    SB_RETURN_IF_ERROR(parse_mac_field(nh, "enb", "node.next_hops", dp->enb_next_hop, true, nullptr));
+    dp->has_next_hops = true;
+  } else if (dp->has_ports) {
+    return bad("node.next_hops", "missing (the MACs of the ext and enb next hops)");
+  }
+  SB_RETURN_IF_ERROR(get(n, "mtu", "node", &dp->mtu, false));
+  if (dp->mtu < 576 || dp->mtu > 9600) return bad("node.mtu", "must be in [576, 9600]");
+  std::string pol = "fragment";
+  SB_RETURN_IF_ERROR(get(n, "mtu_policy", "node", &pol, false));
+  if (pol == "fragment") dp->mtu_policy = MtuPolicyCfg::kFragment;
+  else if (pol == "drop") dp->mtu_policy = MtuPolicyCfg::kDrop;
+  else return bad("node.mtu_policy", "'" + pol + "' (expected fragment or drop)");
+  SB_RETURN_IF_ERROR(get(n, "metrics", "node", &dp->metrics, false));
+  SB_RETURN_IF_ERROR(get(n, "idle_sleep_us", "node", &dp->idle_sleep_us, false));
+  if (dp->idle_sleep_us > 100000) return bad("node.idle_sleep_us", "must be <= 100000");
+  SB_RETURN_IF_ERROR(get(n, "mbufs", "node", &dp->mbufs, false));
+  if (dp->mbufs < 1024 || dp->mbufs > (1u << 24)) return bad("node.mbufs", "must be in [1024, 16777216]");
+  if (dp->has_ports) {
+    const rib::Member* me = cluster.member(id);
+    uint8_t mac[6];
+    if (me->fabric_mac.empty()) return bad("cluster.members[id=" + std::to_string(id) + "].fabric_mac", "missing (the data plane needs every member's fabric MAC)");
+    for (const auto& m : cluster.members) {
+      const Status st = parse_mac(m.fabric_mac, mac);
+      if (!st.ok()) return bad("cluster.members[id=" + std::to_string(m.id) + "].fabric_mac", st.message());
+    }
+  }
+  return Status::Ok();
+}
+
 Status parse_node(const YAML::Node& n, const rib::ClusterSpec& cluster, NodeSpec* out) {
   SB_RETURN_IF_ERROR(check_keys(n, "node", {"id", "key_file", "data_dir", "fsync", "fsync_interval_ms",
-                                            "fib_capacity", "snapshot_every"}));
+                                            "fib_capacity", "snapshot_every", "fib", "ports", "lcores",
+                                            "hugepages", "memory_mb", "file_prefix", "eal_args", "ue_fallback",
+                                            "s1u_ip", "next_hops", "mtu", "mtu_policy", "metrics",
+                                            "idle_sleep_us", "mbufs"}));
   SB_RETURN_IF_ERROR(get(n, "id", "node", &out->id, true));
   if (!cluster.is_member(out->id))
     return bad("node.id", std::to_string(out->id) + " is not a cluster member");
@@ -166,7 +272,7 @@ Status parse_node(const YAML::Node& n, const rib::ClusterSpec& cluster, NodeSpec
     return bad("node.fib_capacity", "must be in [1, 2^27]");
   SB_RETURN_IF_ERROR(get(n, "snapshot_every", "node", &out->snapshot_every, false));
   if (out->snapshot_every < 16) return bad("node.snapshot_every", "must be >= 16");
-  return Status::Ok();
+  return parse_dataplane(n, cluster, out->id, &out->dp);
 }
 
 }  // namespace

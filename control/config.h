@@ -4,9 +4,10 @@
 //              partitions, capacity, architecture, members (id, control and
 //              publish endpoints, curve_public, fabric_mac, weight),
 //              ownership, clients (CURVE public keys allowed to connect).
-//   node:      this node: id, key_file, data_dir, fsync, fib_capacity.
-//              The pipeline issue adds ports, lcores, backends, MACs,
-//              metrics address.
+//   node:      this node: id, key_file, data_dir, fsync, fib_capacity;
+//              the data plane: fib backend, ports by role, lcores, EAL
+//              memory, S1-U address, next-hop MACs, MTU policy, metrics
+//              address (DataPlaneSpec).
 //
 // CONTRACT: load_config()/parse_config() never throw; every error names the
 // field ("cluster.members[2].control: missing") and the file. Unknown keys
@@ -16,6 +17,7 @@
 
 #include <cstdint>
 #include <string>
+#include <vector>
 
 #include "core/status.h"
 #include "rib/cluster.h"
@@ -27,6 +29,35 @@ namespace sb::control {
 // interval: every fsync_interval_ms (acks may precede it); none: never.
 using FsyncPolicy = rib::FsyncPolicy;
 
+// The data plane's part of the node section (node/: sb-node without
+// --control-only). Plain values: control/ never includes DPDK.
+struct PortSpec {
+  std::string device;    // PCI address (0000:01:00.0) or a vdev string (net_af_packet0,iface=veth0)
+  uint32_t queues = 1;   // rx queues (RSS spreads them over the workers: queue q -> worker q mod W)
+  bool has_mac = false;  // our MAC on this port; default: the device's
+  uint8_t mac[6] = {};
+};
+enum class MtuPolicyCfg : uint8_t { kFragment = 0, kDrop = 1 };
+struct DataPlaneSpec {
+  bool has_ports = false;
+  PortSpec ports[3];            // ext, fabric, enb (node/counters.h Role order)
+  std::string lcores = "0";     // EAL lcore list; every lcore runs a worker
+  bool hugepages = false;       // false: EAL --no-huge (tests, testbed)
+  uint32_t memory_mb = 512;
+  std::string file_prefix;      // default sb-<cluster name>-<node id>
+  std::vector<std::string> eal_args;
+  bool fib_othello = false;     // node.fib: cuckoo (default) | othello
+  bool ue_fallback = false;     // key non-first fragments by UE address
+  uint32_t s1u_ip = 0;
+  bool has_next_hops = false;
+  uint8_t ext_next_hop[6] = {}, enb_next_hop[6] = {};
+  uint32_t mtu = 1500;          // outer IPv4 MTU toward the eNodeB side
+  MtuPolicyCfg mtu_policy = MtuPolicyCfg::kFragment;
+  std::string metrics;          // ADDR:PORT of /metrics and /health ("" = off, the default)
+  uint32_t idle_sleep_us = 0;   // adaptive idle: back off up to this when rx is empty (0 = busy poll)
+  uint32_t mbufs = 16384;       // mbuf pool size (per node)
+};
+
 struct NodeSpec {
   uint32_t id = 0;
   std::string key_file;   // CURVE keypair file (sb-ctl keys gen)
@@ -35,6 +66,7 @@ struct NodeSpec {
   uint32_t fsync_interval_ms = 10;
   uint64_t fib_capacity = 1 << 20;  // sessions this node can handle
   uint64_t snapshot_every = 1 << 20;  // WAL records between RIB snapshots
+  DataPlaneSpec dp;
 };
 
 struct Config {

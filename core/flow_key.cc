@@ -9,6 +9,24 @@ std::string ipv4_to_string(uint32_t ip) {
          std::to_string((ip >> 8) & 255) + "." + std::to_string(ip & 255);
 }
 
+Status parse_mac(std::string_view s, uint8_t out[6]) {
+  auto hex = [](char c) -> int {
+    if (c >= '0' && c <= '9') return c - '0';
+    if (c >= 'a' && c <= 'f') return c - 'a' + 10;
+    if (c >= 'A' && c <= 'F') return c - 'A' + 10;
+    return -1;
+  };
+  const Status bad = Status::InvalidArgument("not a MAC address: '" + std::string(s) + "' (expected 02:00:00:00:00:01)");
+  if (s.size() != 17) return bad;
+  for (int i = 0; i < 6; ++i) {
+    const int hi = hex(s[size_t(i) * 3]), lo = hex(s[size_t(i) * 3 + 1]);
+    if (hi < 0 || lo < 0) return bad;
+    if (i < 5 && s[size_t(i) * 3 + 2] != ':' && s[size_t(i) * 3 + 2] != '-') return bad;
+    out[i] = uint8_t(hi << 4 | lo);
+  }
+  return Status::Ok();
+}
+
 Result<uint32_t> parse_ipv4(std::string_view s) {
   uint32_t ip = 0;
   const char* p = s.data();

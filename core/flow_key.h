@@ -101,6 +101,8 @@ static_assert(alignof(FlowKey) == 16, "FlowKey is 16-byte aligned");
 // Dotted quad, host-order value; parse rejects anything not a.b.c.d.
 std::string ipv4_to_string(uint32_t ip);
 Result<uint32_t> parse_ipv4(std::string_view s);
+// "02:00:00:00:00:01" (six hex pairs separated by ':' or '-') -> 6 bytes.
+Status parse_mac(std::string_view s, uint8_t out[6]);
 
 // Parses "proto" as a number 0..255 or the names tcp/udp/icmp.
 Result<uint8_t> parse_proto(std::string_view s);

@@ -74,3 +74,17 @@ TEST_CASE("generated keys are distinct and absent keys disjoint", "[key]") {
     CHECK(key_at(123, 5, pat) == keys[123]);
   }
 }
+
+TEST_CASE("parse_mac: six hex pairs, nothing else") {
+  uint8_t m[6];
+  REQUIRE(sb::parse_mac("02:00:0a:FF:10:01", m).ok());
+  CHECK(m[0] == 0x02);
+  CHECK(m[2] == 0x0a);
+  CHECK(m[3] == 0xff);
+  CHECK(m[5] == 0x01);
+  REQUIRE(sb::parse_mac("02-00-00-00-00-0b", m).ok());
+  CHECK(m[5] == 0x0b);
+  for (const char* bad : {"", "02:00:00:00:00", "02:00:00:00:00:0g", "02:00:00:00:00:001", "0200.0000.0001",
+                          "02:00:00:00:00:01 "})
+    CHECK(!sb::parse_mac(bad, m).ok());
+}

@@ -9,6 +9,11 @@ namespace sb::fib {
 namespace {
 constexpr uint64_t kPoison = ~0ULL;
 constexpr uint64_t kLive = 1;  // flags bit 0
+constexpr uint64_t kCopy = 2;  // flags bit 1; bits 2..6 the handler of a copy
+
+uint8_t flags_of(const SessionInfo& s) {
+  return uint8_t(kLive | (s.copy ? kCopy | uint64_t(s.handler & 31) << 2 : 0));
+}
 
 uint64_t word3(uint32_t teid_ul, uint8_t bearer, uint8_t flags, uint16_t gen) {
   return uint64_t(teid_ul) | uint64_t(bearer) << 32 | uint64_t(flags) << 40 | uint64_t(gen) << 48;
@@ -54,7 +59,7 @@ bool SessionTable::validate_teid_ul(uint32_t teid_ul, uint32_t* idx) const {
   const uint32_t i = teid_ul & uint32_t(low_mask(index_bits_));
   SessionRecord r;
   if (!read(i, &r)) return false;
-  if (r.teid_ul != teid_ul) return false;
+  if (r.teid_ul != teid_ul || r.copy) return false;  // a copy is handled elsewhere
   *idx = i;
   return true;
 }
@@ -69,6 +74,7 @@ void SessionTable::write_record(uint32_t idx, const uint64_t w[4]) {
 
 Result<uint32_t> SessionTable::add(const SessionInfo& s) {
   if (!s.key.canonical()) return Status::InvalidArgument("session table: key bytes 13..15 must be zero");
+  if (s.handler >= (1u << kNodeBits)) return Status::InvalidArgument("session table: handler must be < 32");
   if (free_.empty())
     return Status::Capacity("session table full: " + std::to_string(capacity_) + " sessions");
   const uint32_t idx = free_.back();
@@ -76,7 +82,7 @@ Result<uint32_t> SessionTable::add(const SessionInfo& s) {
   const uint64_t* old = words(idx);
   const uint16_t gen = uint16_t((old[3] >> 48) + 1);
   const uint64_t w[4] = {s.key.lo(), s.key.hi(), uint64_t(s.teid_dl) | uint64_t(s.enb_ip) << 32,
-                         word3(encode_teid_ul(idx, gen), s.bearer, kLive, gen)};
+                         word3(encode_teid_ul(idx, gen), s.bearer, flags_of(s), gen)};
   write_record(idx, w);
   for (unsigned c = 0; c < lcores_; ++c) {  // a fresh session starts at zero
     uint64_t* p = &counters_[size_t(c) * capacity_ + idx].packets;
@@ -93,9 +99,11 @@ Status SessionTable::modify(uint32_t idx, const SessionInfo& s) {
   const uint64_t* p = words(idx);
   if (p[0] != s.key.lo() || p[1] != s.key.hi())
     return Status::InvalidArgument("session table: modify cannot change the key");
+  if (s.handler >= (1u << kNodeBits)) return Status::InvalidArgument("session table: handler must be < 32");
   const uint64_t w3 = p[3];
   const uint64_t w[4] = {p[0], p[1], uint64_t(s.teid_dl) | uint64_t(s.enb_ip) << 32,
-                         (w3 & ~(0xffULL << 32)) | uint64_t(s.bearer) << 32};
+                         (w3 & ~(0xffffULL << 32)) | uint64_t(s.bearer) << 32 |
+                             uint64_t(flags_of(s)) << 40};
   write_record(idx, w);
   return Status::Ok();
 }
@@ -133,6 +141,8 @@ bool SessionTable::read(uint32_t idx, SessionRecord* out) const {
   out->teid_ul = uint32_t(w[3]);
   out->bearer = uint8_t(w[3] >> 32);
   out->generation = uint16_t(w[3] >> 48);
+  out->copy = meta_copy(w[3]);
+  out->handler = uint8_t(meta_handler(w[3]));
   return true;
 }
 

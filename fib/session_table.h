@@ -7,6 +7,9 @@
 //               word 0  key bytes 0..7        word 1  key bytes 8..15
 //               word 2  teid_dl | enb_ip << 32
 //               word 3  teid_ul | bearer << 32 | flags << 40 | generation << 48
+//               flags: bit 0 live, bit 1 copy, bits 2..6 handling node of a
+//               copy (baselines: a record held for a session that another
+//               node handles, so the ingress resolves it; SessionInfo::copy)
 //             A free record holds the poison key (all bytes 0xff): canonical
 //             keys have bytes 13..15 zero, so no lookup ever matches it.
 //   free list a stack of free indexes; an index is taken by add() and given
@@ -57,6 +60,10 @@ struct SessionInfo {
   uint32_t teid_dl = 0;  // the eNodeB's downlink TEID
   uint32_t enb_ip = 0;   // host order
   uint8_t bearer = 0;    // EPS bearer id
+  // A copy of a session handled by node `handler` (full-duplication and
+  // hash-partition lookup nodes hold those); false: handled here.
+  bool copy = false;
+  uint8_t handler = 0;
 };
 
 // A consistent copy of one record.
@@ -67,6 +74,8 @@ struct SessionRecord {
   uint32_t teid_ul = 0;
   uint8_t bearer = 0;
   uint16_t generation = 0;
+  bool copy = false;
+  uint8_t handler = 0;
 };
 
 struct SessionCounters {
@@ -88,7 +97,8 @@ class SessionTable {
   // Takes a free index; kCapacity when full, kInvalidArgument for a
   // non-canonical key. The generation of the index is bumped.
   Result<uint32_t> add(const SessionInfo& s);
-  // Rewrites teid_dl, enb_ip, bearer (the key must stay the same).
+  // Rewrites teid_dl, enb_ip, bearer, copy and handler (the key must stay
+  // the same; the index, teid_ul and generation do).
   Status modify(uint32_t idx, const SessionInfo& s);
   Status remove(uint32_t idx);
 
@@ -114,8 +124,20 @@ class SessionTable {
   // teid_dl | enb_ip << 32 of a record: one 64-bit load, so the pair is
   // always consistent (no version needed). REQUIRES idx < capacity.
   uint64_t tunnel(uint32_t idx) const { return load_relaxed(words(idx) + 2); }
+  // Word 3 of a record (teid_ul, bearer, flags, generation): one load, the
+  // same line as tunnel(). REQUIRES idx < capacity.
+  uint64_t meta(uint32_t idx) const { return load_relaxed(words(idx) + 3); }
+  static bool meta_copy(uint64_t m) { return (m >> 41) & 1; }
+  static uint32_t meta_handler(uint64_t m) { return uint32_t(m >> 42) & 31; }
   void prefetch(uint32_t idx) const {
     if (idx < capacity_) prefetch_r(words(idx));
+  }
+  // The record and lcore's counter slot (the data plane touches both).
+  void prefetch_for_count(unsigned lcore, uint32_t idx) const {
+    if (idx < capacity_) {
+      prefetch_r(words(idx));
+      prefetch_w(&counters_[size_t(lcore) * capacity_ + idx]);
+    }
   }
   // Upstream check: teid_ul names this node, a live index and its generation.
   bool validate_teid_ul(uint32_t teid_ul, uint32_t* idx) const;

@@ -1,17 +1,35 @@
-// sb-node: the node process. `--control-only` runs the control agent
-// (control/agent.h) with the GPT and FIB it maintains and no DPDK ports;
-// the DPDK pipeline (issue: node pipeline) is not built yet.
+// sb-node: the node process: the control agent (control/agent.h) and the
+// DPDK data plane (node/dataplane.h) over the GPT, FIB and session table
+// the agent maintains, plus /metrics and /health (node/observe.h).
 //
-// Exit codes: 0 stopped by SIGTERM/SIGINT, 2 usage, 3 configuration or key
-// error, 4 runtime failure (bind, WAL I/O).
+//   sb-node --config FILE                 control agent + data plane
+//   sb-node --config FILE --control-only  control agent only (no DPDK)
+//   sb-node --config FILE --print-eal     print the EAL arguments and exit
+//
+// Threads: every EAL lcore runs a pipeline worker (the main thread is the
+// main lcore's worker); the agent and the HTTP server run on ordinary
+// threads allowed on every CPU the process started with.
+//
+// Exit codes: 0 stopped by SIGTERM/SIGINT (ports stopped, final counters
+// logged), 2 usage, 3 configuration or key error (nothing touched a port),
+// 4 runtime failure (bind, WAL I/O, port start).
+#include <pthread.h>
+#include <sched.h>
+
+#include <atomic>
 #include <csignal>
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
+#include <memory>
 #include <string>
+#include <thread>
 
 #include "control/agent.h"
 #include "control/config.h"
+#include "node/dataplane.h"
+#include "node/metrics/http_server.h"
+#include "node/observe.h"
 
 namespace {
 std::atomic<bool> g_stop{false};
@@ -19,35 +37,48 @@ void on_signal(int) { g_stop.store(true); }
 
 int usage(const char* msg) {
   if (msg) std::fprintf(stderr, "sb-node: %s\n", msg);
-  std::fprintf(stderr,
-               "usage: sb-node --config FILE --control-only [--test-drop-every N]\n"
-               "  --config FILE      node configuration (docs/config.md)\n"
-               "  --control-only     run the control agent only (no DPDK ports)\n"
-               "  --test-drop-every N  test hook: drop every N-th received delta batch\n");
-  return 2;
+  std::fprintf(msg ? stderr : stdout,
+               "usage: sb-node --config FILE [--control-only] [--print-eal] [--test-drop-every N]\n"
+               "  --config FILE        node configuration (docs/config.md)\n"
+               "  --control-only       run the control agent only (no DPDK, no ports)\n"
+               "  --print-eal          print the DPDK EAL arguments the config gives, then exit\n"
+               "  --test-drop-every N  test hook: drop every N-th received delta batch\n"
+               "Signals: SIGTERM/SIGINT stop cleanly (exit 0). Exit codes: 2 usage,\n"
+               "3 configuration or key error, 4 runtime failure.\n");
+  return msg ? 2 : 0;
 }
+
+void log(uint32_t id, const std::string& s) { std::fprintf(stderr, "sb-node[%u]: %s\n", id, s.c_str()); }
 }  // namespace
 
 int main(int argc, char** argv) {
   std::string config;
-  bool control_only = false;
+  bool control_only = false, print_eal = false;
   uint32_t drop = 0;
   for (int i = 1; i < argc; ++i) {
     const std::string a = argv[i];
     if (a == "--config" && i + 1 < argc) config = argv[++i];
     else if (a == "--control-only") control_only = true;
+    else if (a == "--print-eal") print_eal = true;
     else if (a == "--test-drop-every" && i + 1 < argc) drop = uint32_t(std::strtoul(argv[++i], nullptr, 10));
-    else if (a == "--help" || a == "-h") { usage(nullptr); return 0; }
+    else if (a == "--help" || a == "-h") return usage(nullptr);
     else return usage(("unknown argument '" + a + "'").c_str());
   }
   if (config.empty()) return usage("--config is required");
-  if (!control_only)
-    return usage("the DPDK data plane is not built yet: run with --control-only");
 
   sb::Result<sb::control::Config> cfg = sb::control::load_config(config);
   if (!cfg.ok()) {
     std::fprintf(stderr, "sb-node: %s\n", cfg.status().message().c_str());
     return 3;
+  }
+  const uint32_t id = cfg.value().node.id;
+  if (!control_only && !cfg.value().node.dp.has_ports) {
+    std::fprintf(stderr, "sb-node: %s: node.ports: missing (required unless --control-only)\n", config.c_str());
+    return 3;
+  }
+  if (print_eal) {
+    for (const auto& a : sb::node::eal_args(cfg.value())) std::printf("%s\n", a.c_str());
+    return 0;
   }
   sb::control::AgentOptions opt;
   opt.config = cfg.value();
@@ -58,10 +89,9 @@ int main(int argc, char** argv) {
       std::fprintf(stderr, "sb-node: node.key_file: %s\n", kp.status().message().c_str());
       return 3;
     }
-    const sb::rib::Member* me = opt.config.cluster.member(opt.config.node.id);
+    const sb::rib::Member* me = opt.config.cluster.member(id);
     if (me->curve_public != kp.value().public_key) {
-      std::fprintf(stderr, "sb-node: node.key_file: its public key is not cluster.members[id=%u].curve_public\n",
-                   opt.config.node.id);
+      std::fprintf(stderr, "sb-node: node.key_file: its public key is not cluster.members[id=%u].curve_public\n", id);
       return 3;
     }
     opt.keys = kp.value();
@@ -69,15 +99,86 @@ int main(int argc, char** argv) {
   std::signal(SIGTERM, on_signal);
   std::signal(SIGINT, on_signal);
   std::signal(SIGPIPE, SIG_IGN);
+
+  // The CPUs we may use, saved before EAL pins this thread to the main lcore.
+  cpu_set_t all;
+  CPU_ZERO(&all);
+  (void)sched_getaffinity(0, sizeof all, &all);
+
+  std::unique_ptr<sb::node::DataPlane> dp;
+  if (!control_only) {
+    sb::Result<std::unique_ptr<sb::node::DataPlane>> d = sb::node::DataPlane::init(opt.config);
+    if (!d.ok()) {
+      std::fprintf(stderr, "sb-node: %s: %s\n", config.c_str(), d.status().message().c_str());
+      return 3;
+    }
+    dp = std::move(d.value());
+    opt.dataplane_lcores = dp->workers();
+    auto* dpp = dp.get();
+    opt.extra_counters = [dpp](std::map<std::string, uint64_t>& m) {
+      for (const auto& [k, v] : sb::node::flatten(dpp->counters())) m["dp_" + k] = v;
+    };
+  }
+  cpu_set_t lcore_set;
+  CPU_ZERO(&lcore_set);
+  (void)pthread_getaffinity_np(pthread_self(), sizeof lcore_set, &lcore_set);
+  // Threads created from here on inherit `all`, not the main lcore's CPU.
+  (void)pthread_setaffinity_np(pthread_self(), sizeof all, &all);
+
   sb::Result<std::unique_ptr<sb::control::Agent>> agent = sb::control::Agent::create(opt);
   if (!agent.ok()) {
     std::fprintf(stderr, "sb-node: %s\n", agent.status().to_string().c_str());
     return 4;
   }
-  const sb::Status st = agent.value()->run(g_stop);
-  if (!st.ok()) {
-    std::fprintf(stderr, "sb-node: %s\n", st.to_string().c_str());
-    return 4;
+  sb::control::Agent* ag = agent.value().get();
+  if (dp) {
+    const sb::Status st = dp->start(ag->state(), ag->live_mask());
+    if (!st.ok()) {
+      std::fprintf(stderr, "sb-node: %s\n", st.message().c_str());
+      return 4;
+    }
+    sb::node::register_telemetry(dp.get());
+    log(id, "data plane: " + std::to_string(dp->workers()) + " worker lcore(s), architecture " +
+                std::string(sb::rib::architecture_name(opt.config.cluster.architecture)));
   }
-  return 0;
+  std::unique_ptr<sb::metrics::HttpServer> http;
+  const std::string& listen = opt.config.node.dp.metrics;
+  if (!listen.empty()) {
+    sb::metrics::HttpHandlers h;
+    auto* dpp = dp.get();
+    h.metrics = [dpp, ag] { return sb::node::render_metrics(dpp, ag->counters()); };
+    h.health = [dpp, ag](std::string* why) { return sb::node::health(dpp, ag->unsynced_partitions(), why); };
+    sb::Result<std::unique_ptr<sb::metrics::HttpServer>> s = sb::metrics::HttpServer::start(listen, h);
+    if (!s.ok()) {
+      std::fprintf(stderr, "sb-node: node.metrics: %s\n", s.status().message().c_str());
+      return 4;
+    }
+    http = std::move(s.value());
+    log(id, "metrics and health on http://" + listen.substr(0, listen.rfind(':')) + ":" +
+                std::to_string(http->port()));
+  }
+
+  sb::Status agent_status;
+  std::thread control([&] {
+    agent_status = ag->run(g_stop);
+    g_stop.store(true);  // a failed agent stops the node
+  });
+  if (dp) {
+    (void)pthread_setaffinity_np(pthread_self(), sizeof lcore_set, &lcore_set);
+    dp->run(g_stop);  // returns once g_stop is set and the workers flushed
+  }
+  control.join();
+  if (http) http->stop();
+  int rc = 0;
+  if (!agent_status.ok()) {
+    std::fprintf(stderr, "sb-node: %s\n", agent_status.to_string().c_str());
+    rc = 4;
+  }
+  if (dp) {
+    log(id, "final counters: " + sb::node::counters_line(*dp));
+    sb::node::register_telemetry(nullptr);
+    dp->shutdown();
+  }
+  log(id, "stopped");
+  return rc;
 }

@@ -21,7 +21,10 @@
 #include <string_view>
 #include <vector>
 
+#include "core/flow_key.h"
+#include "core/hash.h"
 #include "core/status.h"
+#include "gpt/delta.h"
 
 namespace sb::rib {
 
@@ -57,6 +60,8 @@ struct ClusterSpec {
   uint32_t partitions = 1024;
   uint64_t capacity = 1 << 20;  // sessions cluster-wide (sizes the GPT)
   Architecture architecture = Architecture::kScaleBricks;
+  gpt::Backend gpt = gpt::Backend::kSetSep;  // GPT backend (scalebricks), every node the same
+  KeyMode key_mode = KeyMode::kFiveTuple;    // what a session key is, every node the same
   std::vector<Member> members;
   std::vector<uint32_t> owner;        // partition -> owning member id
   std::vector<ClientKey> clients;     // CURVE public keys allowed as clients
@@ -74,5 +79,11 @@ struct ClusterSpec {
   // Round-robin ownership: partition p -> members[p mod N].id.
   void assign_round_robin();
 };
+
+// hash-partition: the node that holds a key's FIB entry besides its
+// handler (the first hop), from the key's hash.
+inline uint32_t lookup_node(const ClusterSpec& spec, uint64_t h) {
+  return spec.members[reduce(remix(h, salt::kHashPart), uint32_t(spec.members.size()))].id;
+}
 
 }  // namespace sb::rib

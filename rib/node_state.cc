@@ -4,6 +4,7 @@
 #include <unordered_set>
 
 #include "fib/cuckoo_fib.h"
+#include "fib/othello_fib.h"
 
 namespace sb::rib {
 
@@ -14,7 +15,7 @@ struct KeyHash {
 }  // namespace
 
 Result<std::unique_ptr<NodeState>> NodeState::create(const ClusterSpec& spec, uint32_t self,
-                                                      uint32_t fib_capacity,
+                                                      const NodeStateOptions& opt,
                                                       std::unique_ptr<gpt::GptTable> gpt) {
   SB_RETURN_IF_ERROR(spec.validate());
   if (!spec.is_member(self)) return Status::InvalidArgument("node state: self is not a member");
@@ -22,50 +23,85 @@ Result<std::unique_ptr<NodeState>> NodeState::create(const ClusterSpec& spec, ui
   n->spec_ = spec;
   n->self_ = self;
   n->gpt_ = std::move(gpt);
-  Result<std::unique_ptr<fib::SessionTable>> st = fib::SessionTable::create(fib_capacity, 1, self);
+  uint64_t cap = opt.fib_capacity;
+  if (spec.architecture != Architecture::kScaleBricks) cap += spec.capacity;  // copies
+  if (cap > (1u << 27))
+    return Status::InvalidArgument("node state: fib_capacity" +
+                                   std::string(spec.architecture != Architecture::kScaleBricks
+                                                   ? " + cluster.capacity (copies in this architecture)"
+                                                   : "") +
+                                   " is " + std::to_string(cap) + ", above 2^27");
+  Result<std::unique_ptr<fib::SessionTable>> st = fib::SessionTable::create(uint32_t(cap), opt.lcores, self);
   if (!st.ok()) return st.status().with_context("node state: session table");
   n->sessions_ = std::move(st.value());
-  uint64_t cap = fib_capacity;
-  if (spec.architecture != Architecture::kScaleBricks) cap += spec.capacity;
-  Result<std::unique_ptr<fib::CuckooFib>> f = fib::CuckooFib::create(cap, spec.hash_seed);
-  if (!f.ok()) return f.status().with_context("node state: FIB");
-  n->fib_ = std::move(f.value());
+  if (opt.fib == fib::FibKind::kOthello) {
+    Result<std::unique_ptr<fib::OthelloFib>> f = fib::OthelloFib::create(n->sessions_.get(), spec.hash_seed);
+    if (!f.ok()) return f.status().with_context("node state: FIB");
+    n->fib_ = std::move(f.value());
+  } else {
+    Result<std::unique_ptr<fib::CuckooFib>> f = fib::CuckooFib::create(cap, spec.hash_seed);
+    if (!f.ok()) return f.status().with_context("node state: FIB");
+    n->fib_ = std::move(f.value());
+  }
   n->parts_.resize(spec.partitions);
   for (uint32_t i = 0; i < spec.partitions; ++i) n->needy_.push_back(i);
   return n;
+}
+
+uint32_t NodeState::fib_lookup(const FlowKey& k) const {
+  const uint32_t v = fib_->lookup(k);
+  if (v == fib::kFibMiss) return v;
+  const uint64_t m = sessions_->meta(v);
+  return fib::SessionTable::meta_copy(m) ? kRemoteBit | fib::SessionTable::meta_handler(m) : v;
 }
 
 // ---- FIB ------------------------------------------------------------------
 
 Status NodeState::install(const FibEntry& e, uint32_t* teid_ul) {
   *teid_ul = 0;
+  if (e.handling_node >= kMaxNodes) return Status::InvalidArgument("FIB entry: handling node out of range");
   const uint64_t h = fib_->hash(e.key);
   uint32_t cur;
   fib_->lookup_bulk(&e.key, &h, 1, &cur);
   fib::SessionInfo info{e.key, e.teid_dl, e.enb_ip, e.bearer};
-  if (e.handling_node == self_) {
-    if (cur != fib::kFibMiss && !(cur & kRemoteBit)) {
-      SB_RETURN_IF_ERROR(sessions_->modify(cur, info));
-    } else {
-      Result<uint32_t> idx = sessions_->add(info);
-      if (!idx.ok()) return idx.status();
-      Status st = cur == fib::kFibMiss ? fib_->insert_hashed(e.key, h, idx.value())
-                                       : fib_->update_hashed(e.key, h, idx.value());
-      if (!st.ok()) {
-        (void)sessions_->remove(idx.value());
-        return st;
-      }
-      cur = idx.value();
+  const bool here = e.handling_node == self_;
+  info.copy = !here;
+  info.handler = uint8_t(e.handling_node);
+  if (cur != fib::kFibMiss) {
+    // Overwrite in place: a copy becoming local (or the reverse) keeps its
+    // index, so the FIB entry stays as it is.
+    SB_RETURN_IF_ERROR(sessions_->modify(cur, info));
+  } else {
+    Result<uint32_t> idx = sessions_->add(info);
+    if (!idx.ok()) return idx.status();
+    const Status st = fib_->insert_hashed(e.key, h, idx.value());
+    if (!st.ok()) {
+      (void)sessions_->remove(idx.value());
+      return st;
     }
-    fib::SessionRecord r;
-    if (sessions_->read(cur, &r)) *teid_ul = r.teid_ul;
-    return Status::Ok();
+    cur = idx.value();
   }
-  const uint32_t v = kRemoteBit | e.handling_node;
-  if (cur == fib::kFibMiss) return fib_->insert_hashed(e.key, h, v);
-  SB_RETURN_IF_ERROR(fib_->update_hashed(e.key, h, v));
-  if (!(cur & kRemoteBit)) SB_RETURN_IF_ERROR(sessions_->remove(cur));  // FIB no longer points at it
+  fib::SessionRecord r;
+  if (here && sessions_->read(cur, &r)) *teid_ul = r.teid_ul;
   return Status::Ok();
+}
+
+Status NodeState::bulk_load(const FibEntry* entries, size_t n) {
+  if (fib_->size() != 0 || sessions_->size() != 0) return Status::InvalidArgument("bulk_load: the node is not empty");
+  std::vector<FlowKey> keys(n);
+  std::vector<uint32_t> idx(n);
+  for (size_t i = 0; i < n; ++i) {
+    const FibEntry& e = entries[i];
+    if (e.handling_node >= kMaxNodes) return Status::InvalidArgument("bulk_load: handling node out of range");
+    fib::SessionInfo info{e.key, e.teid_dl, e.enb_ip, e.bearer};
+    info.copy = e.handling_node != self_;
+    info.handler = uint8_t(e.handling_node);
+    Result<uint32_t> r = sessions_->add(info);
+    if (!r.ok()) return r.status().with_context("bulk_load");
+    keys[i] = e.key;
+    idx[i] = r.value();
+  }
+  return fib_->build(keys.data(), idx.data(), n).with_context("bulk_load");
 }
 
 Status NodeState::remove(const FlowKey& k) {
@@ -74,7 +110,7 @@ Status NodeState::remove(const FlowKey& k) {
   fib_->lookup_bulk(&k, &h, 1, &cur);
   if (cur == fib::kFibMiss) return Status::Ok();
   SB_RETURN_IF_ERROR(fib_->erase_hashed(k, h));
-  if (!(cur & kRemoteBit)) SB_RETURN_IF_ERROR(sessions_->remove(cur));
+  SB_RETURN_IF_ERROR(sessions_->remove(cur));
   return Status::Ok();
 }
 

@@ -18,10 +18,14 @@
 // partition (subscribe first, then snapshot: the agent subscribes before
 // calling take_resync()).
 //
-// FIB: entries for sessions this node handles go to the session table (a
-// stable index, teid_ul allocated here) and the FIB maps key -> index;
-// entries for sessions handled elsewhere (full-duplication, hash-partition
-// lookup nodes) map key -> kRemoteBit | node. Installs overwrite
+// FIB: every entry maps key -> a session index of this node's session
+// table. Sessions this node handles get a record with teid_ul allocated
+// here; sessions handled elsewhere (full-duplication, hash-partition lookup
+// nodes) get a COPY record (SessionInfo::copy, its handler in the record's
+// flags), so the ingress resolves the session (tunnel and handler) with the
+// one FIB lookup and the record line it reads anyway, and both FIB backends
+// verify the full key as usual. fib_lookup() reports a copy as
+// kRemoteBit | handler. Installs overwrite
 // (idempotent), removes of absent keys are fine. Snapshots only add or
 // overwrite entries: removals travel as acknowledged FIB batches.
 //
@@ -53,15 +57,34 @@ struct NodeCounters {
   uint64_t fib_installs = 0, fib_removes = 0, fib_errors = 0, fib_reconciled = 0;
 };
 
+struct NodeStateOptions {
+  uint32_t fib_capacity = 1 << 20;  // sessions this node handles
+  fib::FibKind fib = fib::FibKind::kCuckoo;
+  unsigned lcores = 1;              // data-plane workers (per-lcore session counters)
+};
+
 class NodeState {
  public:
-  // `gpt` may be null (architectures without a GPT).
+  // `gpt` may be null (architectures without a GPT). The session table and
+  // the FIB hold fib_capacity entries, plus spec.capacity copies in the
+  // baselines (whose copies need indexes < 2^26: see rib/cluster.h).
+  static Result<std::unique_ptr<NodeState>> create(const ClusterSpec& spec, uint32_t self,
+                                                   const NodeStateOptions& opt,
+                                                   std::unique_ptr<gpt::GptTable> gpt);
   static Result<std::unique_ptr<NodeState>> create(const ClusterSpec& spec, uint32_t self,
                                                    uint32_t fib_capacity,
-                                                   std::unique_ptr<gpt::GptTable> gpt);
+                                                   std::unique_ptr<gpt::GptTable> gpt) {
+    NodeStateOptions o;
+    o.fib_capacity = fib_capacity;
+    return create(spec, self, o, std::move(gpt));
+  }
 
   // ---- FIB batches from owners ----
   FibAckMsg apply_fib(const FibBatch& b);
+
+  // Loads FIB entries into an EMPTY node (records, then one bulk FIB
+  // build): tests and benchmarks that start from a known session set.
+  Status bulk_load(const FibEntry* entries, size_t n);
 
   // ---- partition streams ----
   enum class DeltaResult { kApplied, kStale, kGap, kBuffered, kRejected };
@@ -87,11 +110,16 @@ class NodeState {
   // ---- queries (control thread / tests) ----
   // GPT answer for a key (0 when there is no GPT).
   uint32_t gpt_lookup(const FlowKey& k) const;
-  // FIB value: session index, kRemoteBit | node, or fib::kFibMiss.
-  uint32_t fib_lookup(const FlowKey& k) const { return fib_->lookup(k); }
+  // FIB answer: the session index of a session handled here, kRemoteBit |
+  // handler for a copy, or fib::kFibMiss.
+  uint32_t fib_lookup(const FlowKey& k) const;
   bool read_session(uint32_t idx, fib::SessionRecord* out) const { return sessions_->read(idx, out); }
   const fib::Fib& fib() const { return *fib_; }
   const gpt::GptTable* gpt() const { return gpt_.get(); }
+  // The data plane's view: lookups, record reads and per-lcore counters.
+  fib::SessionTable& sessions() { return *sessions_; }
+  const fib::SessionTable& sessions() const { return *sessions_; }
+  const ClusterSpec& spec() const { return spec_; }
   size_t fib_size() const { return fib_->size(); }
   uint32_t self() const { return self_; }
   const NodeCounters& counters() const { return c_; }

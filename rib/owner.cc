@@ -76,6 +76,25 @@ Result<uint32_t> bump_epoch(const std::string& dir) {
 
 }  // namespace
 
+gpt::GptConfig gpt_config(const ClusterSpec& spec) {
+  gpt::GptConfig c;
+  c.backend = spec.gpt;
+  c.value_bits = spec.value_bits();
+  c.capacity = spec.capacity;
+  c.log2_partitions = spec.log2_partitions();
+  c.hash_seed = spec.hash_seed;
+  c.seed = 1;
+  return c;
+}
+
+Result<std::unique_ptr<gpt::GptBuilder>> make_cluster_gpt_builder(const ClusterSpec& spec) {
+  return gpt::make_gpt_builder(gpt_config(spec));
+}
+
+Result<std::unique_ptr<gpt::GptTable>> make_cluster_gpt_table(const ClusterSpec& spec) {
+  return gpt::make_gpt_table(gpt_config(spec));
+}
+
 Result<std::unique_ptr<gpt::GptBuilder>> make_setsep_builder(const ClusterSpec& spec) {
   Result<std::unique_ptr<gpt::SetSepBuilder>> b = gpt::SetSepBuilder::create(setsep_config(spec));
   if (!b.ok()) return b.status();
@@ -177,19 +196,20 @@ uint32_t Owner::partition_of_key(const FlowKey& k, uint64_t* hout) const {
   return partition_of(h, log2p_);
 }
 
-uint32_t Owner::placement(const SessionRec& rec, uint64_t h) const {
-  switch (spec_.architecture) {
+uint32_t placement_mask(const ClusterSpec& spec, uint32_t live_mask, uint32_t handler, uint64_t h) {
+  switch (spec.architecture) {
     case Architecture::kScaleBricks:
-      return 1u << rec.node;
+      return 1u << handler;
     case Architecture::kFullDuplication:
-      return live_mask_ | (1u << rec.node);
-    case Architecture::kHashPartition: {
-      const uint32_t n = uint32_t(spec_.members.size());
-      const uint32_t lookup = spec_.members[reduce(remix(h, salt::kHashPart), n)].id;
-      return (1u << rec.node) | (1u << lookup);
-    }
+      return live_mask | (1u << handler);
+    case Architecture::kHashPartition:
+      return (1u << handler) | (1u << lookup_node(spec, h));
   }
-  return 1u << rec.node;
+  return 1u << handler;
+}
+
+uint32_t Owner::placement(const SessionRec& rec, uint64_t h) const {
+  return placement_mask(spec_, live_mask_, rec.node, h);
 }
 
 void Owner::remember(uint64_t request_id, StatusCode code, uint32_t node, bool in_flight) {

@@ -242,6 +242,15 @@ class Owner {
 
 // The GPT builder of the configured backend for `spec` (SetSep today).
 Result<std::unique_ptr<gpt::GptBuilder>> make_setsep_builder(const ClusterSpec& spec);
+// The GPT of the cluster's configured backend (spec.gpt): builder for the
+// owner, empty query table for a node.
+gpt::GptConfig gpt_config(const ClusterSpec& spec);
+// The nodes holding a session's FIB entry (bit i = member id i), by
+// architecture: scalebricks {handler}; full-duplication every live member;
+// hash-partition {handler, lookup_node(h)}.
+uint32_t placement_mask(const ClusterSpec& spec, uint32_t live_mask, uint32_t handler, uint64_t h);
+Result<std::unique_ptr<gpt::GptBuilder>> make_cluster_gpt_builder(const ClusterSpec& spec);
+Result<std::unique_ptr<gpt::GptTable>> make_cluster_gpt_table(const ClusterSpec& spec);
 // An empty query table of the same geometry (what every node holds).
 Result<std::unique_ptr<gpt::GptTable>> make_setsep_table(const ClusterSpec& spec);
 

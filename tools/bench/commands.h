@@ -9,4 +9,5 @@ int cmd_hash(int argc, char** argv);
 int cmd_gpt(int argc, char** argv);
 int cmd_fib(int argc, char** argv);
 int cmd_cluster_updates(int argc, char** argv);  // cluster_updates_cmd.cc (RIB/control issue)
+int cmd_pipeline(int argc, char** argv);         // pipeline_cmd.cc (node pipeline issue)
 }  // namespace sb::bench

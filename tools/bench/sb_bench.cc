@@ -19,6 +19,7 @@ const char* kUsage =
     "  gpt    global partition table backends (setsep, ludo, efd = DPDK rte_efd)\n"
     "  fib    partial FIB backends (othello, cuckoo, rte_hash, rte_hash_lf = DPDK rte_hash)\n"
     "  cluster-updates  session updates through N sb-node --control-only processes\n"
+    "  pipeline     the sb-node pipeline of N nodes over net_ring ports, per architecture\n"
     "  list   the implementations this build has, per command\n"
     "\n"
     "Common options: --json prints one JSON object per measured implementation;\n"
@@ -50,6 +51,7 @@ int main(int argc, char** argv) {
   if (cmd == "gpt") return sb::bench::cmd_gpt(argc - 2, argv + 2);
   if (cmd == "fib") return sb::bench::cmd_fib(argc - 2, argv + 2);
   if (cmd == "cluster-updates") return sb::bench::cmd_cluster_updates(argc - 2, argv + 2);
+  if (cmd == "pipeline") return sb::bench::cmd_pipeline(argc - 2, argv + 2);
   std::fprintf(stderr, "sb-bench: unknown command '%s'\n\n%s", cmd.c_str(), kUsage);
   return 2;
 }

@@ -1,0 +1,284 @@
+#include "node/dataplane.h"
+
+#include <rte_cycles.h>
+#include <rte_eal.h>
+#include <rte_errno.h>
+#include <rte_ethdev.h>
+#include <rte_launch.h>
+#include <rte_lcore.h>
+#include <rte_mbuf.h>
+
+#include <algorithm>
+#include <cstring>
+#include <regex>
+
+namespace sb::node {
+
+namespace {
+
+bool is_pci(const std::string& dev) {
+  static const std::regex re("^([0-9a-fA-F]{4}:)?[0-9a-fA-F]{2}:[0-9a-fA-F]{2}\\.[0-7]$");
+  return std::regex_match(dev, re);
+}
+
+// The ethdev name of a device string: the vdev's name before the first ','
+// ("net_af_packet0,iface=x" -> "net_af_packet0"), or the PCI address.
+std::string dev_name(const std::string& dev) { return dev.substr(0, dev.find(',')); }
+
+const char* kRoleField[kRoles] = {"node.ports.ext", "node.ports.fabric", "node.ports.enb"};
+
+Mac to_mac(const uint8_t b[6]) {
+  Mac m;
+  std::memcpy(m.b, b, 6);
+  return m;
+}
+
+}  // namespace
+
+std::vector<std::string> eal_args(const control::Config& cfg) {
+  const control::DataPlaneSpec& dp = cfg.node.dp;
+  std::vector<std::string> a = {"sb-node", "-l", dp.lcores, "--file-prefix", dp.file_prefix,
+                                "-m", std::to_string(dp.memory_mb), "--log-level", "lib.eal:notice"};
+  if (!dp.hugepages) a.push_back("--no-huge");
+  bool pci = false;
+  for (const auto& p : dp.ports) {
+    if (is_pci(p.device)) {
+      a.push_back("-a");
+      pci = true;
+    } else {
+      a.push_back("--vdev");
+    }
+    a.push_back(p.device);
+  }
+  if (!pci) a.push_back("--no-pci");
+  for (const auto& e : dp.eal_args) a.push_back(e);
+  return a;
+}
+
+Result<std::unique_ptr<DataPlane>> DataPlane::init(const control::Config& cfg) {
+  const control::DataPlaneSpec& dp = cfg.node.dp;
+  if (!dp.has_ports) return Status::InvalidArgument("node.ports: missing (required unless --control-only)");
+  std::unique_ptr<DataPlane> d(new DataPlane());
+  d->cfg_ = cfg;
+
+  std::vector<std::string> args = eal_args(cfg);
+  std::vector<char*> argv;
+  for (auto& s : args) argv.push_back(s.data());
+  argv.push_back(nullptr);
+  if (rte_eal_init(int(args.size()), argv.data()) < 0)
+    return Status::InvalidArgument(std::string("DPDK EAL init failed (node.lcores, node.memory_mb, node.hugepages, "
+                                               "node.ports.*.device): ") +
+                                   rte_strerror(rte_errno));
+  d->eal_ = true;
+  d->tsc_hz_ = rte_get_tsc_hz();
+  unsigned lc;
+  RTE_LCORE_FOREACH(lc) d->lcores_.push_back(lc);
+  d->counters_.resize(d->lcores_.size());
+  d->rx_.resize(d->lcores_.size());
+
+  // The pipeline's view of the configuration.
+  PipelineSpec& s = d->spec_;
+  const rib::ClusterSpec& cl = cfg.cluster;
+  s.arch = cl.architecture;
+  s.key_mode = cl.key_mode;
+  s.ue_fallback = dp.ue_fallback;
+  s.self = cfg.node.id;
+  s.hash_seed = cl.hash_seed;
+  for (const auto& m : cl.members) {
+    s.members.push_back(m.id);
+    uint8_t b[6];
+    const Status st = parse_mac(m.fabric_mac, b);
+    if (!st.ok())
+      return Status::InvalidArgument("cluster.members[id=" + std::to_string(m.id) + "].fabric_mac: " + st.message());
+    s.fabric_mac[m.id] = to_mac(b);
+  }
+  s.ext_next_hop = to_mac(dp.ext_next_hop);
+  s.enb_next_hop = to_mac(dp.enb_next_hop);
+  s.s1u_ip = dp.s1u_ip;
+  s.mtu = uint16_t(dp.mtu);
+  s.mtu_policy = dp.mtu_policy == control::MtuPolicyCfg::kDrop ? MtuPolicy::kDrop : MtuPolicy::kFragment;
+
+  SB_RETURN_IF_ERROR(d->configure_ports());
+  return d;
+}
+
+Status DataPlane::configure_ports() {
+  const control::DataPlaneSpec& dp = cfg_.node.dp;
+  const uint16_t W = uint16_t(lcores_.size());
+  pool_ = rte_pktmbuf_pool_create(("sb_mbufs_" + std::to_string(cfg_.node.id)).c_str(), dp.mbufs - 1, 256, 0,
+                                  RTE_MBUF_DEFAULT_BUF_SIZE, int(rte_socket_id()));
+  if (pool_ == nullptr)
+    return Status::Capacity("cannot create the mbuf pool of " + std::to_string(dp.mbufs) +
+                            " buffers (node.mbufs, node.memory_mb): " + rte_strerror(rte_errno));
+  for (int r = 0; r < kRoles; ++r) {
+    const control::PortSpec& ps = dp.ports[r];
+    const std::string f = kRoleField[r];
+    uint16_t pid;
+    if (rte_eth_dev_get_port_by_name(dev_name(ps.device).c_str(), &pid) != 0)
+      return Status::InvalidArgument(f + ".device: no DPDK port named '" + dev_name(ps.device) +
+                                     "' (probe failed: is the interface/PCI device there?)");
+    port_[r] = pid;
+    rte_eth_dev_info info;
+    if (rte_eth_dev_info_get(pid, &info) != 0) return Status::Internal(f + ": cannot read device info");
+    if (ps.queues > info.max_rx_queues)
+      return Status::InvalidArgument(f + ".queues: " + std::to_string(ps.queues) + " rx queues, the device has " +
+                                     std::to_string(info.max_rx_queues));
+    if (W > info.max_tx_queues)
+      return Status::InvalidArgument("node.lcores: " + std::to_string(W) + " workers need " + std::to_string(W) +
+                                     " tx queues on " + f + ", the device has " +
+                                     std::to_string(info.max_tx_queues) +
+                                     " (net_af_packet: add qpairs=N to the device string)");
+    rte_eth_conf conf{};
+    if (ps.queues > 1) {
+      conf.rxmode.mq_mode = RTE_ETH_MQ_RX_RSS;
+      conf.rx_adv_conf.rss_conf.rss_hf =
+          info.flow_type_rss_offloads & (RTE_ETH_RSS_IP | RTE_ETH_RSS_UDP | RTE_ETH_RSS_TCP);
+    }
+    int rc = rte_eth_dev_configure(pid, uint16_t(ps.queues), W, &conf);
+    if (rc != 0) return Status::InvalidArgument(f + ": configure failed: " + rte_strerror(-rc));
+    uint16_t nrx = 1024, ntx = 1024;
+    rte_eth_dev_adjust_nb_rx_tx_desc(pid, &nrx, &ntx);
+    for (uint16_t q = 0; q < ps.queues; ++q) {
+      rc = rte_eth_rx_queue_setup(pid, q, nrx, rte_eth_dev_socket_id(pid), nullptr, pool_);
+      if (rc != 0) return Status::InvalidArgument(f + ": rx queue " + std::to_string(q) + ": " + rte_strerror(-rc));
+      rx_[q % W].push_back(RxQueue{Role(r), pid, q});
+    }
+    for (uint16_t q = 0; q < W; ++q) {
+      rc = rte_eth_tx_queue_setup(pid, q, ntx, rte_eth_dev_socket_id(pid), nullptr);
+      if (rc != 0) return Status::InvalidArgument(f + ": tx queue " + std::to_string(q) + ": " + rte_strerror(-rc));
+    }
+    if (r == kFabric) {
+      spec_.port_mac[r] = spec_.fabric_mac[cfg_.node.id];  // our identity on the fabric (cluster config)
+    } else if (ps.has_mac) {
+      spec_.port_mac[r] = to_mac(ps.mac);
+    } else {
+      rte_ether_addr a;
+      if (rte_eth_macaddr_get(pid, &a) != 0) return Status::Internal(f + ": cannot read the MAC address");
+      std::memcpy(spec_.port_mac[r].b, a.addr_bytes, 6);
+    }
+  }
+  return Status::Ok();
+}
+
+Status DataPlane::start(rib::NodeState* state, const std::atomic<uint32_t>* live) {
+  PipelineTables t;
+  t.gpt = state->gpt();
+  t.fib = &state->fib();
+  t.sessions = &state->sessions();
+  t.live = live;
+  if (spec_.arch == rib::Architecture::kScaleBricks && t.gpt == nullptr)
+    return Status::InvalidArgument("scalebricks architecture without a GPT");
+  if (t.sessions->lcores() < workers())
+    return Status::InvalidArgument("session table has fewer counter arrays than workers");
+  for (unsigned w = 0; w < workers(); ++w) {
+    TxTarget tx[kRoles];
+    for (int r = 0; r < kRoles; ++r) tx[r] = TxTarget{port_[r], uint16_t(w)};
+    w_.push_back(std::make_unique<Worker>(spec_, t, w, tx, pool_, &counters_[w]));
+  }
+  for (int r = 0; r < kRoles; ++r) {
+    const int rc = rte_eth_dev_start(port_[r]);
+    if (rc != 0) return Status::Internal(std::string(kRoleField[r]) + ": start failed: " + rte_strerror(-rc));
+    // The pipeline filters by destination MAC itself (l2_not_mine), and
+    // the fabric MAC comes from the cluster config, not the device.
+    (void)rte_eth_promiscuous_enable(port_[r]);
+  }
+  started_ = true;
+  return Status::Ok();
+}
+
+int DataPlane::launch(void* arg) {
+  auto* d = static_cast<DataPlane*>(arg);
+  const unsigned lc = rte_lcore_id();
+  for (unsigned w = 0; w < d->lcores_.size(); ++w)
+    if (d->lcores_[w] == lc) return d->worker_main(w);
+  return 0;
+}
+
+int DataPlane::worker_main(unsigned w) {
+  Worker& wk = *w_[w];
+  LcoreCounters& c = counters_[w];
+  const std::vector<RxQueue>& rx = rx_[w];
+  const uint32_t max_sleep = cfg_.node.dp.idle_sleep_us;
+  uint32_t empty = 0, sleep_us = 1;
+  rte_mbuf* b[Worker::kBurst];
+  while (!stop_->load(std::memory_order_relaxed)) {
+    bool any = false;
+    for (const RxQueue& q : rx) {
+      const uint16_t n = rte_eth_rx_burst(q.port, q.queue, b, Worker::kBurst);
+      if (n == 0) continue;
+      const uint64_t t0 = rte_rdtsc();
+      wk.process(q.role, b, n);
+      wk.flush();
+      bump(c.busy_cycles, rte_rdtsc() - t0);
+      any = true;
+    }
+    if (any) {
+      empty = 0;
+      sleep_us = 1;
+      continue;
+    }
+    bump(c.idle_polls);
+    // Adaptive idle: after a run of empty polls, sleep 1, 2, 4 ... us up
+    // to idle_sleep_us, so nodes sharing cores leave them to each other.
+    if (max_sleep != 0 && ++empty > 256) {
+      rte_delay_us_sleep(sleep_us);
+      sleep_us = std::min(sleep_us * 2, max_sleep);
+    }
+  }
+  wk.flush();
+  return 0;
+}
+
+void DataPlane::run(const std::atomic<bool>& stop) {
+  stop_ = &stop;
+  rte_eal_mp_remote_launch(&DataPlane::launch, this, CALL_MAIN);
+  rte_eal_mp_wait_lcore();
+}
+
+std::vector<std::pair<unsigned, double>> DataPlane::cycles_per_packet() const {
+  std::vector<std::pair<unsigned, double>> v;
+  for (unsigned w = 0; w < counters_.size(); ++w) {
+    const LcoreCounters& c = counters_[w];
+    uint64_t pk = 0;
+    for (int r = 0; r < kRoles; ++r) pk += load_relaxed(&c.rx[r]);
+    v.emplace_back(lcores_[w], pk ? double(load_relaxed(&c.busy_cycles)) / double(pk) : 0.0);
+  }
+  return v;
+}
+
+PortStats DataPlane::port_stats(Role r) const {
+  PortStats p;
+  if (!eal_) return p;
+  rte_eth_stats s;
+  if (rte_eth_stats_get(port_[r], &s) == 0) {
+    p.ipackets = s.ipackets;
+    p.opackets = s.opackets;
+    p.ibytes = s.ibytes;
+    p.obytes = s.obytes;
+    p.imissed = s.imissed;
+    p.ierrors = s.ierrors;
+    p.oerrors = s.oerrors;
+    p.rx_nombuf = s.rx_nombuf;
+  }
+  rte_eth_link l;
+  if (rte_eth_link_get_nowait(port_[r], &l) == 0) p.link_up = l.link_status == RTE_ETH_LINK_UP;
+  return p;
+}
+
+void DataPlane::shutdown() {
+  if (!eal_) return;
+  for (int r = 0; r < kRoles; ++r) {
+    if (started_) (void)rte_eth_dev_stop(port_[r]);
+    (void)rte_eth_dev_close(port_[r]);
+  }
+  started_ = false;
+  w_.clear();
+  if (pool_) rte_mempool_free(pool_);
+  pool_ = nullptr;
+  rte_eal_cleanup();
+  eal_ = false;
+}
+
+DataPlane::~DataPlane() { shutdown(); }
+
+}  // namespace sb::node

@@ -1,0 +1,115 @@
+#include "node/observe.h"
+
+#include <rte_telemetry.h>
+
+#include "node/metrics/prom_text.h"
+
+namespace sb::node {
+
+namespace {
+
+const DataPlane* g_dp = nullptr;  // for the telemetry callbacks (C API, no context pointer)
+
+int tel_counters(const char*, const char*, rte_tel_data* d) {
+  rte_tel_data_start_dict(d);
+  if (g_dp == nullptr) return 0;
+  for (const auto& [k, v] : flatten(g_dp->counters())) rte_tel_data_add_dict_u64(d, k.c_str(), v);
+  return 0;
+}
+
+int tel_ports(const char*, const char*, rte_tel_data* d) {
+  rte_tel_data_start_dict(d);
+  if (g_dp == nullptr) return 0;
+  for (int r = 0; r < kRoles; ++r) {
+    const PortStats p = g_dp->port_stats(Role(r));
+    const std::string n = kRoleNames[r];
+    rte_tel_data_add_dict_u64(d, (n + "_ipackets").c_str(), p.ipackets);
+    rte_tel_data_add_dict_u64(d, (n + "_opackets").c_str(), p.opackets);
+    rte_tel_data_add_dict_u64(d, (n + "_imissed").c_str(), p.imissed);
+    rte_tel_data_add_dict_u64(d, (n + "_link_up").c_str(), p.link_up);
+  }
+  return 0;
+}
+
+}  // namespace
+
+std::string render_metrics(const DataPlane* dp, const std::map<std::string, uint64_t>& agent) {
+  metrics::PromWriter w;
+  if (dp != nullptr) {
+    const LcoreCounters c = dp->counters();
+    for (int r = 0; r < kRoles; ++r) {
+      const metrics::PromLabels l = {{"port", kRoleNames[r]}};
+      w.counter("sb_rx_packets_total", "frames received by the pipeline, per port role", c.rx[r], l);
+    }
+    for (int r = 0; r < kRoles; ++r)
+      w.counter("sb_tx_packets_total", "frames sent, per port role", c.tx[r], {{"port", kRoleNames[r]}});
+    for (int r = 0; r < kRoles; ++r)
+      w.counter("sb_rx_bytes_total", "bytes received, per port role", c.rx_bytes[r], {{"port", kRoleNames[r]}});
+    for (int r = 0; r < kRoles; ++r)
+      w.counter("sb_tx_bytes_total", "bytes sent, per port role", c.tx_bytes[r], {{"port", kRoleNames[r]}});
+    for (size_t d = 1; d < size_t(Drop::kCount); ++d)
+      w.counter("sb_drops_total", "packets dropped, per reason (node/drop_reasons.h)", c.drops[d],
+                {{"reason", kDropNames[d]}});
+#define SB_X(name, help) w.counter("sb_" #name "_total", help, c.name);
+    SB_PIPELINE_COUNTERS(SB_X)
+#undef SB_X
+    // Each family's samples in a row (the text format wants them grouped).
+    PortStats ps[kRoles];
+    for (int r = 0; r < kRoles; ++r) ps[r] = dp->port_stats(Role(r));
+    struct PortFamily {
+      const char* name;
+      const char* help;
+      uint64_t PortStats::*field;
+    };
+    static const PortFamily fams[] = {
+        {"sb_port_imissed_total", "frames the device dropped for lack of rx descriptors", &PortStats::imissed},
+        {"sb_port_ierrors_total", "device receive errors", &PortStats::ierrors},
+        {"sb_port_oerrors_total", "device transmit errors", &PortStats::oerrors},
+        {"sb_port_rx_nombuf_total", "receive failures for lack of mbufs", &PortStats::rx_nombuf},
+    };
+    for (const PortFamily& f : fams)
+      for (int r = 0; r < kRoles; ++r) w.counter(f.name, f.help, ps[r].*f.field, {{"port", kRoleNames[r]}});
+    for (int r = 0; r < kRoles; ++r)
+      w.gauge("sb_port_link_up", "1 when the port's link is up", ps[r].link_up ? 1 : 0, {{"port", kRoleNames[r]}});
+    const double hz = double(dp->tsc_hz());
+    for (const auto& [lcore, cpp] : dp->cycles_per_packet()) {
+      w.gauge("sb_lcore_cycles_per_packet", "TSC cycles per received packet while busy, per worker lcore", cpp,
+              {{"lcore", std::to_string(lcore)}});
+    }
+    w.gauge("sb_tsc_hz", "TSC frequency (cycles per second)", hz);
+  }
+  for (const auto& [k, v] : agent)
+    w.gauge("sb_agent_" + k, "control agent counter (sb-ctl stats)", double(v));
+  return w.take();
+}
+
+bool health(const DataPlane* dp, uint32_t unsynced, std::string* why) {
+  if (dp != nullptr && !dp->ports_started()) {
+    *why = "ports not started";
+    return false;
+  }
+  if (unsynced != 0) {
+    *why = "resyncing: " + std::to_string(unsynced) + " partitions not synced yet";
+    return false;
+  }
+  return true;
+}
+
+void register_telemetry(const DataPlane* dp) {
+  g_dp = dp;
+  rte_telemetry_register_cmd("/sb/counters", tel_counters,
+                             "sb-node pipeline counters, summed over workers. Takes no parameters");
+  rte_telemetry_register_cmd("/sb/ports", tel_ports, "sb-node port statistics per role. Takes no parameters");
+}
+
+std::string counters_line(const DataPlane& dp) {
+  std::string s;
+  for (const auto& [k, v] : flatten(dp.counters())) {
+    if (v == 0) continue;
+    if (!s.empty()) s += ' ';
+    s += k + "=" + std::to_string(v);
+  }
+  return s.empty() ? "(all zero)" : s;
+}
+
+}  // namespace sb::node

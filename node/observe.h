@@ -1,0 +1,35 @@
+// node/observe.h: what sb-node tells operators: the Prometheus text of
+// /metrics, the /health verdict, the DPDK telemetry commands
+// (`dpdk-telemetry.py`: /sb/counters, /sb/ports) and the final counters
+// logged at shutdown. One source (node/counters.h, the agent's counters),
+// several views, so they never disagree.
+//
+// THREAD SAFETY: every function reads counters with relaxed loads and may
+// run on the HTTP or telemetry thread while the workers run.
+#pragma once
+
+#include <map>
+#include <string>
+
+#include "node/dataplane.h"
+
+namespace sb::control {
+class Agent;
+}
+
+namespace sb::node {
+
+// /metrics body. dp may be null (--control-only: agent counters only).
+std::string render_metrics(const DataPlane* dp, const std::map<std::string, uint64_t>& agent);
+
+// Ready when the ports are started (or there is no data plane) and every
+// partition is synced; otherwise false with the reason.
+bool health(const DataPlane* dp, uint32_t unsynced_partitions, std::string* why);
+
+// Registers /sb/counters and /sb/ports with DPDK telemetry (EAL must be up).
+void register_telemetry(const DataPlane* dp);
+
+// One line: the non-zero data-plane counters (shutdown log).
+std::string counters_line(const DataPlane& dp);
+
+}  // namespace sb::node

@@ -1,0 +1,422 @@
+#include "node/pipeline.h"
+
+#include <rte_ethdev.h>
+#include <rte_prefetch.h>
+
+#include <cstring>
+
+#include "core/hash.h"
+#include "core/prefetch.h"
+
+namespace sb::node {
+
+namespace {
+
+inline uint8_t* data(rte_mbuf* m) { return rte_pktmbuf_mtod(m, uint8_t*); }
+
+inline void write_eth(uint8_t* p, const Mac& dst, const Mac& src, uint16_t type) {
+  std::memcpy(p, dst.b, 6);
+  std::memcpy(p + 6, src.b, 6);
+  wr16(p + 12, type);
+}
+
+// Makes the frame one contiguous segment (parsers need that); false if it
+// cannot be.
+inline bool contiguous(rte_mbuf* m) { return m->nb_segs == 1 || rte_pktmbuf_linearize(m) == 0; }
+
+}  // namespace
+
+Worker::Worker(const PipelineSpec& spec, const PipelineTables& tables, unsigned lcore_index,
+               const TxTarget tx[kRoles], rte_mempool* pool, LcoreCounters* counters)
+    : spec_(spec), t_(tables), lcore_(lcore_index), pool_(pool), c_(counters) {
+  for (uint32_t id : spec_.members) member_mask_ |= 1u << id;
+  live_mask_ = member_mask_;
+  for (int r = 0; r < kRoles; ++r) {
+    tx_[r].port = tx[r].port;
+    tx_[r].queue = tx[r].queue;
+  }
+}
+
+void Worker::process(Role r, rte_mbuf** pkts, uint16_t n) {
+  live_mask_ = t_.live ? t_.live->load(std::memory_order_relaxed) & member_mask_ : member_mask_;
+  // Split-phase over the burst: every mbuf header first, then (below) every
+  // packet's first data line and the headroom line the encapsulation
+  // writes, so the misses overlap instead of queuing one packet at a time.
+  for (uint16_t i = 0; i < n; ++i) rte_prefetch0(pkts[i]);
+  uint64_t bytes = 0;
+  for (uint16_t i = 0; i < n; ++i) {
+    const uint8_t* d = data(pkts[i]);
+    rte_prefetch0(d);
+    prefetch_w(d - kEncapHdr + 14);
+    bytes += rte_pktmbuf_pkt_len(pkts[i]);
+  }
+  bump(c_->rx[r], n);
+  bump(c_->rx_bytes[r], bytes);
+  bump(c_->bursts);
+  switch (r) {
+    case kExt:
+    case kFabric:
+      downstream(r, pkts, n);
+      break;
+    case kEnb:
+      for (uint16_t i = 0; i < n; ++i) upstream(pkts[i], false);
+      break;
+    default:
+      for (uint16_t i = 0; i < n; ++i) drop(pkts[i], Drop::k_parse);
+  }
+}
+
+// ---- downstream ------------------------------------------------------------
+
+void Worker::downstream(Role in, rte_mbuf** pkts, uint16_t n) {
+  Pending p[kBurst];
+  FlowKey keys[kBurst];
+  uint64_t h[kBurst];
+  uint16_t m = 0;
+  const Mac& mine = spec_.port_mac[in];
+  for (uint16_t i = 0; i < n; ++i) {
+    rte_mbuf* b = pkts[i];
+    if (!contiguous(b)) {
+      drop(b, Drop::k_parse);
+      continue;
+    }
+    const uint8_t* f = data(b);
+    const uint32_t len = rte_pktmbuf_data_len(b);
+    if (in == kFabric) {
+      bump(c_->fabric_in);
+      if (len >= 14 && rd16(f + 12) == kEthShim) {
+        if (!(Mac{{f[0], f[1], f[2], f[3], f[4], f[5]}} == mine)) {
+          drop(b, Drop::k_l2_not_mine);
+          continue;
+        }
+        fabric_shim(b, f, len);
+        continue;
+      }
+    }
+    Downstream ds;
+    const Drop d = parse_downstream(f, len, mine, spec_.key_mode, spec_.ue_fallback, &ds);
+    if (d != Drop::kNone) {
+      drop(b, d);
+      continue;
+    }
+    p[m] = Pending{b, ds.l3_off, ds.ip_len, ds.tos};
+    keys[m] = ds.key;
+    ++m;
+  }
+  if (m == 0) return;
+  for (uint16_t i = 0; i < m; ++i) h[i] = hash_key(keys[i], spec_.hash_seed);
+
+  // Which node resolves each key: here (FIB stage) or another member.
+  if (in == kExt && spec_.arch != rib::Architecture::kFullDuplication) {
+    uint32_t node[kBurst];
+    if (spec_.arch == rib::Architecture::kScaleBricks) {
+      uint8_t g[kBurst];
+      t_.gpt->lookup_bulk(keys, h, m, g);
+      for (uint16_t i = 0; i < m; ++i) node[i] = g[i];
+    } else {
+      // rib::lookup_node(), on the pipeline's copy of the member list.
+      const uint32_t nm = uint32_t(spec_.members.size());
+      for (uint16_t i = 0; i < m; ++i) node[i] = spec_.members[reduce(remix(h[i], salt::kHashPart), nm)];
+    }
+    uint16_t k = 0;
+    for (uint16_t i = 0; i < m; ++i) {
+      if (node[i] == spec_.self) {
+        p[k] = p[i];
+        keys[k] = keys[i];
+        h[k] = h[i];
+        ++k;
+      } else if (live(node[i])) {
+        forward_plain(p[i].m, node[i]);
+      } else {
+        drop(p[i].m, Drop::k_gpt_invalid_node);
+      }
+    }
+    bump(c_->local_hits, k);
+    m = k;
+    if (m == 0) return;
+  } else if (in == kExt) {
+    bump(c_->local_hits, m);
+  }
+  fib_stage(p, keys, h, m);
+}
+
+void Worker::fib_stage(const Pending* p, const FlowKey* keys, const uint64_t* h, uint16_t n) {
+  uint32_t idx[kBurst];
+  t_.fib->lookup_bulk(keys, h, n, idx);
+  fib::SessionTable& st = *t_.sessions;
+  for (uint16_t i = 0; i < n; ++i)
+    if (idx[i] != fib::kFibMiss) st.prefetch_for_count(lcore_, idx[i]);
+  for (uint16_t i = 0; i < n; ++i) {
+    rte_mbuf* b = p[i].m;
+    if (idx[i] == fib::kFibMiss) {
+      drop(b, Drop::k_fib_miss);
+      continue;
+    }
+    const uint64_t meta = st.meta(idx[i]);
+    const uint64_t tun = st.tunnel(idx[i]);
+    const uint32_t teid = uint32_t(tun), enb = uint32_t(tun >> 32);
+    st.count(lcore_, idx[i], p[i].ip_len);
+    if (fib::SessionTable::meta_copy(meta)) {
+      const uint32_t handler = fib::SessionTable::meta_handler(meta);
+      if (handler != spec_.self) {
+        if (!live(handler)) {
+          drop(b, Drop::k_node_down);
+          continue;
+        }
+        forward_shim(b, p[i].l3_off, p[i].ip_len, handler,
+                     Shim{ShimKind::kResolved, teid, enb, udp_src_of(h[i])});
+        continue;
+      }
+    }
+    encap(b, p[i].l3_off, p[i].ip_len, p[i].tos, teid, enb, udp_src_of(h[i]));
+  }
+}
+
+void Worker::fabric_shim(rte_mbuf* m, const uint8_t* f, uint32_t len) {
+  Shim s;
+  if (!parse_shim(f + 14, len - 14, &s)) {
+    drop(m, Drop::k_parse);
+    return;
+  }
+  const uint32_t l3 = 14 + kShimLen;
+  if (s.kind == ShimKind::kUpstream) {
+    // Back to the eNodeB's frame layout (Ethernet + outer IPv4) addressed
+    // to our enb port, then the upstream path as if it arrived there.
+    uint8_t* d = data(m);
+    write_eth(d + kShimLen, spec_.port_mac[kEnb], spec_.port_mac[kFabric], kEthIpv4);
+    rte_pktmbuf_adj(m, kShimLen);
+    upstream(m, /*steered=*/true);
+    return;
+  }
+  const uint16_t ip_len = ipv4_packet_len(f + l3, len - l3);
+  if (ip_len == 0) {
+    drop(m, Drop::k_parse);
+    return;
+  }
+  if (f[l3 + 8] <= 1) {
+    drop(m, Drop::k_ttl);
+    return;
+  }
+  bump(c_->fabric_shim_in);
+  encap(m, uint16_t(l3), ip_len, f[l3 + 1], s.teid_dl, s.enb_ip, s.udp_src);
+}
+
+void Worker::encap(rte_mbuf* m, uint16_t l3_off, uint16_t ip_len, uint8_t tos, uint32_t teid,
+                   uint32_t enb_ip, uint16_t udp_src) {
+  ipv4_dec_ttl(data(m) + l3_off);
+  rte_pktmbuf_adj(m, l3_off);
+  if (rte_pktmbuf_pkt_len(m) > ip_len) rte_pktmbuf_trim(m, uint16_t(rte_pktmbuf_pkt_len(m) - ip_len));
+  uint8_t* hdr = reinterpret_cast<uint8_t*>(rte_pktmbuf_prepend(m, kEncapHdr));
+  if (hdr == nullptr) {
+    drop(m, Drop::k_no_mbuf);
+    return;
+  }
+  EncapParams ep;
+  ep.src_mac = spec_.port_mac[kEnb];
+  ep.dst_mac = spec_.enb_next_hop;
+  ep.src_ip = spec_.s1u_ip;
+  ep.dst_ip = enb_ip;
+  ep.teid = teid;
+  ep.src_port = udp_src;
+  ep.ip_id = ip_id_++;
+  write_gtpu_encap(hdr, ep, ip_len, tos);
+  bump(c_->gtpu_out);
+  if (uint32_t(ip_len) + kGtpOverhead > spec_.mtu) {
+    if (spec_.mtu_policy == MtuPolicy::kDrop) {
+      drop(m, Drop::k_too_big);
+      return;
+    }
+    send_enb_fragmented(m);
+    return;
+  }
+  send(kEnb, m);
+}
+
+// Outer IPv4 fragmentation (RFC 791 §3.2): every fragment repeats the
+// outer Ethernet + IPv4 header; payload slices are multiples of 8 bytes.
+// The first fragment stays in m; the others are copies from the pool.
+void Worker::send_enb_fragmented(rte_mbuf* m) {
+  uint8_t* f = data(m);
+  const uint32_t total = rd16(f + 14 + 2);             // outer IPv4 total length
+  const uint32_t payload = total - 20;
+  const uint32_t step = ((uint32_t(spec_.mtu) - 20) / 8) * 8;
+  if (step == 0) {
+    drop(m, Drop::k_too_big);
+    return;
+  }
+  const uint32_t nfrag = (payload + step - 1) / step;
+  rte_mbuf* out[64];
+  if (nfrag > 64) {
+    drop(m, Drop::k_too_big);
+    return;
+  }
+  out[0] = m;
+  for (uint32_t i = 1; i < nfrag; ++i) {
+    const uint32_t off = i * step;
+    const uint32_t len = payload - off < step ? payload - off : step;
+    rte_mbuf* x = rte_pktmbuf_alloc(pool_);
+    uint8_t* d = x ? reinterpret_cast<uint8_t*>(rte_pktmbuf_append(x, uint16_t(34 + len))) : nullptr;
+    if (d == nullptr) {
+      if (x) rte_pktmbuf_free(x);
+      for (uint32_t j = 1; j < i; ++j) rte_pktmbuf_free(out[j]);
+      drop(m, Drop::k_no_mbuf);
+      return;
+    }
+    std::memcpy(d, f, 34);
+    std::memcpy(d + 34, f + 34 + off, len);
+    wr16(d + 14 + 2, uint16_t(20 + len));
+    wr16(d + 14 + 6, uint16_t((i + 1 < nfrag ? 0x2000 : 0) | (off / 8)));
+    wr16(d + 14 + 10, 0);
+    wr16(d + 14 + 10, ipv4_checksum(d + 14, 20));
+    out[i] = x;
+  }
+  wr16(f + 14 + 2, uint16_t(20 + step));
+  wr16(f + 14 + 6, 0x2000);
+  wr16(f + 14 + 10, 0);
+  wr16(f + 14 + 10, ipv4_checksum(f + 14, 20));
+  rte_pktmbuf_trim(m, uint16_t(rte_pktmbuf_pkt_len(m) - (34 + step)));
+  for (uint32_t i = 0; i < nfrag; ++i) send(kEnb, out[i]);
+  bump(c_->fragments_out, nfrag);
+}
+
+void Worker::forward_plain(rte_mbuf* m, uint32_t node) {
+  uint8_t* f = data(m);
+  std::memcpy(f, spec_.fabric_mac[node].b, 6);
+  std::memcpy(f + 6, spec_.port_mac[kFabric].b, 6);
+  bump(c_->fabric_out);
+  send(kFabric, m);
+}
+
+void Worker::forward_shim(rte_mbuf* m, uint16_t l3_off, uint16_t ip_len, uint32_t node, const Shim& s) {
+  rte_pktmbuf_adj(m, l3_off);
+  if (rte_pktmbuf_pkt_len(m) > ip_len) rte_pktmbuf_trim(m, uint16_t(rte_pktmbuf_pkt_len(m) - ip_len));
+  uint8_t* d = reinterpret_cast<uint8_t*>(rte_pktmbuf_prepend(m, 14 + kShimLen));
+  if (d == nullptr) {
+    drop(m, Drop::k_no_mbuf);
+    return;
+  }
+  write_eth(d, spec_.fabric_mac[node], spec_.port_mac[kFabric], kEthShim);
+  write_shim(d + 14, s);
+  bump(c_->fabric_out);
+  send(kFabric, m);
+}
+
+// ---- upstream --------------------------------------------------------------
+
+void Worker::upstream(rte_mbuf* m, bool steered) {
+  if (!contiguous(m)) {
+    drop(m, Drop::k_parse);
+    return;
+  }
+  uint8_t* f = data(m);
+  const uint32_t len = rte_pktmbuf_data_len(m);
+  Upstream u;
+  // A frame another node steered here was addressed to that node's S1-U
+  // address (which validated it): accept it for the address it carries.
+  const uint32_t s1u = steered && len >= 34 ? rd32(f + 14 + 16) : spec_.s1u_ip;
+  const Drop d = parse_upstream(f, len, spec_.port_mac[kEnb], s1u, &u);
+  if (d != Drop::kNone) {
+    drop(m, d);
+    return;
+  }
+  if (u.msg_type == kGtpEchoRequest) {
+    rte_mbuf* r = rte_pktmbuf_alloc(pool_);
+    uint8_t* out = r ? reinterpret_cast<uint8_t*>(rte_pktmbuf_append(r, 64)) : nullptr;
+    if (out == nullptr) {
+      if (r) rte_pktmbuf_free(r);
+      drop(m, Drop::k_no_mbuf);
+      return;
+    }
+    const uint32_t n = write_echo_response(f, u, spec_.port_mac[kEnb], s1u, out);
+    rte_pktmbuf_trim(r, uint16_t(64 - n));
+    rte_pktmbuf_free(m);
+    bump(c_->echo_replies);
+    send(kEnb, r);
+    return;
+  }
+  if (u.msg_type != kGtpGpdu) {
+    drop(m, Drop::k_gtpu_unsupported);
+    return;
+  }
+  fib::SessionTable& st = *t_.sessions;
+  const uint32_t node = u.teid >> (32 - fib::SessionTable::kNodeBits);
+  if (node != spec_.self) {
+    // Steer to the node the TEID names, in one fabric hop.
+    if (!live(node)) {
+      drop(m, (member_mask_ >> node & 1u) ? Drop::k_node_down : Drop::k_unknown_teid);
+      return;
+    }
+    rte_pktmbuf_adj(m, u.outer_ip_off);
+    uint8_t* h = reinterpret_cast<uint8_t*>(rte_pktmbuf_prepend(m, 14 + kShimLen));
+    if (h == nullptr) {
+      drop(m, Drop::k_no_mbuf);
+      return;
+    }
+    write_eth(h, spec_.fabric_mac[node], spec_.port_mac[kFabric], kEthShim);
+    write_shim(h + 14, Shim{ShimKind::kUpstream, 0, 0, 0});
+    bump(c_->fabric_out);
+    send(kFabric, m);
+    return;
+  }
+  const uint32_t idx = u.teid & uint32_t(low_mask(st.index_bits()));
+  if (idx >= st.capacity() || !st.live(idx)) {
+    drop(m, Drop::k_unknown_teid);
+    return;
+  }
+  const uint64_t meta = st.meta(idx);
+  if (fib::SessionTable::meta_copy(meta)) {
+    drop(m, Drop::k_unknown_teid);
+    return;
+  }
+  if (uint32_t(meta) != u.teid) {
+    drop(m, Drop::k_stale_teid);
+    return;
+  }
+  uint8_t* inner = f + u.inner_off;
+  if (inner[8] <= 1) {
+    drop(m, Drop::k_ttl);
+    return;
+  }
+  ipv4_dec_ttl(inner);
+  st.count(lcore_, idx, u.inner_len);
+  // New Ethernet header right before the inner packet; drop the rest.
+  rte_pktmbuf_adj(m, uint16_t(u.inner_off - 14));
+  if (rte_pktmbuf_pkt_len(m) > uint32_t(u.inner_len) + 14)
+    rte_pktmbuf_trim(m, uint16_t(rte_pktmbuf_pkt_len(m) - u.inner_len - 14));
+  write_eth(data(m), spec_.ext_next_hop, spec_.port_mac[kExt], kEthIpv4);
+  bump(c_->gtpu_in);
+  send(kExt, m);
+}
+
+// ---- transmit --------------------------------------------------------------
+
+void Worker::send(Role r, rte_mbuf* m) {
+  TxBuf& t = tx_[r];
+  if (t.n == kTxBuf) flush_one(r);
+  t.m[t.n++] = m;
+}
+
+void Worker::flush_one(Role r) {
+  TxBuf& t = tx_[r];
+  if (t.n == 0) return;
+  uint64_t bytes = 0;
+  for (uint16_t i = 0; i < t.n; ++i) bytes += rte_pktmbuf_pkt_len(t.m[i]);
+  uint16_t sent = 0;
+  // A few retries absorb a momentarily full ring; then the rest is dropped.
+  for (int tries = 0; tries < 4 && sent < t.n; ++tries)
+    sent = uint16_t(sent + rte_eth_tx_burst(t.port, t.queue, t.m + sent, uint16_t(t.n - sent)));
+  for (uint16_t i = sent; i < t.n; ++i) {
+    bytes -= rte_pktmbuf_pkt_len(t.m[i]);
+    rte_pktmbuf_free(t.m[i]);
+  }
+  bump(c_->tx[r], sent);
+  bump(c_->tx_bytes[r], bytes);
+  if (sent < t.n) bump(c_->drops[size_t(Drop::k_tx_full)], uint64_t(t.n - sent));
+  t.n = 0;
+}
+
+void Worker::flush() {
+  for (int r = 0; r < kRoles; ++r) flush_one(Role(r));
+}
+
+}  // namespace sb::node

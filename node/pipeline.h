@@ -1,0 +1,149 @@
+// node/pipeline.h: the packet path of sb-node, one Worker per lcore
+// (ARCHITECTURE.md "Data flow of one downstream packet").
+//
+//   ext rx     parse (L2 mine, VLAN, IPv4, L4) -> key, hash ONCE
+//              scalebricks:      GPT bulk lookup -> node h
+//              hash-partition:   lookup node L = members[reduce(remix(h, kHashPart), N)]
+//              full-duplication: this node resolves every key
+//              h/L == self -> FIB stage; other live member -> fabric (MACs
+//              rewritten, frame unchanged); not live -> gpt_invalid_node.
+//   FIB stage  FIB bulk lookup -> session index; prefetch the records ->
+//              handled here: GTP-U encap -> enb
+//              a copy (baselines): shim {teid_dl, enb_ip} -> its handler
+//              miss: fib_miss
+//   fabric rx  L2 mine -> shim: encap from the shim (no lookup)
+//                       -> plain IPv4: FIB stage (scalebricks second hop,
+//                          hash-partition lookup node)
+//   enb rx     GTP-U: echo -> Echo Response; G-PDU: teid_ul names another
+//              node -> shim kind upstream to it; here: validated against the
+//              record (unknown_teid, stale_teid), decapsulated -> ext.
+//
+// Every drop increments exactly one reason counter; nothing allocates,
+// throws or logs per packet (echo replies and fragments take an mbuf from
+// the worker's pool: no_mbuf when empty). Frames with several segments are
+// linearized first (or dropped as parse when that fails).
+//
+// MTU: an encapsulated packet longer than spec.mtu (outer IPv4 bytes) is
+// fragmented (outer IPv4 fragments, RFC 4459 §3 "fragment the tunnel
+// packet": the inner packet is never touched) or dropped as too_big, per
+// spec.mtu_policy.
+//
+// TTL: the cluster is one router hop: the node that encapsulates (or
+// decapsulates) decrements the inner TTL; a packet arriving with TTL <= 1
+// is dropped (ttl) at the ingress.
+//
+// THREAD SAFETY: a Worker belongs to one lcore (its counters block, its tx
+// queues, its session-counter array `lcore_index`). The tables are read
+// concurrently with the control thread's updates (their own guarantees);
+// the live-member mask is read once per burst.
+#pragma once
+
+#include <atomic>
+#include <cstdint>
+#include <vector>
+
+#include <rte_mbuf.h>
+
+#include "core/flow_key.h"
+#include "fib/fib.h"
+#include "fib/session_table.h"
+#include "gpt/gpt.h"
+#include "node/counters.h"
+#include "node/fabric_shim.h"
+#include "node/packet.h"
+#include "rib/cluster.h"
+
+namespace sb::node {
+
+enum class MtuPolicy : uint8_t { kFragment = 0, kDrop = 1 };
+
+struct PipelineSpec {
+  rib::Architecture arch = rib::Architecture::kScaleBricks;
+  KeyMode key_mode = KeyMode::kFiveTuple;
+  bool ue_fallback = false;     // key non-first fragments by UE address
+  uint32_t self = 0;
+  uint64_t hash_seed = 1;
+  Mac port_mac[kRoles] = {};    // our MAC on ext, fabric, enb
+  Mac ext_next_hop{};           // Internet-side router
+  Mac enb_next_hop{};           // eNodeB-side router
+  Mac fabric_mac[rib::kMaxNodes] = {};
+  std::vector<uint32_t> members;  // member ids in configuration order
+  uint32_t s1u_ip = 0;          // our S1-U address (host order)
+  uint16_t mtu = 1500;          // outer IPv4 MTU on the enb side
+  MtuPolicy mtu_policy = MtuPolicy::kFragment;
+};
+
+struct PipelineTables {
+  const gpt::GptTable* gpt = nullptr;   // scalebricks only
+  const fib::Fib* fib = nullptr;
+  fib::SessionTable* sessions = nullptr;
+  const std::atomic<uint32_t>* live = nullptr;  // live-member mask; null: all members
+};
+
+struct TxTarget {
+  uint16_t port = 0;
+  uint16_t queue = 0;
+};
+
+class Worker {
+ public:
+  static constexpr uint16_t kBurst = 32;
+  static constexpr uint16_t kTxBuf = 128;
+
+  // tx[r]: the (port, queue) this worker sends role r's frames on.
+  // lcore_index < sessions->lcores(). counters: this worker's block.
+  Worker(const PipelineSpec& spec, const PipelineTables& tables, unsigned lcore_index,
+         const TxTarget tx[kRoles], rte_mempool* pool, LcoreCounters* counters);
+  Worker(const Worker&) = delete;
+  Worker& operator=(const Worker&) = delete;
+
+  // One rx burst (n <= kBurst) received on a port of role r. The worker
+  // owns the mbufs from here (sent, buffered or freed).
+  void process(Role r, rte_mbuf** pkts, uint16_t n);
+  // Sends everything buffered; what a queue does not take is freed and
+  // counted tx_full. Call once per poll round.
+  void flush();
+
+  LcoreCounters& counters() { return *c_; }
+
+ private:
+  struct TxBuf {
+    uint16_t port = 0, queue = 0, n = 0;
+    rte_mbuf* m[kTxBuf];
+  };
+  struct Pending {  // a parsed downstream packet
+    rte_mbuf* m;
+    uint16_t l3_off, ip_len;
+    uint8_t tos;
+  };
+
+  void downstream(Role in, rte_mbuf** pkts, uint16_t n);
+  void fib_stage(const Pending* p, const FlowKey* keys, const uint64_t* hashes, uint16_t n);
+  void upstream(rte_mbuf* m, bool steered);
+  void fabric_shim(rte_mbuf* m, const uint8_t* frame, uint32_t len);
+  void encap(rte_mbuf* m, uint16_t l3_off, uint16_t ip_len, uint8_t tos, uint32_t teid,
+             uint32_t enb_ip, uint16_t udp_src);
+  void forward_plain(rte_mbuf* m, uint32_t node);
+  void forward_shim(rte_mbuf* m, uint16_t l3_off, uint16_t ip_len, uint32_t node, const Shim& s);
+  void send_enb_fragmented(rte_mbuf* m);
+  void send(Role r, rte_mbuf* m);
+  void flush_one(Role r);
+  void drop(rte_mbuf* m, Drop d) {
+    bump(c_->drops[size_t(d)]);
+    rte_pktmbuf_free(m);
+  }
+  bool live(uint32_t node) const { return node < rib::kMaxNodes && (live_mask_ >> node & 1u); }
+  uint16_t udp_src_of(uint64_t h) const { return uint16_t(0xc000 | (remix(h, salt::kFlowPort) >> 50)); }
+
+  PipelineSpec spec_;
+  PipelineTables t_;
+  unsigned lcore_;
+  rte_mempool* pool_;
+  LcoreCounters* c_;
+  uint32_t member_mask_ = 0;
+  uint32_t live_mask_ = 0;
+  uint16_t ip_id_ = 0;
+  TxBuf tx_[kRoles];
+};
+
+}  // namespace sb::node

@@ -1,0 +1,435 @@
+// sb-bench pipeline: the real sb-node pipeline (node/pipeline.h) of N nodes
+// in one process, DPDK net_ring ports (node/ring_cluster.h), no NIC
+// (BENCHMARKS.md "sb-bench pipeline").
+//
+// Per architecture (and FIB backend):
+//   setup (untimed)  N nodes' state as the owners would leave it: sessions
+//                    uniform over the nodes; the GPT (scalebricks), the FIB
+//                    entries by placement. Per node, --packets 60-byte frames
+//                    (64-byte Ethernet frames with FCS: 18-byte UDP payload
+//                    carrying the packet's id) to uniformly random sessions,
+//                    arriving at that node's ext port (ECMP).
+//   check pass       every packet through every node and the switch; each
+//    (untimed)       frame leaving an enb port is decoded and compared with
+//                    its session (teid_dl, enb_ip, handling node's S1-U
+//                    address): correct_fraction = correct / sent. The frames
+//                    each node received from the fabric are recorded: they
+//                    are that node's fabric input in the timed passes.
+//   timed passes     node by node (one node's working set at a time, as
+//                    if each had its own CPU): its ext input and its fabric
+//                    input are placed in its rx rings (untimed), then its
+//                    workers poll until both are empty. --cores-per-node 1:
+//                    one worker alternates ext and fabric bursts (one lcore
+//                    polling both ports). 2: the paper's setting, an ext
+//                    worker on CPU 0 and a fabric worker on CPU 1 at once.
+//                    busy = time from start until the worker's rings are
+//                    empty; outputs drained and freed untimed.
+//   metrics          mpps_per_core = packets delivered on enb ports / sum
+//                    of worker busy seconds over all nodes (median over
+//                    passes); fabric_fraction = share of packets the ingress
+//                    sent over the fabric; lookup_bytes_per_node = GPT +
+//                    FIB + session records (mean over nodes);
+//                    latency_ns_p50/p99 = per packet, the sum of the
+//                    durations (rx burst -> tx flush) of the bursts it was
+//                    part of at each hop (the switch costs nothing).
+// --bubble-mib M runs a cache-pressure thread on the last CPU (random
+// read-modify-writes over M MiB) during the timed passes (Figure 9).
+#include <pthread.h>
+#include <sched.h>
+#include <unistd.h>
+
+#include <rte_cycles.h>
+#include <rte_mbuf.h>
+#include <rte_ring.h>
+
+#include <algorithm>
+#include <atomic>
+#include <cstdio>
+#include <cstring>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include "core/keygen.h"
+#include "node/packet.h"
+#include "node/packet_builder.h"
+#include "node/ring_cluster.h"
+#include "tools/bench/bench_util.h"
+#include "tools/bench/commands.h"
+#include "tools/bench/dpdk_env.h"
+
+namespace sb::bench {
+
+namespace {
+
+using node::Role;
+
+void pin(unsigned cpu) {
+  cpu_set_t s;
+  CPU_ZERO(&s);
+  CPU_SET(cpu, &s);
+  (void)pthread_setaffinity_np(pthread_self(), sizeof s, &s);
+}
+
+struct Expect {
+  uint32_t node, teid, enb;
+};
+
+struct Input {
+  std::vector<std::vector<std::vector<uint8_t>>> ext, fabric;  // frame templates per node
+};
+
+rte_mbuf* make_mbuf(rte_mempool* pool, const std::vector<uint8_t>& f) {
+  rte_mbuf* m = rte_pktmbuf_alloc(pool);
+  if (m == nullptr) return nullptr;
+  char* d = rte_pktmbuf_append(m, uint16_t(f.size()));
+  std::memcpy(d, f.data(), f.size());
+  return m;
+}
+
+bool fill(node::RingCluster& c, uint32_t i, Role r, rte_mempool* pool, const std::vector<std::vector<uint8_t>>& t) {
+  std::vector<rte_mbuf*> ms;
+  ms.reserve(t.size());
+  for (const auto& f : t) {
+    rte_mbuf* m = make_mbuf(pool, f);
+    if (m == nullptr) break;
+    ms.push_back(m);
+  }
+  const uint32_t in = c.inject(i, r, ms.data(), uint32_t(ms.size()));
+  for (size_t k = in; k < ms.size(); ++k) rte_pktmbuf_free(ms[k]);
+  return in == t.size();
+}
+
+// Frees everything node i sent; returns the frames sent on enb.
+uint64_t drain_all(node::RingCluster& c, uint32_t i) {
+  uint64_t enb = 0;
+  rte_mbuf* b[256];
+  for (Role r : {node::kExt, node::kFabric, node::kEnb})
+    for (uint32_t n; (n = c.drain(i, r, b, 256)) > 0;) {
+      if (r == node::kEnb) enb += n;
+      rte_pktmbuf_free_bulk(b, n);
+    }
+  return enb;
+}
+
+struct Bubble {
+  std::atomic<bool> stop{false};
+  std::thread t;
+  void start(uint64_t mib, unsigned cpu) {
+    if (mib == 0) return;
+    t = std::thread([this, mib, cpu] {
+      pin(cpu);
+      std::vector<uint64_t> buf(mib << 17);
+      Rng rng(7);
+      while (!stop.load(std::memory_order_relaxed))
+        for (int k = 0; k < 4096; ++k) ++buf[rng.next() % buf.size()];
+      keep(buf[0]);
+    });
+  }
+  void end() {
+    stop = true;
+    if (t.joinable()) t.join();
+  }
+};
+
+double pct(std::vector<double>& v, double p) {
+  if (v.empty()) return 0;
+  const size_t k = std::min(v.size() - 1, size_t(p * double(v.size())));
+  std::nth_element(v.begin(), v.begin() + long(k), v.end());
+  return v[k];
+}
+
+}  // namespace
+
+int cmd_pipeline(int argc, char** argv) {
+  Args args("sb-bench pipeline",
+            "The sb-node pipeline (parse, GPT, FIB, GTP-U encap, fabric forward) of N nodes\n"
+            "in one process over DPDK net_ring ports: per-core forwarding rate of the\n"
+            "architectures side by side, every output of a check pass verified.",
+            {{"--arch", "A,B,..", "scalebricks, full-duplication, hash-partition", "scalebricks,full-duplication"},
+             {"--nodes", "N", "cluster nodes, 1..16", "4"},
+             {"--sessions", "N", "sessions cluster-wide (suffixes K, M, G)", "1M"},
+             {"--fib", "F,..", "FIB backends: cuckoo, othello", "cuckoo"},
+             {"--gpt", "G", "GPT backend of scalebricks: setsep or ludo", "setsep"},
+             {"--cores-per-node", "C", "1 (one worker polls both ports) or 2 (ext worker + fabric worker)", "1"},
+             {"--bubble-mib", "M", "cache-pressure thread over M MiB during timed passes (0 = none)", "0"},
+             {"--packets", "P", "packets arriving per node per pass", "16K"},
+             {"--seconds", "S", "minimum busy time measured per architecture (at least 3 passes)", "2"},
+             {"--seed", "S", "seed of sessions and traffic", "1"},
+             {"--json", "", "print one JSON object per architecture and FIB (JSONL)", ""}});
+  if (Status st = args.parse(argc, argv); !st.ok()) {
+    std::fprintf(stderr, "sb-bench pipeline: %s\n%s", st.message().c_str(), args.usage().c_str());
+    return 2;
+  }
+  if (args.help()) {
+    std::printf("%s", args.usage().c_str());
+    return 0;
+  }
+  Result<uint64_t> nodes_r = args.size("--nodes"), sess_r = args.size("--sessions"), cores_r = args.size("--cores-per-node"),
+                   bubble_r = args.size("--bubble-mib"), packets_r = args.size("--packets"), seed_r = args.size("--seed");
+  Result<double> secs_r = args.real("--seconds");
+  for (const Status& st : {nodes_r.status(), sess_r.status(), cores_r.status(), bubble_r.status(), packets_r.status(),
+                           seed_r.status(), secs_r.status()})
+    if (!st.ok()) {
+      std::fprintf(stderr, "sb-bench pipeline: %s\n", st.message().c_str());
+      return 2;
+    }
+  const uint32_t N = uint32_t(nodes_r.value());
+  const uint64_t S = sess_r.value();
+  const unsigned cores = unsigned(cores_r.value());
+  const uint32_t P = uint32_t(packets_r.value());
+  if (N == 0 || N > 16 || S == 0 || S > (1ull << 26) || (cores != 1 && cores != 2) || P == 0 || P > (1u << 20)) {
+    std::fprintf(stderr, "sb-bench pipeline: --nodes 1..16, --sessions 1..64M, --cores-per-node 1|2, --packets 1..1M\n");
+    return 2;
+  }
+  std::vector<rib::Architecture> archs;
+  for (const std::string& a : args.list("--arch")) {
+    Result<rib::Architecture> r = rib::parse_architecture(a);
+    if (!r.ok()) {
+      std::fprintf(stderr, "sb-bench pipeline: --arch: %s\n", r.status().message().c_str());
+      return 2;
+    }
+    archs.push_back(r.value());
+  }
+  std::vector<fib::FibKind> fibs;
+  for (const std::string& f : args.list("--fib")) {
+    if (f == "cuckoo") fibs.push_back(fib::FibKind::kCuckoo);
+    else if (f == "othello") fibs.push_back(fib::FibKind::kOthello);
+    else {
+      std::fprintf(stderr, "sb-bench pipeline: --fib: unknown '%s' (cuckoo, othello)\n", f.c_str());
+      return 2;
+    }
+  }
+  const std::string gpt_name = args.str("--gpt");
+  if (gpt_name != "setsep" && gpt_name != "ludo") {
+    std::fprintf(stderr, "sb-bench pipeline: --gpt: setsep or ludo\n");
+    return 2;
+  }
+  const unsigned ncpu = unsigned(std::max(1L, sysconf(_SC_NPROCESSORS_ONLN)));
+  if (cores == 2 && ncpu < 2) {
+    std::fprintf(stderr, "sb-bench pipeline: --cores-per-node 2 needs 2 CPUs\n");
+    return 2;
+  }
+
+  // mbufs: every node's input at once in the check pass, plus the fabric copies.
+  const uint32_t nmbufs = std::max<uint32_t>(8191, 3 * N * P);
+  const uint64_t mem_mb = 256 + (uint64_t(nmbufs) * 1024 >> 20);
+  if (Status st = dpdk_init(mem_mb); !st.ok()) {
+    std::fprintf(stderr, "sb-bench pipeline: %s\n", st.message().c_str());
+    return 1;
+  }
+  rte_mempool* pool = rte_pktmbuf_pool_create("sb_bench_pipe", nmbufs, 256, 0, RTE_PKTMBUF_HEADROOM + 512,
+                                              SOCKET_ID_ANY);
+  if (pool == nullptr) {
+    std::fprintf(stderr, "sb-bench pipeline: cannot create a pool of %u mbufs\n", nmbufs);
+    return 1;
+  }
+  uint32_t ring = 1;
+  while (ring < 4 * P + 64) ring <<= 1;
+
+  // Sessions and traffic (the same for every architecture).
+  const uint64_t seed = seed_r.value();
+  std::vector<rib::FibEntry> sess(S);
+  {
+    const std::vector<FlowKey> keys = make_keys(S, seed);
+    Rng rng(seed * 31 + 7);
+    for (uint64_t i = 0; i < S; ++i)
+      sess[i] = rib::FibEntry{keys[i], uint32_t(rng.next() % N), uint32_t(0x10000 + i),
+                              0xc612c800u + uint32_t(rng.next() % 250) + 1, 5};
+  }
+  std::vector<std::vector<uint32_t>> pick(N, std::vector<uint32_t>(P));
+  {
+    Rng rng(seed * 17 + 3);
+    for (auto& v : pick)
+      for (auto& x : v) x = uint32_t(rng.next() % S);
+  }
+
+  Output out(args.has("--json"));
+  int rc = 0;
+  for (fib::FibKind fk : fibs) {
+    for (rib::Architecture arch : archs) {
+      const std::string arch_name(rib::architecture_name(arch));
+      const std::string fib_name = fk == fib::FibKind::kOthello ? "othello" : "cuckoo";
+      node::RingClusterOptions o;
+      static int run_no = 0;
+      o.name = "p" + std::to_string(run_no++);  // ring names are short (RTE_RING_NAMESIZE)
+      o.nodes = N;
+      o.arch = arch;
+      o.fib = fk;
+      o.gpt = gpt_name == "ludo" ? gpt::Backend::kLudo : gpt::Backend::kSetSep;
+      o.capacity = S + S / 16 + 1024;
+      o.workers_per_node = cores;
+      o.ring_size = ring;
+      o.partitions = 1024;
+      o.hash_seed = seed * 1000003 + 1;
+      const double t_setup = now_s();
+      Result<std::unique_ptr<node::RingCluster>> cr = node::RingCluster::create(o, sess, pool);
+      if (!cr.ok()) {
+        std::fprintf(stderr, "sb-bench pipeline: %s: %s\n", arch_name.c_str(), cr.status().to_string().c_str());
+        return 1;
+      }
+      node::RingCluster& c = *cr.value();
+      const double setup_s = now_s() - t_setup;
+
+      // Frames: 60 bytes, the payload carries (node, index) of the packet.
+      Input in;
+      in.ext.resize(N);
+      in.fabric.resize(N);
+      for (uint32_t i = 0; i < N; ++i)
+        for (uint32_t k = 0; k < P; ++k) {
+          const FlowKey& key = sess[pick[i][k]].key;
+          std::vector<uint8_t> f = node::PacketBuilder()
+                                       .eth(node::rc_mac(i, node::kExt), node::rc_ext_next_hop())
+                                       .ipv4(key.src_ip(), key.dst_ip(), key.proto())
+                                       .udp(key.src_port(), key.dst_port())
+                                       .payload(18)
+                                       .build();
+          node::wr32(&f[42], i);
+          node::wr32(&f[46], k);
+          in.ext[i].push_back(std::move(f));
+        }
+
+      // ---- check pass (untimed) ----
+      uint64_t sent = 0, correct = 0, ingress_fabric = 0, hops2 = 0;
+      for (uint32_t i = 0; i < N; ++i) {
+        if (!fill(c, i, node::kExt, pool, in.ext[i])) {
+          std::fprintf(stderr, "sb-bench pipeline: mbuf pool or ring too small\n");
+          return 1;
+        }
+        sent += P;
+      }
+      for (uint32_t i = 0; i < N; ++i)
+        while (c.poll(i, 0, node::kExt)) {}
+      for (uint32_t i = 0; i < N; ++i) ingress_fabric += c.sum(i).fabric_out;
+      for (int hop = 0; hop < 4; ++hop) {
+        if (c.switch_fabric() == 0) break;
+        for (uint32_t i = 0; i < N; ++i) {
+          // Record node i's fabric input, then let it process it.
+          rte_ring* rx = c.rx_ring(i, node::kFabric);
+          std::vector<rte_mbuf*> ms(rte_ring_count(rx));
+          const unsigned k = rte_ring_dequeue_burst(rx, reinterpret_cast<void**>(ms.data()), unsigned(ms.size()), nullptr);
+          for (unsigned j = 0; j < k; ++j) {
+            const uint8_t* d = rte_pktmbuf_mtod(ms[j], const uint8_t*);
+            in.fabric[i].emplace_back(d, d + rte_pktmbuf_data_len(ms[j]));
+          }
+          if (hop == 1) hops2 += k;
+          (void)c.inject(i, node::kFabric, ms.data(), k);
+          while (c.poll(i, 0, node::kFabric)) {}
+        }
+      }
+      for (uint32_t i = 0; i < N; ++i) {
+        rte_mbuf* b[256];
+        for (uint32_t n; (n = c.drain(i, node::kEnb, b, 256)) > 0;) {
+          for (uint32_t j = 0; j < n; ++j) {
+            const uint8_t* f = rte_pktmbuf_mtod(b[j], const uint8_t*);
+            const uint32_t len = rte_pktmbuf_data_len(b[j]);
+            if (len != 60 - 14 + node::kEncapHdr) continue;
+            const uint32_t src = node::rd32(f + 14 + 12), dst = node::rd32(f + 14 + 16), teid = node::rd32(f + 46);
+            const uint32_t pn = node::rd32(f + 50 + 28), pk = node::rd32(f + 50 + 32);
+            if (pn >= N || pk >= P) continue;
+            const rib::FibEntry& e = sess[pick[pn][pk]];
+            if (teid == e.teid_dl && dst == e.enb_ip && src == o.s1u_base + e.handling_node + 1 && i == e.handling_node)
+              ++correct;
+          }
+          rte_pktmbuf_free_bulk(b, n);
+        }
+        (void)drain_all(c, i);
+      }
+      const double correct_fraction = sent ? double(correct) / double(sent) : 0;
+      if (correct != sent) rc = 1;
+
+      // ---- timed passes ----
+      Bubble bubble;
+      bubble.start(bubble_r.value(), ncpu - 1);
+      std::vector<double> rates, ext_lat, fab_lat;
+      double busy_total = 0;
+      uint64_t delivered_total = 0;
+      const uint64_t hz = rte_get_tsc_hz();
+      for (int pass = 0; pass < 1000 && (pass < 3 || busy_total < secs_r.value()); ++pass) {
+        double busy = 0;
+        uint64_t delivered = 0;
+        for (uint32_t i = 0; i < N; ++i) {
+          if (!fill(c, i, node::kExt, pool, in.ext[i]) || !fill(c, i, node::kFabric, pool, in.fabric[i])) {
+            std::fprintf(stderr, "sb-bench pipeline: mbuf pool or ring too small\n");
+            return 1;
+          }
+          auto timed_poll = [&](unsigned w, Role r, std::vector<double>* lat) {
+            const uint64_t t0 = rte_rdtsc();
+            const uint16_t n = c.poll(i, w, r);
+            if (n && lat && (lat->size() < (1u << 20))) lat->push_back(double(rte_rdtsc() - t0) * 1e9 / double(hz));
+            return n;
+          };
+          if (cores == 1) {
+            const uint64_t t0 = rte_rdtsc();
+            for (bool more = true; more;) {
+              more = false;
+              if (timed_poll(0, node::kExt, &ext_lat)) more = true;
+              if (timed_poll(0, node::kFabric, &fab_lat)) more = true;
+            }
+            busy += double(rte_rdtsc() - t0) / double(hz);
+          } else {
+            std::atomic<int> go{0};
+            double fab_busy = 0;
+            std::vector<double> fl;
+            std::thread fw([&] {
+              pin(1);
+              go.fetch_add(1);
+              while (go.load() < 2) {}
+              const uint64_t t0 = rte_rdtsc();
+              while (timed_poll(1, node::kFabric, &fl)) {}
+              fab_busy = double(rte_rdtsc() - t0) / double(hz);
+            });
+            pin(0);
+            while (go.load() < 1) {}
+            go.fetch_add(1);
+            const uint64_t t0 = rte_rdtsc();
+            while (timed_poll(0, node::kExt, &ext_lat)) {}
+            const double ext_busy = double(rte_rdtsc() - t0) / double(hz);
+            fw.join();
+            busy += ext_busy + fab_busy;
+            fab_lat.insert(fab_lat.end(), fl.begin(), fl.end());
+          }
+          delivered += drain_all(c, i);
+        }
+        busy_total += busy;
+        delivered_total += delivered;
+        rates.push_back(double(delivered) / busy / 1e6);
+      }
+      bubble.end();
+
+      // Latency per packet: its ingress burst, plus one fabric burst per hop.
+      const double ff = double(ingress_fabric) / double(std::max<uint64_t>(1, sent));
+      const double f2 = double(hops2) / double(std::max<uint64_t>(1, sent));
+      std::vector<double> lat;
+      Rng rng(99);
+      for (int k = 0; k < 100000 && !ext_lat.empty(); ++k) {
+        double l = ext_lat[rng.next() % ext_lat.size()];
+        const double u = double(rng.next() % 1000000) / 1e6;
+        if (u < ff && !fab_lat.empty()) l += fab_lat[rng.next() % fab_lat.size()];
+        if (u < f2 && !fab_lat.empty()) l += fab_lat[rng.next() % fab_lat.size()];
+        lat.push_back(l);
+      }
+      uint64_t lookup_bytes = 0;
+      for (uint32_t i = 0; i < N; ++i) lookup_bytes += c.lookup_bytes(i);
+
+      Record r;
+      add_common(r, "pipeline", arch_name, dpdk_page_kind(), int(rates.size()));
+      r.set("arch", arch_name).set("fib", fib_name).set("gpt", arch == rib::Architecture::kScaleBricks ? gpt_name : "none");
+      r.set("nodes", N).set("sessions", S).set("cores_per_node", cores).set("bubble_mib", bubble_r.value());
+      r.set("packet_bytes", 64).set("packets_per_pass", uint64_t(P) * N);
+      r.set("mpps_per_core", median(rates));
+      r.set("delivered", delivered_total).set("busy_s", busy_total);
+      r.set("fabric_fraction", ff).set("two_hop_fraction", f2);
+      r.set("lookup_bytes_per_node", lookup_bytes / N);
+      r.set("correct_fraction", correct_fraction);
+      r.set("latency_ns_p50", pct(lat, 0.50)).set("latency_ns_p99", pct(lat, 0.99));
+      r.set("setup_s", setup_s).set("switch_drops", c.switch_drops());
+      out.emit(r);
+    }
+  }
+  out.flush();
+  rte_mempool_free(pool);
+  return rc;
+}
+
+}  // namespace sb::bench
