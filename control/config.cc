@@ -194,8 +194,10 @@ Status parse_dataplane(const YAML::Node& n, const rib::ClusterSpec& cluster, uin
     dp->has_ports = true;
   }
   SB_RETURN_IF_ERROR(get(n, "lcores", "node", &dp->lcores, false));
-  if (dp->lcores.empty() || dp->lcores.find_first_not_of("0123456789,-") != std::string::npos)
-    return bad("node.lcores", "'" + dp->lcores + "' (expected an EAL lcore list such as 0 or 1-2 or 1,3)");
+  if (dp->lcores.empty() || dp->lcores.find_first_not_of("0123456789,-@()") != std::string::npos)
+    return bad("node.lcores", "'" + dp->lcores +
+                                  "' (expected an EAL lcore list such as 0, 1-2, 1,3 or 0@(0-1) for an lcore "
+                                  "allowed on CPUs 0-1)");
   SB_RETURN_IF_ERROR(get(n, "hugepages", "node", &dp->hugepages, false));
   SB_RETURN_IF_ERROR(get(n, "memory_mb", "node", &dp->memory_mb, false));
   if (dp->memory_mb < 64 || dp->memory_mb > (1u << 20)) return bad("node.memory_mb", "must be in [64, 1048576]");

@@ -37,7 +37,9 @@ Mac to_mac(const uint8_t b[6]) {
 
 std::vector<std::string> eal_args(const control::Config& cfg) {
   const control::DataPlaneSpec& dp = cfg.node.dp;
-  std::vector<std::string> a = {"sb-node", "-l", dp.lcores, "--file-prefix", dp.file_prefix,
+  // "0@(0-1)" style (an lcore on a set of CPUs) needs --lcores.
+  const bool mapped = dp.lcores.find('@') != std::string::npos || dp.lcores.find('(') != std::string::npos;
+  std::vector<std::string> a = {"sb-node", mapped ? "--lcores" : "-l", dp.lcores, "--file-prefix", dp.file_prefix,
                                 "-m", std::to_string(dp.memory_mb), "--log-level", "lib.eal:notice"};
   if (!dp.hugepages) a.push_back("--no-huge");
   bool pci = false;

@@ -39,6 +39,7 @@ int usage(const char* msg) {
   if (msg) std::fprintf(stderr, "sb-node: %s\n", msg);
   std::fprintf(msg ? stderr : stdout,
                "usage: sb-node --config FILE [--control-only] [--print-eal] [--test-drop-every N]\n"
+               "       sb-node --version\n"
                "  --config FILE        node configuration (docs/config.md)\n"
                "  --control-only       run the control agent only (no DPDK, no ports)\n"
                "  --print-eal          print the DPDK EAL arguments the config gives, then exit\n"
@@ -62,6 +63,11 @@ int main(int argc, char** argv) {
     else if (a == "--print-eal") print_eal = true;
     else if (a == "--test-drop-every" && i + 1 < argc) drop = uint32_t(std::strtoul(argv[++i], nullptr, 10));
     else if (a == "--help" || a == "-h") return usage(nullptr);
+    else if (a == "--version") {
+      std::printf("sb-node %s (git %s, DPDK %s)\n", SB_VERSION, SB_GIT_REV[0] ? SB_GIT_REV : "unknown",
+                  SB_DPDK_VERSION);
+      return 0;
+    }
     else return usage(("unknown argument '" + a + "'").c_str());
   }
   if (config.empty()) return usage("--config is required");
