@@ -1,5 +1,5 @@
 // libFuzzer target for the data plane's packet code (node/packet.h): the
-// downstream parser in both key modes, the upstream GTP-U parser with its
+// downstream parser in both key modes, the fabric shim, the upstream GTP-U parser with its
 // extension-header walk, the echo reply and the encapsulation of whatever
 // parses. Any read outside the input, any UB, any broken invariant aborts.
 //
@@ -11,6 +11,7 @@
 #include <cstring>
 #include <vector>
 
+#include "node/fabric_shim.h"
 #include "node/packet.h"
 
 namespace {
@@ -44,6 +45,17 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
         p.dst_mac = kMine;
         write_gtpu_encap(hdr, p, d.ip_len, d.tos);
         check(ipv4_checksum(hdr + 14, 20) == 0);
+      }
+    }
+  }
+  // The fabric shim (baselines, upstream steering) after the Ethernet header.
+  if (len >= 14) {
+    Shim sh;
+    if (parse_shim(f.data() + 14, len - 14, &sh)) {
+      check(sh.kind == ShimKind::kResolved || sh.kind == ShimKind::kUpstream);
+      if (len >= 14 + kShimLen) {
+        const uint16_t n = ipv4_packet_len(f.data() + 14 + kShimLen, len - 14 - kShimLen);
+        check(n == 0 || (n >= 20 && n <= len - 14 - kShimLen));
       }
     }
   }
