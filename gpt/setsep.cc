@@ -216,7 +216,7 @@ namespace {
 
 // 64 bits starting at bit `bitpos` (two relaxed word loads; the structure
 // keeps a guard word so the second load stays in bounds).
-inline uint64_t read64_at(const uint64_t* w, uint64_t bitpos) {
+__attribute__((always_inline)) inline uint64_t read64_at(const uint64_t* w, uint64_t bitpos) {
   const uint64_t* p = w + (bitpos >> 6);
   const unsigned o = unsigned(bitpos & 63);
   const uint64_t lo = seq_load(p), hi = seq_load(p + 1);
