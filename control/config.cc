@@ -136,7 +136,7 @@ Status parse_cluster(const YAML::Node& c, rib::ClusterSpec* out) {
       std::string range;
       SB_RETURN_IF_ERROR(get(own[i], "node", f, &node, true));
       SB_RETURN_IF_ERROR(get(own[i], "partitions", f, &range, true));
-      uint32_t lo, hi;
+      uint32_t lo = 0, hi = 0;
       SB_RETURN_IF_ERROR(parse_range(range, f + ".partitions", &lo, &hi));
       if (hi >= P) return bad(f + ".partitions", "partition " + std::to_string(hi) + " >= " + std::to_string(P));
       for (uint32_t p = lo; p <= hi; ++p) {
