@@ -6,6 +6,8 @@
 #include <chrono>
 #include <cstdio>
 #include <deque>
+#include <map>
+#include <mutex>
 #include <set>
 #include <unordered_map>
 #include <vector>
@@ -82,6 +84,12 @@ struct Agent::Impl : rib::OwnerIo {
   std::map<std::string, uint64_t> c;  // counters
   std::atomic<uint32_t> live_pub{0};       // live-member mask for the data plane (set in setup)
   std::atomic<uint32_t> unsynced_pub{~0u};  // partitions not synced (health)
+  // Counters for other threads (HTTP /metrics): a copy the control thread
+  // refreshes once a second; snapshot_counters() itself reads the owner and
+  // the node state, which only the control thread may touch.
+  mutable std::mutex pub_mu;
+  std::map<std::string, uint64_t> pub_counters;
+  uint64_t next_publish_us = 0;
 
   Impl(const AgentOptions& o) : opt(o), spec(opt.config.cluster), self(opt.config.node.id) {}
 
@@ -720,6 +728,10 @@ struct Agent::Impl : rib::OwnerIo {
     out["fib_errors"] = nc.fib_errors;
     out["fib_entries"] = state->fib_size();
     out["unsynced_partitions"] = state->unsynced();
+    out["sessions_handled"] = state->sessions().size();
+    out["fib_bytes"] = state->fib().num_bits() / 8;
+    out["session_record_bytes"] = state->sessions().record_bits() / 8;
+    if (state->gpt()) out["gpt_bytes"] = state->gpt()->num_bits() / 8;
     if (opt.extra_counters) opt.extra_counters(out);
     auto q = [](std::vector<uint32_t>& v, double f) -> uint64_t {
       if (v.empty()) return 0;
@@ -830,6 +842,12 @@ struct Agent::Impl : rib::OwnerIo {
       flush_outboxes(t);
       send_reports();
       request_snapshots();
+      if (t >= next_publish_us) {
+        std::map<std::string, uint64_t> snap = snapshot_counters();
+        std::lock_guard<std::mutex> lk(pub_mu);
+        pub_counters.swap(snap);
+        next_publish_us = t + 1000000;
+      }
       if (t >= next_heartbeat_us) {
         heartbeat(t);
         expire_forwards(t);
@@ -856,7 +874,10 @@ Result<std::unique_ptr<Agent>> Agent::create(const AgentOptions& opt) {
 
 Status Agent::run(const std::atomic<bool>& stop) { return impl_->run(stop); }
 
-std::map<std::string, uint64_t> Agent::counters() const { return impl_->snapshot_counters(); }
+std::map<std::string, uint64_t> Agent::counters() const {
+  std::lock_guard<std::mutex> lk(impl_->pub_mu);
+  return impl_->pub_counters;
+}
 rib::NodeState* Agent::state() { return impl_->state.get(); }
 const std::atomic<uint32_t>* Agent::live_mask() const { return &impl_->live_pub; }
 uint32_t Agent::unsynced_partitions() const { return impl_->unsynced_pub.load(std::memory_order_relaxed); }

@@ -78,6 +78,8 @@ class Agent {
   // Runs until `stop` becomes true. Returns an error only for failures that
   // make the node unusable (bind failure, WAL I/O error).
   Status run(const std::atomic<bool>& stop);
+  // The agent's counters as of the last second (thread-safe: a copy the
+  // control thread publishes once a second).
   std::map<std::string, uint64_t> counters() const;
 
   // For the data plane (valid from create() until destruction):
