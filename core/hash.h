@@ -105,6 +105,7 @@ inline constexpr uint64_t kChoose = 0x1d8e4e27c47d124fULL;       // weighted nod
 inline constexpr uint64_t kHashPart = 0xc2b2ae3d27d4eb4fULL;     // hash-partition lookup node
 inline constexpr uint64_t kFlowPort = 0x165667b19e3779f9ULL;     // GTP-U UDP source port
 inline constexpr uint64_t kEcmp = 0x27d4eb2f165667c5ULL;         // sb-gen ECMP spread
+inline constexpr uint64_t kGptFallback = 0x3c6ef372fe94f82bULL;  // GPT full-key fallback table slot
 }  // namespace salt
 
 }  // namespace sb

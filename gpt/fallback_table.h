@@ -30,13 +30,13 @@
 #include <vector>
 
 #include "core/flow_key.h"
+#include "core/hash.h"
 #include "core/seqlock.h"
 
 namespace sb::gpt {
 
-// Local salt for the fallback slot index (core/hash.h has none for it yet;
-// see gpt/README.md "asks").
-inline constexpr uint64_t kGptFallbackSalt = 0x3c6ef372fe94f82bULL;
+// Salt of the fallback slot index (core/hash.h's plan).
+inline constexpr uint64_t kGptFallbackSalt = salt::kGptFallback;  // core/hash.h
 
 class FallbackTable {
  public:
