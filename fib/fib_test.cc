@@ -32,14 +32,22 @@ struct Env {
   std::unique_ptr<Fib> fib;
 };
 
-enum class Backend { kOthello, kCuckoo, kCuckoo4 };
+// kOthelloChk8: the Othello FIB with 8 check bits per value (Concise §VII-A).
+enum class Backend { kOthello, kOthelloChk8, kCuckoo, kCuckoo4 };
 using FibKindT = Backend;
+bool is_othello(Backend k) { return k == Backend::kOthello || k == Backend::kOthelloChk8; }
+
+OthelloFib::Options othello_options(Backend k) {
+  OthelloFib::Options o;
+  o.check_bits = k == Backend::kOthelloChk8 ? 8 : 0;
+  return o;
+}
 
 Env make_env(Backend kind, uint32_t capacity, uint64_t hash_seed) {
   Env e;
   e.table = SessionTable::create(capacity).value();
-  if (kind == Backend::kOthello) {
-    auto f = OthelloFib::create(e.table.get(), hash_seed);
+  if (is_othello(kind)) {
+    auto f = OthelloFib::create(e.table.get(), hash_seed, othello_options(kind));
     REQUIRE(f.ok());
     e.fib = std::move(f).value();
   } else if (kind == Backend::kCuckoo) {
@@ -89,9 +97,12 @@ void exact_at(Backend kind, size_t n, uint64_t seed) {
   CHECK(fp == 0);
 }
 
-const Backend kKinds[] = {Backend::kOthello, Backend::kCuckoo, Backend::kCuckoo4};
+const Backend kKinds[] = {Backend::kOthello, Backend::kOthelloChk8, Backend::kCuckoo, Backend::kCuckoo4};
 const char* kind_name(Backend k) {
-  return k == Backend::kOthello ? "othello" : k == Backend::kCuckoo ? "cuckoo" : "cuckoo4";
+  return k == Backend::kOthello       ? "othello"
+         : k == Backend::kOthelloChk8 ? "othello check_bits=8"
+         : k == Backend::kCuckoo      ? "cuckoo"
+                                      : "cuckoo4";
 }
 
 }  // namespace
@@ -163,7 +174,7 @@ TEST_CASE("fib: model-based insert/update/erase vs unordered_map", "[fib]") {
         for (uint32_t v : lookup_all(*e.fib, absent)) REQUIRE(v == kFibMiss);
       }
     }
-    if (kind == Backend::kOthello) {
+    if (is_othello(kind)) {
       auto* of = static_cast<OthelloFib*>(e.fib.get());
       INFO("reconstructions " << of->control().stats().reconstructions);
       REQUIRE(of->control().check().ok());
@@ -184,8 +195,8 @@ TEST_CASE("fib: serialization round trip, corrupt input rejected", "[fib]") {
     const std::string img = e.fib->serialize();
     // A second fib over the same table.
     std::unique_ptr<Fib> g;
-    if (kind == Backend::kOthello)
-      g = OthelloFib::create(e.table.get(), seed).value();
+    if (is_othello(kind))
+      g = OthelloFib::create(e.table.get(), seed, othello_options(kind)).value();
     else if (kind == Backend::kCuckoo)
       g = CuckooFib::create(n, seed).value();
     else
@@ -202,7 +213,7 @@ TEST_CASE("fib: serialization round trip, corrupt input rejected", "[fib]") {
     for (size_t i = 0; i < n; ++i) REQUIRE(got[i] == idx[i]);
     // The other backend's image is refused.
     std::unique_ptr<Fib> other;
-    if (kind == Backend::kOthello)
+    if (is_othello(kind))
       other = CuckooFib::create(n, seed).value();
     else
       other = OthelloFib::create(e.table.get(), seed).value();
@@ -255,7 +266,7 @@ TEST_CASE("fib: concurrent readers with a stalled writer", "[fib][tsan]") {
              std::chrono::steady_clock::now() - t0 < std::chrono::milliseconds(300))
         std::this_thread::yield();
     };
-    if (kind == Backend::kOthello)
+    if (is_othello(kind))
       static_cast<OthelloFib*>(e.fib.get())->set_write_stall_hook(hook);
     else if (kind == Backend::kCuckoo)
       static_cast<CuckooFib*>(e.fib.get())->set_write_stall_hook(hook);

@@ -12,11 +12,22 @@ Result<std::unique_ptr<OthelloFib>> OthelloFib::create(const SessionTable* table
   if (table == nullptr) return Status::InvalidArgument("othello fib: no session table");
   if (opt.defer_cycles >= kFallbackMax)
     return Status::InvalidArgument("othello fib: defer_cycles must be < kFallbackMax");
+  if (opt.check_bits > 32) return Status::InvalidArgument("othello fib: check_bits must be <= 32");
   std::unique_ptr<OthelloFib> f(new OthelloFib(table, hash_seed));
   f->opt_ = opt;
+  f->ib_ = table->index_bits();
+  f->idx_mask_ = low_mask(f->ib_);
   for (auto& e : f->fallback_) e = {~0ULL, ~0ULL, kFibMiss, 0};
   SB_RETURN_IF_ERROR(f->build(nullptr, nullptr, 0));
   return f;
+}
+
+// The check bits: r bits of a remix of h with a salt of their own, so they
+// are independent of ha(k), hb(k) (salts kOthelloA/B) and of every other
+// derivation of the hash plan (core/hash.h).
+uint64_t OthelloFib::check(uint64_t h) const {
+  constexpr uint64_t kFibCheckSalt = 0x9fb21c651e98df25ULL;
+  return opt_.check_bits == 0 ? 0 : remix(h, kFibCheckSalt) >> (64 - opt_.check_bits);
 }
 
 uint64_t OthelloFib::num_bits() const {
@@ -38,12 +49,12 @@ uint32_t OthelloFib::find_session(const FlowKey& key) const {
     if (s >= 0) return uint32_t(fallback_[s].value);
   }
   auto v = ctl_.value_of(hash(key));
-  return v.ok() && table_->key_equals(uint32_t(*v), key) ? uint32_t(*v) : kFibMiss;
+  return v.ok() && table_->key_equals(decode(*v), key) ? decode(*v) : kFibMiss;
 }
 
 bool OthelloFib::owns(uint64_t h, const FlowKey& key) const {
   auto v = ctl_.value_of(h);
-  return v.ok() && table_->key_equals(uint32_t(*v), key);
+  return v.ok() && table_->key_equals(decode(*v), key);
 }
 
 Status OthelloFib::build(const FlowKey* keys, const uint32_t* values, size_t n) {
@@ -52,11 +63,11 @@ Status OthelloFib::build(const FlowKey* keys, const uint32_t* values, size_t n) 
   for (size_t i = 0; i < n; ++i) {
     SB_RETURN_IF_ERROR(check_record(keys[i], values[i]));
     h[i] = hash(keys[i]);
-    v[i] = values[i];
+    v[i] = encode(h[i], values[i]);
   }
   OthelloControl::Options o;
   o.capacity = table_->capacity();
-  o.value_bits = table_->index_bits();
+  o.value_bits = table_->index_bits() + opt_.check_bits;
   o.seed = opt_.othello_seed;
   Status st = ctl_.construct(o, h.data(), v.data(), n);
   if (st.code() == StatusCode::kAlreadyExists) {
@@ -107,7 +118,7 @@ Status OthelloFib::insert_hashed(const FlowKey& key, uint64_t h, uint32_t value)
   SB_RETURN_IF_ERROR(check_record(key, value));
   if (fallback_n_.load(std::memory_order_relaxed) != 0 && fallback_find(key) >= 0)
     return Status::AlreadyExists("othello fib: key present");
-  Status st = ctl_.add(h, value);
+  Status st = ctl_.add(h, encode(h, value));
   if (st.code() == StatusCode::kAlreadyExists) {  // h is present: this key, or a collision
     if (owns(h, key)) return Status::AlreadyExists("othello fib: key present");
     // A different key with the same 64-bit hash: the fallback table.
@@ -153,7 +164,7 @@ Status OthelloFib::readmit_deferred() {
   for (unsigned i = 0; i < kFallbackMax && result.ok(); ++i) {
     const FallbackEntry& e = fallback_[i];
     if (e.value == kFibMiss) continue;
-    const Status st = ctl_.add(e.h, e.value);
+    const Status st = ctl_.add(e.h, encode(e.h, uint32_t(e.value)));
     ctl_.publish(&q_);
     if (st.ok()) {
       fallback_write(int(i), ~0ULL, ~0ULL, kFibMiss);
@@ -179,7 +190,7 @@ Status OthelloFib::update_hashed(const FlowKey& key, uint64_t h, uint32_t value)
     }
   }
   if (!owns(h, key)) return Status::NotFound("othello fib: key not present");
-  SB_RETURN_IF_ERROR(ctl_.alter(h, value));
+  SB_RETURN_IF_ERROR(ctl_.alter(h, encode(h, value)));
   ctl_.publish(&q_);
   return Status::Ok();
 }
@@ -247,7 +258,10 @@ void OthelloFib::lookup_impl(const FlowKey* keys, const uint64_t* hashes_in, siz
         count_retry();
         _mm_pause();
       }
-      idx[i] = uint32_t(x);
+      // check_bits > 0: an answer whose check bits are not this key's is
+      // a miss now (index set past the table: no record read).
+      idx[i] = decode(x);
+      if (opt_.check_bits != 0) idx[i] = (x >> ib_) == check(hashes[i]) ? idx[i] : cap;
       table_->prefetch(idx[i] < cap ? idx[i] : last);
     }
     if (!q_.batch_retry(b)) [[likely]] break;  // a reconstruction reloaded the arrays
@@ -273,8 +287,9 @@ uint32_t OthelloFib::lookup_slow(const FlowKey& key, uint64_t h) const {
       _mm_pause();
       continue;
     }
-    const uint32_t x = uint32_t(q_.lookup(h));
-    if (table_->key_equals(x, key)) return x;
+    const uint64_t v = q_.lookup(h);
+    const uint32_t x = decode(v);
+    if ((v >> ib_) == check(h) && table_->key_equals(x, key)) return x;
     const uint32_t r = fallback_scan(key);
     if (!fallback_ver_.read_retry(fv)) return r;
     count_retry();
@@ -288,7 +303,7 @@ void OthelloFib::for_each(const std::function<void(const FlowKey&, uint32_t)>& f
     SessionRecord r;
     if (!table_->read(i, &r)) continue;
     auto v = ctl_.value_of(hash(r.key));
-    if (v.ok() && *v == i) f(r.key, i);
+    if (v.ok() && decode(*v) == i) f(r.key, i);
   }
   for (unsigned i = 0; i < kFallbackMax; ++i)
     if (fallback_[i].value != kFibMiss) {

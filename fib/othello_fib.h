@@ -11,6 +11,20 @@
 //   record: TWO dependent rounds, three lines. The record line is the one
 //   the packet path reads next anyway (teid_dl, enb_ip for the GTP-U
 //   header), so in the pipeline the verification costs no extra miss.
+//   Phases 2 and 3 are branch-free (the range test of an absent key's
+//   answer is a coin flip, see below); lookup_keys() takes raw keys and
+//   hashes them inside phase 1, so hashing overlaps the first memory round.
+//
+// ABSENT KEYS AND CHECK BITS (Concise §VII-A). An absent key's answer is
+// close to uniform over the 2^l codes; with l = ceil(log2 c) the codes
+// c..2^l-1 are never stored, so a fraction 1 - c/2^l of absent keys (about
+// half at c = 2^24 + 64) fail the range test and read no record: the
+// paper's "checksum" with r = 0 extra bits. Options::check_bits = r stores
+// r more bits per value (a remix of h with its own salt, independent of
+// ha/hb): value = index | check(h) << index_bits. An absent key then reads
+// a record with probability (c/2^l) 2^-r, at 2.33 (l + r) bits per key
+// instead of 2.33 l. Off by default (the space target is 2.33 l); the check
+// bits only filter, the full-key compare still decides.
 //
 // EXACTNESS: Othello returns an arbitrary l-bit value for a key it does
 // not hold: an index >= capacity (rejected by the range check), a free
@@ -74,6 +88,11 @@ class OthelloFib final : public Fib {
     // table before one reconstruction brings them all back into Othello.
     // 0 = the paper's behaviour: reconstruct at once on every Case I add.
     unsigned defer_cycles = 8;
+    // r extra check bits stored with each Othello value (Concise §VII-A,
+    // "maintain the checksums for each name": 2.33 (l + r) bits per key).
+    // An absent key whose answer's check bits differ from its own is
+    // rejected without reading a session record. 0 = none (2.33 l bits/key).
+    unsigned check_bits = 0;
   };
   // table: not owned, must outlive the fib; its capacity is the FIB's.
   static Result<std::unique_ptr<OthelloFib>> create(const SessionTable* table, uint64_t hash_seed,
@@ -126,7 +145,15 @@ class OthelloFib final : public Fib {
   Status readmit_deferred();  // reconstruction with the parked Case I keys
   bool owns(uint64_t h, const FlowKey& key) const;  // ctl holds key under hash h
 
+  // Othello value = session index | check(h) << index_bits (check_bits = 0:
+  // the index alone).
+  uint64_t check(uint64_t h) const;
+  uint64_t encode(uint64_t h, uint32_t idx) const { return uint64_t(idx) | check(h) << ib_; }
+  uint32_t decode(uint64_t x) const { return uint32_t(x & idx_mask_); }
+
   const SessionTable* table_;
+  unsigned ib_ = 32;  // index bits of the session table
+  uint64_t idx_mask_ = 0xffffffffu;
   OthelloControl ctl_;
   OthelloQuery q_;
   Options opt_;

@@ -28,7 +28,7 @@ namespace {
 // kRawKeys: lookup_keys() (raw keys, hashing overlapped with the first
 // memory round); false: the node's call, hashes first then lookup_bulk()
 // ("othello_bulk", kept to measure the difference in one process).
-template <bool kRawKeys>
+template <bool kRawKeys, unsigned kCheckBits = 0>
 class OthelloFibBench final : public FibBenchImpl {
  public:
   Status build(const FlowKey* keys, const uint32_t* values, size_t n, const FibBenchConfig& c) override {
@@ -43,7 +43,9 @@ class OthelloFibBench final : public FibBenchImpl {
       if (!r.ok()) return r.status();
       idx[i] = *r;
     }
-    auto f = fib::OthelloFib::create(table_.get(), seed_);
+    fib::OthelloFib::Options opt;
+    opt.check_bits = kCheckBits;
+    auto f = fib::OthelloFib::create(table_.get(), seed_, opt);
     if (!f.ok()) return f.status();
     fib_ = std::move(f).value();
     return fib_->build(keys, idx.data(), n);
@@ -118,6 +120,9 @@ class OthelloFibBench final : public FibBenchImpl {
 
 SB_REGISTER_FIB_IMPL("othello", [] { return std::make_unique<OthelloFibBench<true>>(); });
 SB_REGISTER_FIB_IMPL("othello_bulk", [] { return std::make_unique<OthelloFibBench<false>>(); });
+// Concise §VII-A check bits: 8 more bits per Othello value (2.33 x 8 bits
+// per key) so most absent keys are rejected before the record read.
+SB_REGISTER_FIB_IMPL("othello_chk8", [] { return std::make_unique<OthelloFibBench<true, 8>>(); });
 
 }  // namespace
 }  // namespace sb::bench
