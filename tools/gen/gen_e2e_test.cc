@@ -1,0 +1,315 @@
+// sb-gen end to end without the gateway, through DPDK net_pcap ports:
+//
+//   sb-gen send (2 ports, tx_pcap) -> this test plays the gateway: every
+//   known-flow frame GTP-U encapsulated with node/packet.h write_gtpu_encap
+//   toward its session's eNodeB (a few with a wrong TEID or eNodeB address,
+//   a few dropped, a few duplicated, a few unknown flows let through, two
+//   Echo Responses added) -> sb-gen sink (rx_pcap, tx_pcap for its echo
+//   requests and upstream G-PDUs) -> sb-gen report --json, every count
+//   checked against what the test did. Then the sink's upstream G-PDUs,
+//   decapsulated as the gateway would, go to `sb-gen send --count-upstream`.
+#include <catch2/catch.hpp>
+
+#include <unistd.h>
+
+#include <cstdio>
+#include <fstream>
+#include <map>
+#include <string>
+#include <vector>
+
+#include "core/hash.h"
+#include "core/keygen.h"
+#include "core/test_util.h"
+#include "tools/gen/frame.h"
+#include "tools/gen/pcap.h"
+#include "tools/gen/report.h"
+#include "tools/gen/sessions.h"
+
+using namespace sb;
+using namespace sb::gen;
+
+namespace {
+
+const std::string kBin = SB_GEN_BIN;
+const Mac kEnbMac{{0x02, 0x5b, 0x0e, 0x00, 0x01, 0x00}};   // the sink
+const Mac kNodeMac{{0x02, 0x5b, 0x0e, 0x01, 0x03, 0x00}};  // a node's enb port
+const uint32_t kS1u = 0xc612090b;                           // 198.18.9.11, the node's S1-U address
+
+struct TempDir {
+  std::string path;
+  TempDir() {
+    char t[] = "/tmp/sbgen-test-XXXXXX";
+    REQUIRE(mkdtemp(t) != nullptr);
+    path = t;
+  }
+  ~TempDir() { (void)test::sh("rm -rf '" + path + "'"); }
+};
+
+std::map<std::string, std::string> json_fields(const std::string& text) {
+  std::vector<std::pair<std::string, std::string>> v;
+  const size_t b = text.find('{');
+  REQUIRE(b != std::string::npos);
+  REQUIRE(parse_json_object(text.substr(b, text.rfind('}') - b + 1), &v).ok());
+  return {v.begin(), v.end()};
+}
+
+std::map<std::string, std::string> json_file(const std::string& path) {
+  std::ifstream in(path);
+  std::string s((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
+  INFO(path);
+  return json_fields(s);
+}
+
+uint64_t u(const std::map<std::string, std::string>& f, const std::string& k) {
+  INFO(k);
+  REQUIRE(f.count(k));
+  return std::stoull(f.at(k));
+}
+
+std::vector<uint8_t> encap(const std::vector<uint8_t>& down, uint32_t teid, uint32_t enb_ip) {
+  std::vector<uint8_t> out(node::kEncapHdr + down.size() - 14);
+  node::EncapParams p;
+  p.src_mac = kNodeMac;
+  p.dst_mac = kEnbMac;
+  p.src_ip = kS1u;
+  p.dst_ip = enb_ip;
+  p.teid = teid;
+  p.src_port = 0xc000 | uint16_t(teid);
+  node::write_gtpu_encap(out.data(), p, uint16_t(down.size() - 14), down[15]);
+  std::memcpy(out.data() + node::kEncapHdr, down.data() + 14, down.size() - 14);
+  node::ipv4_dec_ttl(out.data() + node::kEncapHdr);
+  return out;
+}
+
+}  // namespace
+
+TEST_CASE("send -> (test encapsulates) -> sink -> report, through net_pcap", "[gen][e2e]") {
+  TempDir d;
+  const std::string S = d.path + "/sessions.csv";
+  {
+    Rng rng(test_seed(11));
+    std::ofstream o(S);
+    o << "src_ip,dst_ip,src_port,dst_port,proto,node,teid_dl,enb_ip,bearer\n";
+    for (int i = 0; i < 300; ++i)
+      o << "198.18.8." << (i % 250) << ",198.19.14." << (i / 250) << "," << 1024 + i << "," << 80 + i % 3 << ","
+        << (i % 2 ? "tcp" : "udp") << ",choose," << (0x10000 + i) << ",198.19.15." << (i % 7) << ",5\n";
+  }
+  std::vector<Session> sessions;
+  REQUIRE(load_sessions(S, &sessions).ok());
+
+  // 1. The generator: 3000 packets over two ports, 5% unknown flows.
+  const uint64_t kCount = 3000;
+  test::Run r = test::sh(kBin + " send --quiet --sessions " + S + " --port net_pcap0,tx_pcap=" + d.path +
+                         "/ext1.pcap --port net_pcap1,tx_pcap=" + d.path +
+                         "/ext2.pcap --dst-mac 02:5b:0e:01:01:00 --dst-mac 02:5b:0e:01:02:00 --rate 0 --count " +
+                         std::to_string(kCount) + " --unknown 0.05 --size 200 --popularity zipf:0.9 --seed 5 --out " +
+                         d.path + "/send.json --file-prefix sbgt-send-" + std::to_string(getpid()));
+  INFO(r.out);
+  REQUIRE(r.rc == 0);
+  auto sj = json_file(d.path + "/send.json");
+  CHECK(u(sj, "sent") == kCount);
+  const uint64_t unknown_sent = u(sj, "unknown_sent");
+  CHECK(unknown_sent > 75);
+  CHECK(unknown_sent < 300);
+
+  // 2. The test plays the gateway.
+  std::vector<std::vector<uint8_t>> ext[2], enb;
+  REQUIRE(read_pcap(d.path + "/ext1.pcap", &ext[0]).ok());
+  REQUIRE(read_pcap(d.path + "/ext2.pcap", &ext[1]).ok());
+  REQUIRE(ext[0].size() + ext[1].size() == kCount);
+  CHECK(!ext[0].empty());
+  CHECK(!ext[1].empty());
+  std::vector<bool> seen(kCount, false);
+  uint64_t known = 0, unknown = 0, wrong_teid = 0, wrong_enb = 0, dropped = 0, dups = 0, unknown_through = 0;
+  const Mac gen_macs[2] = {{{0x02, 0x70, 0x63, 0x61, 0x70, 0x00}}, {{0x02, 0x70, 0x63, 0x61, 0x70, 0x01}}};
+  for (int p = 0; p < 2; ++p) {
+    for (const auto& f : ext[p]) {
+      REQUIRE(f.size() >= 200);
+      FlowKey k;
+      uint8_t ttl;
+      Marker m;
+      REQUIRE(parse_inner(f.data() + 14, uint32_t(f.size() - 14), &k, &ttl, &m));
+      REQUIRE(m.seq < kCount);
+      CHECK(!seen[m.seq]);  // every packet numbered once
+      seen[m.seq] = true;
+      CHECK(std::memcmp(f.data() + 6, gen_macs[p].b, 6) == 0);
+      CHECK(f[5] == (p == 0 ? 0x00 : 0x00));
+      CHECK(f[4] == uint8_t(p + 1));  // dst-mac of its port
+      // ECMP: the port is the flow hash's.
+      CHECK(int(reduce(remix(hash_key(k, 0), salt::kEcmp), 2)) == p);
+      if (m.flow == kUnknownFlow) {
+        ++unknown;
+        const uint32_t src = k.src_ip(), dst = k.dst_ip();
+        CHECK((src >> 17) == (0xc6120000u >> 17));
+        CHECK((dst >> 17) == (0xc6120000u >> 17));
+        if (unknown_through < 3) {  // a gateway that wrongly forwards unknown flows
+          enb.push_back(encap(f, 1, 0xc6130f00));
+          ++unknown_through;
+        }
+        continue;
+      }
+      ++known;
+      REQUIRE(m.flow < sessions.size());
+      const Session& s = sessions[m.flow];
+      CHECK(k == s.t.key());
+      if (known % 97 == 0) { ++dropped; continue; }
+      uint32_t teid = s.teid_dl, ip = s.enb_ip;
+      if (known % 131 == 0) { teid ^= 1; ++wrong_teid; }
+      else if (known % 151 == 0) { ip ^= 0x100; ++wrong_enb; }
+      enb.push_back(encap(f, teid, ip));
+      if (known % 211 == 0) { enb.push_back(enb.back()); ++dups; }
+    }
+  }
+  CHECK(unknown == unknown_sent);
+  REQUIRE(wrong_teid > 0);
+  REQUIRE(wrong_enb > 0);
+  REQUIRE(dups > 0);
+  // Noise the sink must count but not confuse with traffic: an Echo
+  // Response pair from the node (as node/packet.h answers), a frame to
+  // another MAC, an ARP.
+  for (int i = 0; i < 2; ++i) {
+    uint8_t req[64], resp[128];
+    const uint32_t n = write_echo_request(req, kEnbMac, kNodeMac, 0xc6130f01, kS1u, uint16_t(i + 1));
+    node::Upstream up;
+    REQUIRE(node::parse_upstream(req, n, kNodeMac, kS1u, &up) == node::Drop::kNone);
+    const uint32_t rn = node::write_echo_response(req, up, kNodeMac, kS1u, resp);
+    enb.emplace_back(resp, resp + rn);
+  }
+  std::vector<uint8_t> other = enb[0];
+  other[0] ^= 0x80;
+  enb.push_back(other);
+  std::vector<uint8_t> arp(60, 0);
+  std::memcpy(arp.data(), kEnbMac.b, 6);
+  arp[12] = 0x08;
+  arp[13] = 0x06;
+  enb.push_back(arp);
+  REQUIRE(write_pcap(d.path + "/enb.pcap", enb).ok());
+
+  // 3. The sink, with echo and upstream toward the node.
+  {
+    std::ofstream o(d.path + "/up.csv");
+    o << "teid_ul,ue_ip,server_ip,ue_port,server_port,proto\n"
+      << "0x01000001,198.19.14.1,198.18.8.1,4000,80,udp\n"
+      << "0x01000002,198.19.14.2,198.18.8.2,4001,443,tcp\n";
+  }
+  r = test::sh(kBin + " sink --quiet --sessions " + S + " --port net_pcap0,rx_pcap=" + d.path + "/enb.pcap,tx_pcap=" +
+               d.path + "/s1u-out.pcap --mac 02:5b:0e:00:01:00 --idle-exit 1 --duration 30 --echo-to 198.18.9.11" +
+               " --gw-mac 02:5b:0e:01:03:00 --upstream-teids " + d.path + "/up.csv --upstream-rate 200 --out " +
+               d.path + "/sink.json --file-prefix sbgt-sink-" + std::to_string(getpid()));
+  INFO(r.out);
+  REQUIRE(r.rc == 0);
+  auto kj = json_file(d.path + "/sink.json");
+  CHECK(kj.at("stopped_by") == "idle");
+  CHECK(u(kj, "delivered") == known - dropped);
+  CHECK(u(kj, "misdelivered") == wrong_teid + wrong_enb);
+  CHECK(u(kj, "wrong_teid") == wrong_teid);
+  CHECK(u(kj, "wrong_enb") == wrong_enb);
+  CHECK(u(kj, "wrong_inner") == 0);
+  CHECK(u(kj, "duplicates") == dups);
+  CHECK(u(kj, "unknown_delivered") == unknown_through);
+  CHECK(u(kj, "echo_responses") == 2);
+  CHECK(u(kj, "l2_not_mine") == 1);
+  CHECK(u(kj, "not_gtpu") == 1);
+  CHECK(u(kj, "ttl_not_decremented") == 0);
+  CHECK(u(kj, "echo_requests") >= 1);
+  CHECK(u(kj, "upstream_sent") >= 2);
+
+  // 4. The merged report.
+  r = test::sh(kBin + " report " + d.path + "/send.json " + d.path + "/sink.json --json");
+  INFO(r.out);
+  REQUIRE(r.rc == 0);
+  auto rep = json_fields(r.out);
+  CHECK(u(rep, "sent") == kCount);
+  CHECK(u(rep, "unknown_sent") == unknown_sent);
+  CHECK(u(rep, "delivered") == known - dropped);
+  CHECK(u(rep, "delivered_correct") == known - dropped - wrong_teid - wrong_enb);
+  CHECK(u(rep, "misdelivered") == wrong_teid + wrong_enb);
+  CHECK(u(rep, "lost") == dropped);
+  CHECK(u(rep, "duplicates") == dups);
+  CHECK(u(rep, "unknown_delivered") == unknown_through);
+  CHECK(rep.at("run_id_match") == "true");
+  CHECK(rep.count("latency_us_p50"));  // one machine, one clock
+  CHECK(rep.count("latency_us_p99"));
+  CHECK(rep.count("duration_s"));
+  CHECK(rep.count("rate_pps"));
+  r = test::sh(kBin + " report " + d.path + "/send.json " + d.path + "/sink.json");
+  CHECK(r.rc == 0);
+  CHECK(test::has(r.out, "delivered_correct"));
+
+  // 5. What the sink sent toward the node: echo requests and upstream G-PDUs.
+  std::vector<std::vector<uint8_t>> s1u, ext_in;
+  REQUIRE(read_pcap(d.path + "/s1u-out.pcap", &s1u).ok());
+  uint64_t echo = 0, up = 0;
+  for (const auto& f : s1u) {
+    node::Upstream x;
+    REQUIRE(node::parse_upstream(f.data(), uint32_t(f.size()), kNodeMac, kS1u, &x) == node::Drop::kNone);
+    if (x.msg_type == node::kGtpEchoRequest) {
+      ++echo;
+      CHECK(x.has_seq);
+      continue;
+    }
+    REQUIRE(x.msg_type == node::kGtpGpdu);
+    CHECK((x.teid == 0x01000001u || x.teid == 0x01000002u));
+    ++up;
+    // Decapsulated toward the Internet side, as the gateway would.
+    std::vector<uint8_t> out(14 + x.inner_len);
+    std::memcpy(out.data(), gen_macs[0].b, 6);
+    std::memcpy(out.data() + 6, kNodeMac.b, 6);
+    out[12] = 0x08;
+    std::memcpy(out.data() + 14, f.data() + x.inner_off, x.inner_len);
+    ext_in.push_back(out);
+  }
+  CHECK(echo == u(kj, "echo_requests"));
+  CHECK(up == u(kj, "upstream_sent"));
+  REQUIRE(write_pcap(d.path + "/ext-in.pcap", ext_in).ok());
+
+  // 6. The generator counts upstream packets arriving on its port.
+  r = test::sh(kBin + " send --quiet --sessions " + S + " --port net_pcap0,rx_pcap=" + d.path +
+               "/ext-in.pcap,tx_pcap=" + d.path + "/x.pcap --dst-mac 02:5b:0e:01:01:00 --rate 1000 --count 200" +
+               " --count-upstream --out " + d.path + "/send2.json");
+  INFO(r.out);
+  REQUIRE(r.rc == 0);
+  auto s2 = json_file(d.path + "/send2.json");
+  CHECK(u(s2, "upstream_received") == up);
+}
+
+TEST_CASE("sb-gen CLI: usage errors exit 2 with a message", "[gen]") {
+  TempDir d;
+  struct Case {
+    std::string args, want;
+  };
+  {
+    std::ofstream o(d.path + "/bad.csv");
+    o << "src_ip,dst_ip,src_port,dst_port,proto,node,teid_dl,enb_ip,bearer\n"
+      << "198.18.0.1,198.19.0.1,1024,80,6,choose,16,198.19.0.200,5\n"
+      << "198.18.0.1,198.19.0.1,1024,80,6,choose,16,198.19.0.999,5\n";
+  }
+  std::vector<Case> cases = {
+      {"", "a command is required"},
+      {"frobnicate", "unknown command"},
+      {"send --port net_null0 --dst-mac 02:00:00:00:00:01", "--sessions FILE is required"},
+      {"send --sessions " + d.path + "/bad.csv --port net_null0 --dst-mac 02:00:00:00:00:01", "bad.csv:3: enb_ip"},
+      {"send --sessions x --port a --port b --dst-mac 02:00:00:00:00:01 --dst-mac 02:00:00:00:00:02 --dst-mac "
+       "02:00:00:00:00:03",
+       "one MAC per --port"},
+      {"send --sessions x --port a --dst-mac 02:00:00:00:00:01 --size 40", "--size: at least 60"},
+      {"send --sessions x --port a --dst-mac 02:00:00:00:00:01 --popularity zipf:", "zipf:S"},
+      {"send --sessions x --port a --dst-mac 02:00:00:00:00:01 --unknown 2", "--unknown"},
+      {"send --sessions x --port a --dst-mac zz", "--dst-mac"},
+      {"send --bogus", "unknown option --bogus"},
+      {"sink --sessions x", "exactly one --port"},
+      {"sink --sessions x --port a --echo-to 1.2.3", "--echo-to"},
+      {"report a.json", "SEND.json SINK.json"},
+      {"report " + d.path + "/none.json " + d.path + "/none.json", "cannot read"},
+  };
+  for (const auto& c : cases) {
+    test::Run r = test::sh(kBin + " " + c.args);
+    INFO(c.args << "\n" << r.out);
+    CHECK(r.rc == 2);
+    CHECK(test::has(r.out, c.want));
+  }
+  test::Run h = test::sh(kBin + " --help");
+  CHECK(h.rc == 0);
+  CHECK(test::has(h.out, "sb-gen send"));
+}
