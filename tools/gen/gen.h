@@ -63,6 +63,8 @@ struct SinkOptions {
   double upstream_pps = 10;
   uint32_t run_id = 0;               // expected run id (0: the first one seen)
   bool any_mac = false;              // accept frames to any MAC
+  bool plain = false;                // also accept the generator's frames unencapsulated
+                                     // (no gateway in the path: calibration, tests)
   bool quiet = false;
 };
 

@@ -185,7 +185,7 @@ TEST_CASE("sink parser: GTP-U fixtures", "[gen]") {
   CHECK(parse_s1u(zero.data(), uint32_t(zero.size()), kEnb, false, &rx) == Verdict::kBad);
 }
 
-TEST_CASE("echo request and upstream frames; echo response through the node's responder", "[gen]") {
+TEST_CASE("echo request and upstream frames, echo response from the node responder", "[gen]") {
   uint8_t f[200];
   const uint32_t n = write_echo_request(f, kSrc, kDst, 0xc6130005, 0xc6120901, 77);
   REQUIRE(n == 54);
@@ -300,10 +300,12 @@ TEST_CASE("sequence bitmap against a set model", "[gen]") {
   SeqBitmap b;
   std::set<uint64_t> model;
   for (int i = 0; i < 200000; ++i) {
-    const uint64_t s = rng.below(3) ? rng.below(5000000) : rng.below(1ULL << 36);
+    const uint64_t s = rng.below(3) ? rng.below(5000000) : rng.below(1ULL << 26);  // <= 64 chunks (8 MiB)
     const bool fresh = model.insert(s).second;
     CHECK(b.test_and_set(s) == (fresh ? SeqBitmap::kNew : SeqBitmap::kDuplicate));
   }
+  CHECK(b.test_and_set((1ULL << 36) - 1) == SeqBitmap::kNew);
+  CHECK(b.test_and_set((1ULL << 36) - 1) == SeqBitmap::kDuplicate);
   CHECK(b.test_and_set(1ULL << 36) == SeqBitmap::kOutOfRange);
 }
 

@@ -28,7 +28,7 @@ const char* kUsage =
     "              [--rate PPS] [--duration S] [--count N] [--size BYTES] [--popularity uniform|zipf:S]\n"
     "              [--unknown FRAC] [--seed N] [--ecmp-seed N] [--run-id N] [--out send.json] [--pcap FILE]\n"
     "              [--count-upstream] [EAL options]\n"
-    "  sb-gen sink --sessions FILE --port DEV [--mac MAC] [--any-mac] [--duration S] [--idle-exit S]\n"
+    "  sb-gen sink --sessions FILE --port DEV [--mac MAC] [--any-mac] [--plain] [--duration S] [--idle-exit S]\n"
     "              [--out sink.json] [--pcap FILE] [--echo-to IP,IP,...] [--gw-mac MAC[,MAC...]]\n"
     "              [--src-ip IP] [--gw-ip IP] [--upstream-teids FILE] [--upstream-rate PPS] [--run-id N]\n"
     "              [EAL options]\n"
@@ -227,6 +227,7 @@ int cmd_sink(int argc, char** argv) {
     valued.push_back(k);
   std::vector<std::string> flags = kEalFlags;
   flags.push_back("--any-mac");
+  flags.push_back("--plain");
   Args a;
   std::string err;
   if (!parse_args(argc, argv, 2, valued, flags, &a, &err)) return usage_error("sink: " + err);
@@ -244,6 +245,7 @@ int cmd_sink(int argc, char** argv) {
     o.has_mac = true;
   }
   o.any_mac = a.has("--any-mac");
+  o.plain = a.has("--plain");
   uint64_t rid = 0;
   if (!num_d(a, "--duration", 0, 1e7, &o.duration_s, &err) || !num_d(a, "--idle-exit", 0, 1e7, &o.idle_exit_s, &err) ||
       !num_d(a, "--upstream-rate", 0, 1e6, &o.upstream_pps, &err) ||
