@@ -65,6 +65,12 @@ uint16_t ecmp_port(const Tuple& t, uint64_t seed, size_t ports) {
   return uint16_t(reduce(remix(hash_key(t.key(), seed), salt::kEcmp), ports));
 }
 
+std::string zipf_name(double s) {
+  char b[48];
+  std::snprintf(b, sizeof b, "zipf:%g", s);
+  return b;
+}
+
 void sleep_ns(uint64_t ns) {
   timespec ts{time_t(ns / 1000000000u), long(ns % 1000000000u)};
   nanosleep(&ts, nullptr);
@@ -280,7 +286,7 @@ int run_send(const SendOptions& o) {
   j.s("mode", "send").u("run_id", run_id).u("sent", sent).u("unknown_sent", unknown_sent);
   j.d("duration_s", dur, 3).d("rate_pps", dur > 0 ? double(sent) / dur : 0.0, 1);
   j.d("rate_target_pps", o.rate_pps, 1).u("sessions", sessions.size()).u("tx_failed", tx_failed);
-  j.u("size", o.size).s("popularity", o.zipf_s > 0 ? "zipf:" + std::to_string(o.zipf_s) : "uniform");
+  j.u("size", o.size).s("popularity", o.zipf_s > 0 ? zipf_name(o.zipf_s) : std::string("uniform"));
   j.d("unknown_fraction", o.unknown, 4).u("seed", o.seed).u("ecmp_seed", o.ecmp_seed);
   j.s("stopped_by", stopped_by).s("boot_id", boot_id());
   if (o.count_upstream) j.u("upstream_received", upstream_rx);
