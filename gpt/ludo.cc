@@ -550,25 +550,36 @@ Status LudoTable::apply_insert(uint32_t g, std::span<const uint8_t> payload) {
       }
     }
     // The stripes this node touches, each once (a stripe bumped twice
-    // would look stable to readers): linear dedupe, nodes touch few.
-    auto& st = scratch_st_;
-    st.clear();
-    st.push_back(stripe_b(g, bucket));
-    for (unsigned j = 0; j < nchg; ++j) {
-      const uint32_t x = get_u32(c + 4 * j);
-      if ((x >> 31) != 0) continue;
-      const uint32_t r = stripe_a(g, x & ((1u << 30) - 1));
-      if (st.size() > 32) {
-        st.push_back(r);
-      } else if (std::find(st.begin(), st.end(), r) == st.end()) {
-        st.push_back(r);
+    // would look stable to readers). A node carries the Othello entries of
+    // one key's component flip (~3 on average, §4.4.8), so a fixed array
+    // with a linear dedupe does it without touching the heap; long change
+    // lists (rare) go through the sorted scratch vector.
+    uint32_t fixed[33];
+    uint32_t* st = fixed;
+    size_t nst = 0;
+    fixed[nst++] = stripe_b(g, bucket);
+    if (nchg <= 32) {
+      for (unsigned j = 0; j < nchg; ++j) {
+        const uint32_t x = get_u32(c + 4 * j);
+        if ((x >> 31) != 0) continue;
+        const uint32_t r = stripe_a(g, x & ((1u << 30) - 1));
+        bool dup = false;
+        for (size_t t = 0; t < nst; ++t) dup |= fixed[t] == r;
+        if (!dup) fixed[nst++] = r;
       }
+    } else {
+      auto& v = scratch_st_;
+      v.assign(1, fixed[0]);
+      for (unsigned j = 0; j < nchg; ++j) {
+        const uint32_t x = get_u32(c + 4 * j);
+        if ((x >> 31) == 0) v.push_back(stripe_a(g, x & ((1u << 30) - 1)));
+      }
+      std::sort(v.begin(), v.end());
+      v.erase(std::unique(v.begin(), v.end()), v.end());
+      st = v.data();
+      nst = v.size();
     }
-    if (st.size() > 33) {
-      std::sort(st.begin(), st.end());
-      st.erase(std::unique(st.begin(), st.end()), st.end());
-    }
-    stripes_begin(st.data(), st.size());
+    stripes_begin(st, nst);
     for (unsigned j = 0; j < nchg; ++j) {
       const uint32_t x = get_u32(c + 4 * j);
       write_bits((x >> 31) ? s->b.data() : s->a.data(), x & ((1u << 30) - 1), 1, (x >> 30) & 1u);
@@ -581,7 +592,7 @@ Status LudoTable::apply_insert(uint32_t g, std::span<const uint8_t> payload) {
     if (ovf) ovf_put(s, bucket, seed);
     write_bits(s->bkt.data(), pos, s->W, w);
     if (was_ovf && !ovf) ovf_erase(s, bucket);
-    stripes_end(st.data(), st.size());
+    stripes_end(st, nst);
     q = c + 4 * size_t(nchg);
   }
   return Status::Ok();

@@ -10,6 +10,7 @@
 #include <thread>
 
 #include "core/bit_array.h"
+#include "core/prefetch.h"
 #include "gpt/ludo.h"
 
 namespace sb::gpt {
@@ -67,10 +68,10 @@ struct LudoBuilder::Shard {
   // The two candidate buckets of h and their keys: four independent misses
   // issued together before any of them is needed.
   void prefetch(uint64_t c0, uint64_t c1) const {
-    __builtin_prefetch(&bk[c0]);
-    __builtin_prefetch(&bk[c1]);
-    __builtin_prefetch(&keys[4 * c0]);
-    __builtin_prefetch(&keys[4 * c1]);
+    prefetch_r(&bk[c0]);
+    prefetch_r(&bk[c1]);
+    prefetch_r(&keys[4 * c0]);
+    prefetch_r(&keys[4 * c1]);
   }
   bool has_hash(uint64_t b, uint64_t h) const {
     const Bucket& B = bk[b];
@@ -102,7 +103,7 @@ bool bfs_path(LudoBuilder::Shard& S, uint64_t h, unsigned max_nodes, std::vector
   auto found = [&](size_t i) {
     for (int32_t j = int32_t(i); j >= 0; j = q[size_t(j)].parent) {
       chain.push_back(q[size_t(j)]);
-      __builtin_prefetch(&S.keys[4 * size_t(q[size_t(j)].bucket)], 1);  // the moves write them
+      prefetch_w(&S.keys[4 * size_t(q[size_t(j)].bucket)]);  // the moves write them
     }
     std::reverse(chain.begin(), chain.end());
     return true;
@@ -119,7 +120,7 @@ bool bfs_path(LudoBuilder::Shard& S, uint64_t h, unsigned max_nodes, std::vector
     uint64_t alt[4];
     for (unsigned s = 0; s < 4; ++s) {
       alt[s] = S.other(B.h[s], n.bucket);
-      __builtin_prefetch(&S.bk[alt[s]]);
+      prefetch_r(&S.bk[alt[s]]);
     }
     for (unsigned s = 0; s < 4; ++s) {
       if (alt[s] == n.bucket) continue;
@@ -195,7 +196,7 @@ bool relocate_out(LudoBuilder::Shard& S, uint64_t b, unsigned inline_seeds, unsi
       uint64_t alt[4];
       for (unsigned t = 0; t < B.cnt; ++t) {
         alt[t] = S.other(B.h[t], n.bucket);
-        __builtin_prefetch(&S.bk[alt[t]]);
+        prefetch_r(&S.bk[alt[t]]);
       }
       for (unsigned t = 0; t < B.cnt; ++t) {
         if (alt[t] == n.bucket) continue;
@@ -476,8 +477,16 @@ Status LudoBuilder::emit(uint32_t g, LudoDelta kind, DeltaList* out) {
   ++stats_.deltas;
   stats_.delta_payload_bytes += scratch_.size();
   stats_.delta_bytes += scratch_.size() + kDeltaHeaderBytes;
-  // table() is kept equal to what a remote node gets from the same bytes.
-  return table_->apply(out->operator[](out->size() - 1));
+  // table() is kept equal to what a remote node gets from the same bytes:
+  // the payload just sealed goes through the same apply code as on a remote
+  // node (validation included), without re-parsing and re-checksumming the
+  // header this builder wrote a moment ago.
+  const std::span<const uint8_t> payload(scratch_.data(), scratch_.size());
+  switch (kind) {
+    case LudoDelta::kInsert: return table_->apply_insert(g, payload);
+    case LudoDelta::kChange: return table_->apply_change(g, payload);
+    default: return table_->apply(out->operator[](out->size() - 1));
+  }
 }
 
 // Whole shard (growth or Othello reconstruction): installed locally from the
@@ -542,8 +551,14 @@ Status LudoBuilder::insert(const FlowKey& key, uint64_t h, uint8_t value, DeltaL
   const uint32_t g = table_->shard_of(h);
   {
     Shard& S = *shards_[g];
-    S.prefetch(S.b0(h), S.b1(h));
-    if (S.find_in(S.b0(h), key, h) >= 0 || S.find_in(S.b1(h), key, h) >= 0)
+    const uint64_t c0 = S.b0(h), c1 = S.b1(h);
+    // One round of misses for everything the insert reads first: both
+    // candidate buckets and their keys, and the Othello control's vertex
+    // records and array words of the new key (§4.4.8: the new key's bit is
+    // added to the bucket locator at the end of the path).
+    S.prefetch(c0, c1);
+    S.oth.prefetch(h);
+    if (S.find_in(c0, key, h) >= 0 || S.find_in(c1, key, h) >= 0)
       return Status::AlreadyExists("ludo insert: key present");
     if (fb_.find(key, h)) return Status::AlreadyExists("ludo insert: key present (fallback)");
     if (S.count + 1 > S.cap) SB_RETURN_IF_ERROR(grow(g, out));
@@ -557,6 +572,10 @@ Status LudoBuilder::insert(const FlowKey& key, uint64_t h, uint8_t value, DeltaL
     ++size_;
     return fallback_put(g, key, h, value, out);
   }
+  // Every key the path moves flips its bucket-locator bit (an Othello
+  // alter, §4.4.8 "insertion"): start the misses on their control records
+  // now so the alters below do not each wait for their first line.
+  for (size_t j = 1; j < chain.size(); ++j) S.oth.prefetch(S.bk[chain[j - 1].bucket].h[chain[j].slot]);
   const unsigned l = cfg_.value_bits;
   std::vector<uint8_t>& nb_buf = node_buf_;
   nb_buf.resize(10);
@@ -699,6 +718,7 @@ Status LudoBuilder::erase(const FlowKey& key, uint64_t h, DeltaList* out) {
   Shard& S = *shards_[g];
   const uint64_t c0 = S.b0(h), c1 = S.b1(h);
   S.prefetch(c0, c1);
+  S.oth.prefetch(h);  // the Othello erase (unlink) reads them: same round of misses
   for (const uint64_t b : {c0, c1}) {
     const int i = S.find_in(b, key, h);
     if (i < 0) continue;
