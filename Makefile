@@ -5,7 +5,8 @@
 #               run every CTest test, the hash test vectors in a native
 #               build, then the ThreadSanitizer tree's `tsan` tests
 #
-# Other targets: build, release, eval (QUICK=1, DETACH=1), fuzz (FUZZ_SECONDS=60), clean.
+# Other targets: build, release, e2e (long testbed run: churn, node kill),
+# eval (QUICK=1, DETACH=1), fuzz (FUZZ_SECONDS=60), clean.
 SHELL := /bin/bash
 BUILD ?= build
 BUILD_TSAN ?= build-tsan
@@ -15,7 +16,7 @@ BUILD_FUZZ ?= build-fuzz
 JOBS ?= $(shell nproc)
 
 
-.PHONY: deps build release test test-native test-tsan demo eval fuzz clean
+.PHONY: deps build release test test-native test-tsan demo e2e eval fuzz clean
 
 deps:
 	@tools/install-deps
@@ -54,6 +55,11 @@ test-tsan: deps
 
 demo: release
 	tools/demo $(BUILD_RELEASE)
+
+# The long end-to-end run on the testbed: traffic during session churn and a
+# node kill/restart (tools/e2e).
+e2e: release
+	tools/e2e $(BUILD_RELEASE)
 
 # The evaluation report (docs/EVALUATION.md): QUICK=1 for the reduced grid,
 # DETACH=1 to run in the background (log in eval/results/<date>/eval.out);
