@@ -260,36 +260,80 @@ uint8_t LudoTable::lookup_counted(const FlowKey& key, uint64_t h, uint32_t* retr
 
 uint32_t LudoTable::lookup_bulk(const FlowKey* keys, const uint64_t* hashes, size_t n,
                                 uint8_t* out) const {
-  return bulk_both_ ? lookup_bulk_impl<true>(keys, hashes, n, out)
-                    : lookup_bulk_impl<false>(keys, hashes, n, out);
+  if (nshards_ == 1)
+    return bulk_both_ ? lookup_bulk_impl<true, true>(keys, hashes, n, out)
+                      : lookup_bulk_impl<false, true>(keys, hashes, n, out);
+  return bulk_both_ ? lookup_bulk_impl<true, false>(keys, hashes, n, out)
+                    : lookup_bulk_impl<false, false>(keys, hashes, n, out);
 }
+
+namespace {
+// The W-bit bucket at bit pos, branch-free: the word of its first bit and the
+// word of its last bit (the same word unless the bucket straddles two; then
+// the second load supplies the high part, otherwise the mask drops what it
+// adds). Reading the word of the last bit rather than wi + 1 touches no line
+// the bucket does not occupy. The caller masks to W bits.
+inline uint64_t bucket_bits(const uint64_t* w, uint64_t pos, unsigned W) {
+  const uint64_t wi = pos >> 6, wj = (pos + W - 1) >> 6;
+  const unsigned off = unsigned(pos & 63);
+  return (seq_load(w + wi) >> off) | ((seq_load(w + wj) << 1) << (63 - off));
+}
+}  // namespace
 
 // Algorithm 1 over a batch, in phases so the loads of different keys
 // overlap: (1) hash-derived positions, prefetch A and B (and, kBoth, both
 // candidate buckets); (2) the bit, prefetch the chosen bucket; (3) the
 // bucket, the slot, validation (retry that key alone on a version change).
-template <bool kBoth>
+// kOne (the table has one shard): the shard pointer, its epoch and salts
+// are read once per batch instead of once per key; the epoch is still read
+// before every data load of the batch and re-checked after each key's
+// loads, so the seqlock argument (§4.4.8, A.2.1) is unchanged, and a shard
+// swapped during the batch stays readable (replaced shards are retired, not
+// freed) and self-consistent, as for a per-key read that started earlier.
+template <bool kBoth, bool kOne>
 uint32_t LudoTable::lookup_bulk_impl(const FlowKey* keys, const uint64_t* hashes, size_t n,
                                      uint8_t* out) const {
   struct Pos {
     const LudoShard* s;
     uint64_t ia, ib, bucket, c1;
-    uint32_t g, e, sa;
+    uint32_t g, e;
   };
   Pos p[kMaxBurst];
   uint32_t retries = 0;
   const uint64_t mask = low_mask(l_);
   const bool fb = fallback_n_.load(std::memory_order_relaxed) != 0;
+  // kOne: the batch's shard view.
+  const LudoShard* s1 = nullptr;
+  uint32_t e1 = 0;
+  uint64_t sa1 = 0, sb1 = 0;
+  if constexpr (kOne) {
+    s1 = shards_[0].load(std::memory_order_acquire);
+    e1 = s1->epoch.read_begin();
+    sa1 = seq_load(&s1->salt_a);
+    sb1 = seq_load(&s1->salt_b);
+  }
   for (size_t i = 0; i < n; ++i) {
     const uint64_t h = hashes[i];
-    const uint32_t g = shard_of(h);
-    const LudoShard* s = shards_[g].load(std::memory_order_acquire);
     Pos& q = p[i];
+    const LudoShard* s;
+    uint64_t salt_a, salt_b;
+    if constexpr (kOne) {
+      s = s1;
+      q.g = 0;
+      q.e = e1;
+      salt_a = sa1;
+      salt_b = sb1;
+    } else {
+      const uint32_t g = shard_of(h);
+      s = shards_[g].load(std::memory_order_acquire);
+      q.g = g;
+      q.e = s->epoch.read_begin();
+      salt_a = seq_load(&s->salt_a);
+      salt_b = seq_load(&s->salt_b);
+    }
     q.s = s;
-    q.g = g;
-    q.e = s->epoch.read_begin();
-    q.ia = reduce(remix(h, seq_load(&s->salt_a)), s->m_a);
-    q.ib = reduce(remix(h, seq_load(&s->salt_b)), s->m_b);
+    q.ia = reduce(remix(h, salt_a), s->m_a);
+    q.ib = reduce(remix(h, salt_b), s->m_b);
     prefetch_r(s->pa + (q.ia >> 6));
     prefetch_r(s->pb + (q.ib >> 6));
     q.bucket = reduce(remix(h, salt::kLudoBucket1), s->nb);
@@ -300,10 +344,11 @@ uint32_t LudoTable::lookup_bulk_impl(const FlowKey* keys, const uint64_t* hashes
       prefetch_r(bk + ((q.c1 * s->W) >> 3));
     }
   }
+  uint32_t sa[kMaxBurst];
   if constexpr (!kBoth) {
     for (size_t i = 0; i < n; ++i) {
       Pos& q = p[i];
-      q.sa = stripes_.at(stripe_a(q.g, q.ia)).read_begin();
+      sa[i] = stripes_.at(stripe_a(q.g, q.ia)).read_begin();
       const uint64_t bit = read_bits(q.s->pa, q.ia, 1) ^ read_bits(q.s->pb, q.ib, 1);
       if (bit) q.bucket = q.c1;
       prefetch_r(reinterpret_cast<const char*>(q.s->pk) + ((q.bucket * q.s->W) >> 3));
@@ -312,20 +357,21 @@ uint32_t LudoTable::lookup_bulk_impl(const FlowKey* keys, const uint64_t* hashes
   for (size_t i = 0; i < n; ++i) {
     Pos& q = p[i];
     const LudoShard* s = q.s;
+    const SeqVersion& va = stripes_.at(stripe_a(q.g, q.ia));
     if constexpr (kBoth) {
-      q.sa = stripes_.at(stripe_a(q.g, q.ia)).read_begin();
+      sa[i] = va.read_begin();
       const uint64_t bit = read_bits(s->pa, q.ia, 1) ^ read_bits(s->pb, q.ib, 1);
-      if (bit) q.bucket = q.c1;
+      q.bucket = bit ? q.c1 : q.bucket;
     }
     const SeqVersion& vb = stripes_.at(stripe_b(q.g, q.bucket));
     const uint32_t sb = vb.read_begin();
-    const uint64_t w = read_bits(s->pk, q.bucket * s->W, s->W);
+    const unsigned W = s->W;
+    const uint64_t w = bucket_bits(s->pk, q.bucket * W, W);
     unsigned seed = unsigned(w & 31);
-    if (seed == kLudoOverflowMark) seed = s->overflow_seed(q.bucket);
+    if (seed == kLudoOverflowMark) [[unlikely]] seed = s->overflow_seed(q.bucket);
     const unsigned slot = ludo_slot(ludo_slot_word(hashes[i]), seed);
     out[i] = uint8_t((w >> (kLudoSeedBits + slot * l_)) & mask);
-    if (vb.read_retry(sb) || stripes_.at(stripe_a(q.g, q.ia)).read_retry(q.sa) ||
-        s->epoch.read_retry(q.e)) {
+    if (vb.read_retry(sb) || va.read_retry(sa[i]) || s->epoch.read_retry(q.e)) [[unlikely]] {
       ++retries;
       out[i] = lookup_counted(keys[i], hashes[i], &retries);
     }

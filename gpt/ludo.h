@@ -288,7 +288,7 @@ class LudoTable final : public GptTable {
  private:
   friend class LudoBuilder;
   LudoTable() = default;
-  template <bool kBoth>
+  template <bool kBoth, bool kOne>
   uint32_t lookup_bulk_impl(const FlowKey* keys, const uint64_t* hashes, size_t n, uint8_t* out) const;
   Status init(const LudoConfig& cfg);
   void publish(uint32_t g, std::unique_ptr<LudoShard> s);  // pointer swap, retire old
