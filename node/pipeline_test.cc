@@ -161,7 +161,7 @@ void check_encap(const std::vector<uint8_t>& f, uint32_t h, uint32_t teid, uint3
 struct ClusterFixture {
   std::unique_ptr<RingCluster> c;
   explicit ClusterFixture(rib::Architecture a, uint32_t nodes = 4, fib::FibKind fk = fib::FibKind::kCuckoo,
-                          MtuPolicy pol = MtuPolicy::kFragment) {
+                          MtuPolicy pol = MtuPolicy::kFragment, gpt::Backend gb = gpt::Backend::kSetSep) {
     static int seq = 0;
     RingClusterOptions o;
     o.name = "t" + std::to_string(seq++);
@@ -169,6 +169,7 @@ struct ClusterFixture {
     o.arch = a;
     o.fib = fk;
     o.mtu_policy = pol;
+    o.gpt = gb;
     o.ring_size = 256;
     o.capacity = 4096;  // the GPT sized for the test's sessions (its blocks are full)
     auto r = RingCluster::create(o, sessions(nodes), pool());
@@ -230,6 +231,27 @@ TEST_CASE("pipeline: a remote session reaches its handling node, encapsulated, i
       }
       CHECK(pk == 1);
     }
+  }
+}
+
+TEST_CASE("pipeline: the Ludo GPT steers like SetSep (every session of the cluster reaches its node)") {
+  ClusterFixture fx(rib::Architecture::kScaleBricks, 4, fib::FibKind::kCuckoo, MtuPolicy::kFragment,
+                    gpt::Backend::kLudo);
+  const auto f = downstream_frame(0, kUe0);
+  const auto out = run(*fx.c, 0, kExt, f);
+  REQUIRE(out.size() == 1);
+  CHECK(out[0].node == 1);
+  check_encap(out[0].frame, 1, 0x1001, kEnb0, f, fx.s1u(1));
+  // All 2002 sessions, from ingress node 2: each leaves its handling node.
+  const auto ss = sessions(4);
+  for (size_t i = 0; i < ss.size(); i += 7) {
+    const FlowKey& k = ss[i].key;
+    const auto fr = PacketBuilder().eth(rc_mac(2, kExt), rc_ext_next_hop()).ipv4(k.src_ip(), k.dst_ip(), k.proto())
+                        .udp(k.src_port(), k.dst_port()).payload(20).build();
+    const auto o = run(*fx.c, 2, kExt, fr);
+    REQUIRE(o.size() == 1);
+    CHECK(o[0].node == ss[i].handling_node);
+    CHECK(rd32(&o[0].frame[46]) == ss[i].teid_dl);
   }
 }
 
