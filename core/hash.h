@@ -106,6 +106,7 @@ inline constexpr uint64_t kHashPart = 0xc2b2ae3d27d4eb4fULL;     // hash-partiti
 inline constexpr uint64_t kFlowPort = 0x165667b19e3779f9ULL;     // GTP-U UDP source port
 inline constexpr uint64_t kEcmp = 0x27d4eb2f165667c5ULL;         // sb-gen ECMP spread
 inline constexpr uint64_t kGptFallback = 0x3c6ef372fe94f82bULL;  // GPT full-key fallback table slot
+inline constexpr uint64_t kFibCheck = 0x9fb21c651e98df25ULL;     // Othello FIB check bits
 }  // namespace salt
 
 }  // namespace sb

@@ -100,7 +100,7 @@ TEST_CASE("hash: every consumer's salt is distinct (no two structures share deri
   using namespace sb::salt;
   const uint64_t all[] = {kGptBucket, kGptBlock,   kGptG1,      kGptG2,    kLudoShard, kLudoBucket1,
                           kLudoBucket2, kLudoSlot, kOthelloA,   kOthelloB, kCuckooB1,  kCuckooB2,
-                          kChoose,    kHashPart,   kFlowPort,   kEcmp,     kGptFallback};
+                          kChoose,    kHashPart,   kFlowPort,   kEcmp,     kGptFallback, kFibCheck};
   for (size_t i = 0; i < std::size(all); ++i)
     for (size_t j = i + 1; j < std::size(all); ++j) CHECK(all[i] != all[j]);
 }

@@ -26,8 +26,7 @@ Result<std::unique_ptr<OthelloFib>> OthelloFib::create(const SessionTable* table
 // are independent of ha(k), hb(k) (salts kOthelloA/B) and of every other
 // derivation of the hash plan (core/hash.h).
 uint64_t OthelloFib::check(uint64_t h) const {
-  constexpr uint64_t kFibCheckSalt = 0x9fb21c651e98df25ULL;
-  return opt_.check_bits == 0 ? 0 : remix(h, kFibCheckSalt) >> (64 - opt_.check_bits);
+  return opt_.check_bits == 0 ? 0 : remix(h, salt::kFibCheck) >> (64 - opt_.check_bits);
 }
 
 uint64_t OthelloFib::num_bits() const {
