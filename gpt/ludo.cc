@@ -543,6 +543,40 @@ Status LudoTable::apply(std::span<const uint8_t> delta) {
   return Status::InvalidArgument("ludo apply: unknown delta kind " + std::to_string(hd.kind));
 }
 
+void LudoTable::prefetch_delta(std::span<const uint8_t> delta) const {
+  if (delta.size() < kDeltaHeaderBytes + 8 || delta[0] != uint8_t(Backend::kLudo)) return;
+  const uint8_t* d = delta.data();
+  const uint32_t part = get_u32(d + 4), sub = get_u32(d + 8);
+  if (part >= (1u << log2p_) || sub >= k_) return;
+  const LudoShard* s = owned_[part * k_ + sub].get();
+  const uint8_t* p = d + kDeltaHeaderBytes;
+  const uint8_t* end = d + delta.size();
+  if (get_u64(p) != s->nb) return;
+  const char* bk = reinterpret_cast<const char*>(s->bkt.data());
+  if (d[2] == uint8_t(LudoDelta::kChange)) {
+    if (end - p >= 14) {
+      const uint32_t b = get_u32(p + 8);
+      if (b < s->nb) prefetch_w(bk + ((uint64_t(b) * s->W) >> 3));
+    }
+    return;
+  }
+  if (d[2] != uint8_t(LudoDelta::kInsert) || end - p < 10) return;
+  const unsigned nodes = get_u16(p + 8);
+  p += 10;
+  for (unsigned k = 0; k < nodes && end - p >= 12; ++k) {
+    const uint32_t b = get_u32(p);
+    const unsigned nchg = get_u16(p + 10);
+    p += 12;
+    if (b < s->nb) prefetch_w(bk + ((uint64_t(b) * s->W) >> 3));
+    for (unsigned j = 0; j < nchg && end - p >= 4; ++j, p += 4) {
+      const uint32_t x = get_u32(p);
+      const uint64_t idx = x & ((1u << 30) - 1);
+      if (idx < ((x >> 31) ? s->m_b : s->m_a))
+        prefetch_w(((x >> 31) ? s->b.data() : s->a.data()) + (idx >> 6));
+    }
+  }
+}
+
 // Insertion message (§4.4.8): u64 nb; u16 nodes; per node u32 bucket, u8
 // seed, u8 flags (bit 0: overflow seed), u8 slot values[4], u16 nchg,
 // u32 chg[nchg] = side << 31 | value << 30 | index. Nodes are applied in

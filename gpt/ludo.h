@@ -272,6 +272,13 @@ class LudoTable final : public GptTable {
   // = 3 phases, 3 lines (A/B, then the chosen bucket). At 16M keys the
   // tables live in DRAM and one round wins (~+15%); in cache they tie.
   void set_bulk_prefetch_both(bool v) { bulk_both_ = v; }
+  // Receiver with a queue of deltas: starts the misses on the words a
+  // later apply(delta) will rewrite (bucket words, Othello words), so
+  // applying a stream overlaps the misses of consecutive deltas instead of
+  // paying them one delta at a time. Reads nothing it does not bounds-check,
+  // writes nothing, verifies no checksum: apply() still validates the delta
+  // in full. Writer thread only (it reads the writer's shard pointers).
+  void prefetch_delta(std::span<const uint8_t> delta) const;
 
   // Test hook: called by apply() inside a write section (versions odd),
   // after the Othello changes and before the bucket word of each node.
