@@ -192,6 +192,27 @@ TEST_CASE("ludo: growth crossing 94% under updates keeps lookups correct", "[lud
       ++reads;
     }
   });
+  // A bulk reader too: one shard, so lookup_bulk takes the path that reads
+  // the shard pointer, epoch and salts once per batch; the shard is swapped
+  // (growth) under it.
+  std::thread bulk_reader([&] {
+    Rng rr(seed + 2);
+    uint64_t h[32];
+    uint8_t out[32];
+    FlowKey ks[32];
+    size_t idx[32];
+    while (!stop.load(std::memory_order_relaxed)) {
+      const size_t m = live.load(std::memory_order_acquire);
+      for (int j = 0; j < 32; ++j) {
+        idx[j] = rr.below(m);
+        ks[j] = keys[idx[j]];
+        h[j] = hash_key(ks[j], c.hash_seed);
+      }
+      remote->lookup_bulk(ks, h, 32, out);
+      for (int j = 0; j < 32; ++j) wrong += out[j] != vals[idx[j]];
+      reads += 32;
+    }
+  });
   DeltaList d;
   bool crossed = false;
   for (size_t i = n0; i < keys.size(); ++i) {
@@ -204,6 +225,7 @@ TEST_CASE("ludo: growth crossing 94% under updates keeps lookups correct", "[lud
   }
   stop = true;
   reader.join();
+  bulk_reader.join();
   CHECK(crossed);
   CHECK((*b)->stats().growths >= 1);
   CHECK((*b)->ludo().capacity() > slots0);
