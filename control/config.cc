@@ -254,7 +254,8 @@ Status parse_node(const YAML::Node& n, const rib::ClusterSpec& cluster, NodeSpec
                                             "fib_capacity", "snapshot_every", "fib", "ports", "lcores",
                                             "hugepages", "memory_mb", "file_prefix", "eal_args", "ue_fallback",
                                             "s1u_ip", "next_hops", "mtu", "mtu_policy", "metrics",
-                                            "idle_sleep_us", "mbufs"}));
+                                            "idle_sleep_us", "mbufs", "heartbeat_ms", "dead_after_ms",
+                                            "fib_timeout_ms", "forward_timeout_ms"}));
   SB_RETURN_IF_ERROR(get(n, "id", "node", &out->id, true));
   if (!cluster.is_member(out->id))
     return bad("node.id", std::to_string(out->id) + " is not a cluster member");
@@ -274,6 +275,16 @@ Status parse_node(const YAML::Node& n, const rib::ClusterSpec& cluster, NodeSpec
     return bad("node.fib_capacity", "must be in [1, 2^27]");
   SB_RETURN_IF_ERROR(get(n, "snapshot_every", "node", &out->snapshot_every, false));
   if (out->snapshot_every < 16) return bad("node.snapshot_every", "must be >= 16");
+  SB_RETURN_IF_ERROR(get(n, "heartbeat_ms", "node", &out->heartbeat_ms, false));
+  SB_RETURN_IF_ERROR(get(n, "dead_after_ms", "node", &out->dead_after_ms, false));
+  SB_RETURN_IF_ERROR(get(n, "fib_timeout_ms", "node", &out->fib_timeout_ms, false));
+  SB_RETURN_IF_ERROR(get(n, "forward_timeout_ms", "node", &out->forward_timeout_ms, false));
+  if (out->heartbeat_ms < 10 || out->heartbeat_ms > 10000) return bad("node.heartbeat_ms", "must be in [10, 10000]");
+  if (out->dead_after_ms < 3 * out->heartbeat_ms || out->dead_after_ms > 600000)
+    return bad("node.dead_after_ms", "must be in [3 x heartbeat_ms, 600000]");
+  if (out->fib_timeout_ms < 10 || out->fib_timeout_ms > 600000) return bad("node.fib_timeout_ms", "must be in [10, 600000]");
+  if (out->forward_timeout_ms < 10 || out->forward_timeout_ms > 600000)
+    return bad("node.forward_timeout_ms", "must be in [10, 600000]");
   return parse_dataplane(n, cluster, out->id, &out->dp);
 }
 

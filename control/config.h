@@ -66,6 +66,11 @@ struct NodeSpec {
   uint32_t fsync_interval_ms = 10;
   uint64_t fib_capacity = 1 << 20;  // sessions this node can handle
   uint64_t snapshot_every = 1 << 20;  // WAL records between RIB snapshots
+  // Control-plane timing (control/agent.h AgentOptions).
+  uint32_t heartbeat_ms = 100;        // heartbeats (stream heads) every ...
+  uint32_t dead_after_ms = 1500;      // a member unheard this long is not live
+  uint32_t fib_timeout_ms = 3000;     // an op whose FIB ack does not come fails
+  uint32_t forward_timeout_ms = 5000; // a request forwarded to an owner that does not answer fails
   DataPlaneSpec dp;
 };
 

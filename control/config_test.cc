@@ -66,6 +66,33 @@ TEST_CASE("config: errors name the field") {
   CHECK(err("name: lab", "name: lab\n  - x").find("t.yaml") != std::string::npos);
 }
 
+TEST_CASE("config: control timing and the data plane section") {
+  std::string y = kGood;
+  y.replace(y.find("  fsync: batch\n"), 14,
+            "  fsync: batch\n  dead_after_ms: 5000\n  heartbeat_ms: 200\n"
+            "  fib: othello\n  lcores: \"0@(0-1)\"\n  s1u_ip: 198.18.9.1\n"
+            "  next_hops: {ext: \"02:00:00:00:00:fe\", enb: \"02:00:00:00:00:fd\"}\n"
+            "  ports:\n    ext: {device: \"net_af_packet0,iface=ext\", queues: 2}\n"
+            "    fabric: {device: net_null1}\n    enb: {device: net_null2, mac: \"02:00:00:00:00:33\"}\n");
+  y.replace(y.find("weight: 3}"), 10, "weight: 3, fabric_mac: \"02:00:00:00:00:02\"}");
+  Result<Config> r = parse_config(y);
+  INFO(r.status().to_string());
+  REQUIRE(r.ok());
+  const NodeSpec& n = r.value().node;
+  CHECK(n.dead_after_ms == 5000);
+  CHECK(n.heartbeat_ms == 200);
+  CHECK(n.dp.has_ports);
+  CHECK(n.dp.fib_othello);
+  CHECK(n.dp.ports[0].queues == 2);
+  CHECK(n.dp.ports[2].has_mac);
+  CHECK(n.dp.ports[2].mac[5] == 0x33);
+  CHECK(n.dp.s1u_ip == 0xc6120901);
+  CHECK(n.dp.lcores == "0@(0-1)");
+  CHECK(n.dp.metrics.empty());  // off unless asked for
+  CHECK(err("fsync: batch", "fsync: batch\n  dead_after_ms: 100").find("node.dead_after_ms") != std::string::npos);
+  CHECK(err("fsync: batch", "fsync: batch\n  heartbeat_ms: 1").find("node.heartbeat_ms") != std::string::npos);
+}
+
 TEST_CASE("config: CURVE key files round trip and are checked") {
   Result<KeyPair> kp = generate_keypair();
   REQUIRE(kp.ok());

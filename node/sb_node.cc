@@ -89,6 +89,10 @@ int main(int argc, char** argv) {
   sb::control::AgentOptions opt;
   opt.config = cfg.value();
   opt.drop_every_nth_batch = drop;
+  opt.heartbeat_ms = opt.config.node.heartbeat_ms;
+  opt.dead_after_ms = opt.config.node.dead_after_ms;
+  opt.fib_timeout_ms = opt.config.node.fib_timeout_ms;
+  opt.forward_timeout_ms = opt.config.node.forward_timeout_ms;
   if (opt.config.cluster.curve) {
     sb::Result<sb::control::KeyPair> kp = sb::control::load_key_file(opt.config.node.key_file);
     if (!kp.ok()) {
