@@ -164,7 +164,9 @@ struct ClusterFixture {
                           MtuPolicy pol = MtuPolicy::kFragment, gpt::Backend gb = gpt::Backend::kSetSep) {
     static int seq = 0;
     RingClusterOptions o;
-    o.name = "t" + std::to_string(seq++);
+    char name[16];  // (snprintf: gcc 12 -O3 warns -Wrestrict on "t" + std::to_string)
+    std::snprintf(name, sizeof name, "t%d", seq++);
+    o.name = name;
     o.nodes = nodes;
     o.arch = a;
     o.fib = fk;

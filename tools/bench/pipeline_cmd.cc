@@ -252,7 +252,9 @@ int cmd_pipeline(int argc, char** argv) {
       const std::string fib_name = fk == fib::FibKind::kOthello ? "othello" : "cuckoo";
       node::RingClusterOptions o;
       static int run_no = 0;
-      o.name = "p" + std::to_string(run_no++);  // ring names are short (RTE_RING_NAMESIZE)
+      char name[16];  // ring names are short (RTE_RING_NAMESIZE)
+      std::snprintf(name, sizeof name, "p%d", run_no++);
+      o.name = name;
       o.nodes = N;
       o.arch = arch;
       o.fib = fk;
