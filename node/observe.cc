@@ -2,26 +2,32 @@
 
 #include <rte_telemetry.h>
 
+#include <atomic>
+
 #include "node/metrics/prom_text.h"
 
 namespace sb::node {
 
 namespace {
 
-const DataPlane* g_dp = nullptr;  // for the telemetry callbacks (C API, no context pointer)
+// For the telemetry callbacks (C API, no context pointer); read on DPDK's
+// telemetry thread.
+std::atomic<const DataPlane*> g_dp{nullptr};
 
 int tel_counters(const char*, const char*, rte_tel_data* d) {
   rte_tel_data_start_dict(d);
-  if (g_dp == nullptr) return 0;
-  for (const auto& [k, v] : flatten(g_dp->counters())) rte_tel_data_add_dict_u64(d, k.c_str(), v);
+  const DataPlane* dp = g_dp.load();
+  if (dp == nullptr) return 0;
+  for (const auto& [k, v] : flatten(dp->counters())) rte_tel_data_add_dict_u64(d, k.c_str(), v);
   return 0;
 }
 
 int tel_ports(const char*, const char*, rte_tel_data* d) {
   rte_tel_data_start_dict(d);
-  if (g_dp == nullptr) return 0;
+  const DataPlane* dp = g_dp.load();
+  if (dp == nullptr) return 0;
   for (int r = 0; r < kRoles; ++r) {
-    const PortStats p = g_dp->port_stats(Role(r));
+    const PortStats p = dp->port_stats(Role(r));
     const std::string n = kRoleNames[r];
     rte_tel_data_add_dict_u64(d, (n + "_ipackets").c_str(), p.ipackets);
     rte_tel_data_add_dict_u64(d, (n + "_opackets").c_str(), p.opackets);
@@ -95,8 +101,10 @@ bool health(const DataPlane* dp, uint32_t unsynced, std::string* why) {
   return true;
 }
 
+void detach_telemetry() { g_dp.store(nullptr); }
+
 void register_telemetry(const DataPlane* dp) {
-  g_dp = dp;
+  g_dp.store(dp);
   rte_telemetry_register_cmd("/sb/counters", tel_counters,
                              "sb-node pipeline counters, summed over workers. Takes no parameters");
   rte_telemetry_register_cmd("/sb/ports", tel_ports, "sb-node port statistics per role. Takes no parameters");

@@ -28,6 +28,8 @@ bool health(const DataPlane* dp, uint32_t unsynced_partitions, std::string* why)
 
 // Registers /sb/counters and /sb/ports with DPDK telemetry (EAL must be up).
 void register_telemetry(const DataPlane* dp);
+// The commands answer empty from now on (before the data plane shuts down).
+void detach_telemetry();
 
 // One line: the non-zero data-plane counters (shutdown log).
 std::string counters_line(const DataPlane& dp);

@@ -114,9 +114,7 @@ void Worker::downstream(Role in, rte_mbuf** pkts, uint16_t n) {
       t_.gpt->lookup_bulk(keys, h, m, g);
       for (uint16_t i = 0; i < m; ++i) node[i] = g[i];
     } else {
-      // rib::lookup_node(), on the pipeline's copy of the member list.
-      const uint32_t nm = uint32_t(spec_.members.size());
-      for (uint16_t i = 0; i < m; ++i) node[i] = spec_.members[reduce(remix(h[i], salt::kHashPart), nm)];
+      for (uint16_t i = 0; i < m; ++i) node[i] = rib::lookup_node(spec_.members, h[i]);
     }
     uint16_t k = 0;
     for (uint16_t i = 0; i < m; ++i) {

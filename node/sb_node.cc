@@ -186,7 +186,7 @@ int main(int argc, char** argv) {
   }
   if (dp) {
     log(id, "final counters: " + sb::node::counters_line(*dp));
-    sb::node::register_telemetry(nullptr);
+    sb::node::detach_telemetry();
     dp->shutdown();
   }
   log(id, "stopped");

@@ -82,6 +82,10 @@ struct ClusterSpec {
 
 // hash-partition: the node that holds a key's FIB entry besides its
 // handler (the first hop), from the key's hash.
+// members: the member ids in configuration order (the data plane's copy).
+inline uint32_t lookup_node(const std::vector<uint32_t>& members, uint64_t h) {
+  return members[reduce(remix(h, salt::kHashPart), uint32_t(members.size()))];
+}
 inline uint32_t lookup_node(const ClusterSpec& spec, uint64_t h) {
   return spec.members[reduce(remix(h, salt::kHashPart), uint32_t(spec.members.size()))].id;
 }
