@@ -267,7 +267,7 @@ TEST_CASE("session files: CSV and JSONL, errors carry line numbers", "[gen]") {
       {h + "198.18.0.1,198.19.0.1,1,80,6,choose,0x1ffffffff,198.19.0.200,5\n", "x:2: teid_dl"},
       {h + "198.18.0.1,198.19.0.1,1,80,6,banana,1,198.19.0.200,5\n", "x:2: node"},
       {h + "198.18.0.1,198.19.0.1,1,80,1,0,1,198.19.0.200,5\n", "x:2: proto 1"},
-      {"src_ip,dst_ip\n198.18.0.1,198.19.0.1\n", "x:2: missing field 'src_port'"},
+      {"src_ip,dst_ip\n198.18.0.1,198.19.0.1\n", "x:1: CSV header: missing column 'src_port'"},
       {"hello\n", "x:1: expected a CSV header"},
       {"{\"src_ip\":\"198.18.0.1\"\n", "x:1:"},
   };

@@ -2,18 +2,17 @@
 // against, and the upstream TEID file of the sink.
 //
 // Session file (ARCHITECTURE.md "Shared definitions: Sessions"; what
-// `sb-ctl session gen` writes and `sb-ctl session load` reads): CSV with the
-// header `src_ip,dst_ip,src_port,dst_port,proto,node,teid_dl,enb_ip,bearer`
-// (columns in any order; extra columns ignored) or JSONL objects with the
-// same field names. Blank lines and lines starting with '#' are skipped.
-// Numbers are decimal or 0x-hex; proto is a number or tcp/udp/icmp; node is
-// a member id or `choose`. Session i is the i-th data line: the index the
-// generator puts in its marker and the sink looks up.
+// `sb-ctl session gen` writes and `sb-ctl session load` reads): read by the
+// shared reader, rib/session_file.h, which defines the format (CSV with a
+// header naming the nine columns, or JSONL parsed by a real JSON parser),
+// the values and the error messages ("FILE:LINE: field: cause"). Session i
+// is the i-th data row: the index the generator puts in its marker and the
+// sink looks up.
 //
-// Rejected, with the file name and line number: missing or malformed
-// fields, duplicate 5-tuples (the sink could not tell which session a
-// packet belongs to), and ports on a protocol sb-gen has no L4 header for
-// (anything but TCP and UDP must have ports 0).
+// sb-gen stops at the first bad row, and on top of the reader rejects, with
+// the file name and line number: duplicate 5-tuples (the sink could not
+// tell which session a packet belongs to), and ports on a protocol sb-gen
+// has no L4 header for (anything but TCP and UDP must have ports 0).
 //
 // Upstream TEID file (sink --upstream-teids): lines
 //   teid_ul,ue_ip,server_ip,ue_port,server_port,proto[,gw_ip]
@@ -51,9 +50,11 @@ struct UpstreamFlow {
 Status parse_upstream_teids(std::istream& in, const std::string& name, std::vector<UpstreamFlow>* out);
 Status load_upstream_teids(const std::string& path, std::vector<UpstreamFlow>* out);
 
-// Parses one flat JSON object ({"k": "v", "k2": 12, "k3": [..], "k4": {..}})
-// into key -> raw value text (strings unquoted; nested arrays/objects kept
-// as their raw text). Used for JSONL sessions and for the report merge.
+// Parses one JSON object ({"k": "v", "k2": 12, "k3": [..], "k4": {..}})
+// with nlohmann::json into key -> value text (strings unescaped; numbers,
+// literals and nested arrays/objects as compact JSON text). Used by the
+// report merge (send.json, sink.json); session files go through
+// rib/session_file.h.
 Status parse_json_object(const std::string& text, std::vector<std::pair<std::string, std::string>>* out);
 
 // A number 0..max (decimal or 0x-hex).
