@@ -6,7 +6,7 @@
 //   sb-ctl ... session move --flow F --node N
 //   sb-ctl ... session del --flow F
 //   sb-ctl ... session show --flow F
-//   sb-ctl ... session load FILE [--batch N] [--window W]
+//   sb-ctl ... session load FILE [--batch N] [--window W] [--retries N] [--backoff MS] [--backoff-max MS] [--quiet]
 //   sb-ctl session gen --count N --out FILE [--nodes N] [--choose] [--seed S] [--format csv|jsonl]
 //   sb-ctl ... cluster status
 //   sb-ctl ... stats
@@ -15,13 +15,17 @@
 // or "ue:IP" (UE IPv4 key mode).
 //
 // EXIT CODES: 0 success; 1 the cluster refused the operation (unknown
-// session, duplicate add, unknown node, some rows of a load rejected);
-// 2 usage error; 3 configuration or key file error; 4 the cluster could not
-// be reached (timeout, owner unavailable).
+// session, duplicate add, unknown node, some rows of a load rejected or
+// malformed); 2 usage error (also: a session file that cannot be opened or
+// read to its end); 3 configuration or key file error; 4 the cluster could
+// not be reached (timeout, owner unavailable; a load: rows still
+// unavailable after their retries).
 #include <unistd.h>
 
+#include <algorithm>
 #include <chrono>
 #include <cinttypes>
+#include <cmath>
 #include <cstdio>
 #include <cstdlib>
 #include <fstream>
@@ -36,6 +40,7 @@
 #include "control/config.h"
 #include "control/validate.h"
 #include "core/flow_key.h"
+#include "rib/session_file.h"
 
 using namespace sb;
 using namespace sb::control;
@@ -55,12 +60,22 @@ const char* kUsageText =
     "  session move --flow F --node N\n"
     "  session del --flow F\n"
     "  session show --flow F\n"
-    "  session load FILE [--batch N] [--window W]   CSV or JSONL session file\n"
+    "  session load FILE [--batch N] [--window W] [--retries N] [--backoff MS] [--backoff-max MS] [--quiet]\n"
+    "      adds every row of a CSV or JSONL session file (format: rib/README.md); rows go in\n"
+    "      batches of N (default 1024) straight to their owner, at most W (default 8) batches\n"
+    "      in flight; bad rows are reported with their line and skipped. Rows answered\n"
+    "      OWNER_UNAVAILABLE, UNAVAILABLE or BUSY, or not answered within --timeout, are\n"
+    "      resent up to --retries times (default 10) after a delay doubling from --backoff\n"
+    "      (default 100 ms) up to --backoff-max (default 5000 ms); request ids make resends\n"
+    "      idempotent. The summary counts accepted, rejected, malformed, retried and failed\n"
+    "      (still unavailable after the last retry) rows, with reasons\n"
     "  session gen --count N --out FILE [--nodes N] [--choose] [--seed S] [--format csv|jsonl]\n"
     "  cluster status                            members, partitions, epochs/seqs, lag\n"
     "  stats                                     the node's counters\n"
     "flows: SRC:SPORT>DST:DPORT/PROTO or ue:IP\n"
-    "exit codes: 0 ok, 1 refused by the cluster, 2 usage, 3 config/key error, 4 unreachable\n";
+    "exit codes: 0 ok, 1 refused by the cluster (session load: some rows rejected or malformed),\n"
+    "  2 usage (session load: the file cannot be opened or read to its end), 3 config/key error,\n"
+    "  4 unreachable (session load: some rows failed after their retries)\n";
 
 int usage_error(const std::string& m) {
   std::fprintf(stderr, "sb-ctl: %s\n%s", m.c_str(), kUsageText);
@@ -309,215 +324,354 @@ int cmd_session_one(const std::string& verb, const Opts& o) {
   return kOk;
 }
 
-// A session file row -> op. Fields: src_ip,dst_ip,src_port,dst_port,proto,node,teid_dl,enb_ip,bearer
-Status row_to_op(const std::map<std::string, std::string>& f, pb::SessionOp* op) {
-  static const char* kFields[] = {"src_ip", "dst_ip", "src_port", "dst_port", "proto", "node", "teid_dl", "enb_ip", "bearer"};
-  for (const char* k : kFields)
-    if (!f.count(k)) return Status::InvalidArgument(std::string("missing field '") + k + "'");
-  Result<uint32_t> s = parse_ipv4(f.at("src_ip"));
-  if (!s.ok()) return s.status().with_context("src_ip");
-  Result<uint32_t> d = parse_ipv4(f.at("dst_ip"));
-  if (!d.ok()) return d.status().with_context("dst_ip");
-  Result<uint64_t> sp = num(f.at("src_port"), "src_port", 65535);
-  if (!sp.ok()) return sp.status();
-  Result<uint64_t> dp = num(f.at("dst_port"), "dst_port", 65535);
-  if (!dp.ok()) return dp.status();
-  Result<uint8_t> pr = parse_proto(f.at("proto"));
-  if (!pr.ok()) return pr.status().with_context("proto");
-  Result<uint64_t> te = num(f.at("teid_dl"), "teid_dl", 0xffffffffULL);
-  if (!te.ok()) return te.status();
-  Result<uint32_t> enb = parse_ipv4(f.at("enb_ip"));
-  if (!enb.ok()) return enb.status().with_context("enb_ip");
-  Result<uint64_t> be = num(f.at("bearer"), "bearer", 15);
-  if (!be.ok()) return be.status();
-  op->set_kind(pb::ADD);
-  auto* x = op->mutable_session();
-  set_key(x->mutable_key(), FlowKey::five_tuple(s.value(), d.value(), uint16_t(sp.value()), uint16_t(dp.value()), pr.value()));
-  if (f.at("node") == "choose") {
-    x->set_choose(true);
-  } else {
-    Result<uint64_t> n = num(f.at("node"), "node", 31);
-    if (!n.ok()) return n.status();
-    x->set_node(uint32_t(n.value()));
-  }
-  x->set_teid_dl(uint32_t(te.value()));
-  x->set_enb_ip(enb.value());
-  x->set_bearer(uint32_t(be.value()));
-  return Status::Ok();
-}
-
-// Minimal flat JSON object parser: {"k": "v", "k2": 12}
-Status parse_json_row(const std::string& line, std::map<std::string, std::string>* out) {
-  size_t i = 0;
-  auto ws = [&] { while (i < line.size() && std::isspace(uint8_t(line[i]))) ++i; };
-  auto str = [&](std::string* s) -> bool {
-    if (i >= line.size() || line[i] != '"') return false;
-    ++i;
-    s->clear();
-    while (i < line.size() && line[i] != '"') {
-      if (line[i] == '\\') return false;
-      s->push_back(line[i++]);
-    }
-    if (i >= line.size()) return false;
-    ++i;
-    return true;
+// ---- session load ------------------------------------------------------------------
+// Streams a session file (rib/session_file.h) into the cluster. Each row
+// becomes an ADD with its own request id; rows are batched per owner node
+// and sent straight to it (no forwarding hop). Backpressure: at most
+// --window batches in flight and at most --window x --batch rows waiting
+// for a retry; when either is full the file is not read on.
+//
+// Retries: an op answered OWNER_UNAVAILABLE or BUSY, or whose batch got no
+// answer within --timeout, is resent with the SAME request id (the owner
+// dedupes ids, so a copy that did arrive is answered, not applied twice);
+// an op answered UNAVAILABLE (the handling node was down or did not ack the
+// FIB entry: the owner undid it) is resent with a FRESH id, because the
+// owner remembers the failed id and would repeat the failure. Delays double
+// from --backoff up to --backoff-max (jittered to 50..100%), at most
+// --retries resends per row. A node whose batch timed out is routed around:
+// its rows go through another node (which forwards to the owner, or answers
+// OWNER_UNAVAILABLE at once while the owner is down) until it answers again.
+class Loader {
+ public:
+  struct Params {
+    uint32_t batch = 1024, window = 8, retries = 10;
+    int backoff_ms = 100, backoff_max_ms = 5000;
+    bool progress = false;
   };
-  ws();
-  if (i >= line.size() || line[i] != '{') return Status::InvalidArgument("not a JSON object");
-  ++i;
-  for (;;) {
-    ws();
-    if (i < line.size() && line[i] == '}') return Status::Ok();
-    std::string k, v;
-    if (!str(&k)) return Status::InvalidArgument("bad JSON key");
-    ws();
-    if (i >= line.size() || line[i] != ':') return Status::InvalidArgument("expected ':'");
-    ++i;
-    ws();
-    if (i < line.size() && line[i] == '"') {
-      if (!str(&v)) return Status::InvalidArgument("bad JSON string");
-    } else {
-      while (i < line.size() && line[i] != ',' && line[i] != '}' && !std::isspace(uint8_t(line[i]))) v.push_back(line[i++]);
-      if (v.empty()) return Status::InvalidArgument("bad JSON value");
-    }
-    (*out)[k] = v;
-    ws();
-    if (i < line.size() && line[i] == ',') { ++i; continue; }
-    if (i < line.size() && line[i] == '}') return Status::Ok();
-    return Status::InvalidArgument("expected ',' or '}'");
+  Loader(Ctx& c, Params p) : c_(c), p_(p), base_(request_id_base()), fill_(rib::kMaxNodes), suspect_(rib::kMaxNodes) {
+    rng_.seed(base_);
   }
-}
+
+  int run(rib::SessionFileReader& rd) {
+    t0_ = last_bar_ = Clock::now();
+    rib::SessionRow row;
+    bool reading = true;
+    while (ok_ && reading) {
+      while (ok_ && backlog_ >= uint64_t(p_.window) * p_.batch) service();
+      pump_retries(false);
+      const auto n = rd.next(&row);
+      switch (n) {
+        case rib::SessionFileReader::Next::kEnd: reading = false; continue;
+        case rib::SessionFileReader::Next::kFatal:
+          fatal_ = rd.error().message;
+          reading = false;
+          continue;
+        case rib::SessionFileReader::Next::kRejected: {
+          ++rows_;
+          ++malformed_;
+          const auto& e = rd.error();
+          // "malformed: bad value (bearer)", "malformed: bad node", "malformed: bad JSON"
+          const bool named = !e.field.empty() && e.kind != rib::SessionFileErrorKind::kBadNode;
+          ++reasons_["malformed: " + std::string(rib::session_file_error_name(e.kind)) +
+                     (named ? " (" + e.field + ")" : "")];
+          example(e.message);
+          continue;
+        }
+        case rib::SessionFileReader::Next::kRow: break;
+      }
+      ++rows_;
+      Pending op;
+      op.line = rd.line();
+      op.op.set_kind(pb::ADD);
+      op.op.set_request_id(base_ + ++seq_);
+      auto* x = op.op.mutable_session();
+      set_key(x->mutable_key(), row.key());
+      if (row.choose) x->set_choose(true);
+      else x->set_node(row.node);
+      x->set_teid_dl(row.teid_dl);
+      x->set_enb_ip(row.enb_ip);
+      x->set_bearer(row.bearer);
+      enqueue(std::move(op), false);
+      bar();
+    }
+    // Drain: everything in flight, every retry.
+    for (uint32_t n = 0; ok_ && n < rib::kMaxNodes; ++n) flush(n);
+    while (ok_ && (!inflight_.empty() || !retry_.empty())) {
+      service();
+      pump_retries(true);
+    }
+    return summary();
+  }
+
+ private:
+  using Clock = std::chrono::steady_clock;
+  struct Pending {
+    pb::SessionOp op;
+    uint64_t line = 0;
+    uint32_t sends = 0;  // times sent so far
+  };
+  struct Fill {
+    pb::Envelope env;
+    std::vector<uint64_t> lines;
+    std::vector<uint32_t> sends;
+  };
+  struct Batch {
+    uint32_t node;
+    Clock::time_point deadline;
+    pb::Envelope env;
+    std::vector<uint64_t> lines;
+    std::vector<uint32_t> sends;
+  };
+
+  void example(const std::string& e) {
+    if (examples_.size() < 10) examples_.push_back(e);
+  }
+
+  // The node a batch for owner `o` goes to: the owner, or while it is
+  // suspect (a batch to it timed out) a relay that forwards to it.
+  uint32_t target(uint32_t o) const {
+    if (!suspect_[o]) return o;
+    if (!suspect_[c_.entry] && c_.entry != o) return c_.entry;
+    for (const auto& m : c_.cfg.cluster.members)
+      if (!suspect_[m.id] && m.id != o) return m.id;
+    return o;
+  }
+
+  // Adds op to its target's batch and returns the target; sends the batch
+  // when full (or now).
+  uint32_t enqueue(Pending p, bool now) {
+    const uint32_t n = target(c_.client->owner_of(key_of(p.op.session().key())));
+    Fill& f = fill_[n];
+    *f.env.mutable_session_request()->add_ops() = std::move(p.op);
+    f.lines.push_back(p.line);
+    f.sends.push_back(p.sends);
+    if (now || uint64_t(f.env.session_request().ops_size()) >= p_.batch) flush(n);
+    return n;
+  }
+
+  void flush(uint32_t n) {
+    Fill& f = fill_[n];
+    if (f.env.session_request().ops_size() == 0) return;
+    while (ok_ && inflight_.size() >= p_.window) service();
+    if (!ok_) return;
+    const uint64_t corr = c_.client->next_corr();
+    f.env.set_corr(corr);
+    const Status st = c_.client->send(n, f.env);
+    if (!st.ok()) {
+      std::fprintf(stderr, "\nsb-ctl: node %u: %s\n", n, st.message().c_str());
+      ok_ = false;
+      return;
+    }
+    Batch b{n, Clock::now() + std::chrono::milliseconds(c_.timeout_ms), std::move(f.env), std::move(f.lines),
+            std::move(f.sends)};
+    for (auto& s : b.sends) ++s;
+    inflight_.emplace(corr, std::move(b));
+    f = Fill{};
+  }
+
+  // Due retries into their batches; with `all`, also the partial batches.
+  void pump_retries(bool all) {
+    if (retry_.empty()) {
+      if (all)
+        for (uint32_t n = 0; ok_ && n < rib::kMaxNodes; ++n) flush(n);
+      return;
+    }
+    const auto now = Clock::now();
+    uint32_t touched = 0;
+    while (!retry_.empty() && retry_.begin()->first <= now) {
+      auto nh = retry_.extract(retry_.begin());
+      --backlog_;
+      touched |= 1u << enqueue(std::move(nh.mapped()), false);
+    }
+    // Retries are few: send them without waiting for a full batch.
+    for (uint32_t n = 0; ok_ && n < rib::kMaxNodes; ++n)
+      if (all || (touched >> n & 1u)) flush(n);
+  }
+
+  // Waits for one reply (or the next deadline / retry due time) and handles it.
+  void service() {
+    auto until = Clock::now() + std::chrono::milliseconds(c_.timeout_ms);
+    for (const auto& [corr, b] : inflight_) until = std::min(until, b.deadline);
+    if (!retry_.empty()) until = std::min(until, retry_.begin()->first);
+    const auto left = std::chrono::duration_cast<std::chrono::milliseconds>(until - Clock::now()).count();
+    pb::Envelope r;
+    uint32_t from = 0;
+    const Status st = c_.client->recv(&r, &from, int(std::clamp<int64_t>(left, 0, 60000)));
+    if (st.ok()) {
+      suspect_[from] = false;  // it answers (even a stale reply says so)
+      auto it = inflight_.find(r.corr());
+      if (it != inflight_.end()) {
+        Batch b = std::move(it->second);
+        inflight_.erase(it);
+        on_reply(b, r);
+      }
+    } else if (st.code() != StatusCode::kUnavailable) {
+      // A reply that does not parse: drop it; its batch times out and is retried.
+      ++bad_replies_;
+    }
+    expire();
+    bar();
+  }
+
+  void expire() {
+    const auto now = Clock::now();
+    for (auto it = inflight_.begin(); it != inflight_.end();) {
+      if (it->second.deadline > now) { ++it; continue; }
+      Batch b = std::move(it->second);
+      it = inflight_.erase(it);
+      suspect_[b.node] = true;
+      const std::string why = "timeout: node " + std::to_string(b.node) + " did not answer within " +
+                              std::to_string(c_.timeout_ms) + " ms";
+      for (int i = 0; i < b.env.session_request().ops_size(); ++i) retry(b, i, why, false);
+    }
+  }
+
+  static bool retryable(pb::Code c) { return c == pb::OWNER_UNAVAILABLE || c == pb::BUSY || c == pb::UNAVAILABLE; }
+
+  void on_reply(Batch& b, const pb::Envelope& r) {
+    const int nops = b.env.session_request().ops_size();
+    if (r.has_error()) {
+      const pb::Code code = r.error().code();
+      const std::string why = std::string(code_name(code)) + ": " + r.error().text().substr(0, 80);
+      for (int i = 0; i < nops; ++i) {
+        if (retryable(code)) retry(b, i, why, false);
+        else reject(b, i, why, r.error().text());
+      }
+      return;
+    }
+    const auto& rs = r.session_reply().results();
+    if (rs.size() != nops) {
+      for (int i = 0; i < nops; ++i) reject(b, i, "bad reply", "the reply does not match the request");
+      return;
+    }
+    for (int i = 0; i < nops; ++i) {
+      const pb::Code code = rs[i].code();
+      if (code == pb::OK) {
+        ++accepted_;
+        if (b.sends[size_t(i)] > 1) ++recovered_;
+        continue;
+      }
+      if (retryable(code)) {
+        retry(b, i, std::string(code_name(code)) + ": " + rs[i].text().substr(0, 80), code == pb::UNAVAILABLE);
+        continue;
+      }
+      reject(b, i, code_name(code), std::string(code_name(code)) + ": " + rs[i].text());
+    }
+  }
+
+  void reject(Batch& b, int i, const std::string& reason, const std::string& text) {
+    ++rejected_;
+    ++reasons_[reason];
+    example("line " + std::to_string(b.lines[size_t(i)]) + ": " + text);
+  }
+
+  void retry(Batch& b, int i, const std::string& why, bool fresh_id) {
+    const uint32_t sends = b.sends[size_t(i)];
+    // Reasons name nodes, not keys: few distinct texts. Cap them anyway.
+    const std::string key = retry_reasons_.size() < 32 || retry_reasons_.count(why) ? why : why.substr(0, why.find(':'));
+    if (sends > p_.retries) {
+      ++failed_;
+      ++failed_reasons_[key];
+      example("line " + std::to_string(b.lines[size_t(i)]) + ": failed after " + std::to_string(p_.retries) +
+              " retries: " + why);
+      return;
+    }
+    if (sends == 1) ++retried_;
+    ++resends_;
+    ++retry_reasons_[key];
+    Pending p;
+    p.op = std::move(*b.env.mutable_session_request()->mutable_ops(i));
+    if (fresh_id) p.op.set_request_id(base_ + ++seq_);
+    p.line = b.lines[size_t(i)];
+    p.sends = sends;
+    // Exponential backoff: backoff * 2^(sends-1), capped, jittered to 50..100%.
+    const double d = std::min<double>(double(p_.backoff_ms) * std::ldexp(1.0, int(std::min<uint32_t>(sends - 1, 30))),
+                                      double(p_.backoff_max_ms));
+    const double j = d * (0.5 + 0.5 * std::uniform_real_distribution<double>(0, 1)(rng_));
+    retry_.emplace(Clock::now() + std::chrono::microseconds(int64_t(j * 1000)), std::move(p));
+    ++backlog_;
+  }
+
+  void bar() {
+    if (!p_.progress) return;
+    const auto now = Clock::now();
+    if (now - last_bar_ < std::chrono::milliseconds(300)) return;
+    last_bar_ = now;
+    const double s = std::chrono::duration<double>(now - t0_).count();
+    std::fprintf(stderr,
+                 "\r%" PRIu64 " rows, %" PRIu64 " accepted, %" PRIu64 " rejected, %" PRIu64 " waiting to retry, %.0f rows/s   ",
+                 rows_, accepted_, rejected_ + malformed_ + failed_, backlog_, double(rows_) / std::max(s, 1e-9));
+  }
+
+  int summary() {
+    const double secs = std::chrono::duration<double>(Clock::now() - t0_).count();
+    if (p_.progress) std::fprintf(stderr, "\n");
+    std::printf("rows %" PRIu64 " accepted %" PRIu64 " rejected %" PRIu64 " malformed %" PRIu64 " failed %" PRIu64
+                " in %.2f s (%.0f rows/s)\n",
+                rows_, accepted_, rejected_, malformed_, failed_, secs, double(rows_) / std::max(secs, 1e-9));
+    if (retried_ > 0 || failed_ > 0)
+      std::printf("retried %" PRIu64 " rows (%" PRIu64 " resends): %" PRIu64 " accepted after retrying, %" PRIu64
+                  " failed after %u retries\n",
+                  retried_, resends_, recovered_, failed_, p_.retries);
+    for (const auto& [r, n] : reasons_) std::printf("  %" PRIu64 " x %s\n", n, r.c_str());
+    for (const auto& [r, n] : failed_reasons_) std::printf("  %" PRIu64 " x failed after retries: %s\n", n, r.c_str());
+    for (const auto& [r, n] : retry_reasons_) std::printf("  %" PRIu64 " x retry: %s\n", n, r.c_str());
+    if (bad_replies_) std::printf("  %" PRIu64 " x unparsable reply (its batch was retried)\n", bad_replies_);
+    for (const auto& e : examples_) std::printf("  e.g. %s\n", e.c_str());
+    const uint64_t lost = rows_ - accepted_ - rejected_ - malformed_ - failed_;
+    if (ok_ && lost != 0) std::printf("  %" PRIu64 " rows unaccounted for (a bug)\n", lost);
+    if (!fatal_.empty()) {
+      std::fprintf(stderr, "sb-ctl: %s (the file was not read to its end)\n", fatal_.c_str());
+      return kUsage;
+    }
+    if (!ok_ || failed_ > 0) return kUnreachable;
+    return rejected_ + malformed_ ? kRefused : kOk;
+  }
+
+  Ctx& c_;
+  Params p_;
+  uint64_t base_, seq_ = 0;
+  std::mt19937_64 rng_;
+  std::vector<Fill> fill_;
+  std::vector<bool> suspect_;
+  std::unordered_map<uint64_t, Batch> inflight_;  // corr -> batch
+  std::multimap<Clock::time_point, Pending> retry_;
+  uint64_t backlog_ = 0;  // == retry_.size()
+  bool ok_ = true;
+  std::string fatal_;
+  Clock::time_point t0_, last_bar_;
+  uint64_t rows_ = 0, accepted_ = 0, rejected_ = 0, malformed_ = 0, failed_ = 0;
+  uint64_t retried_ = 0, resends_ = 0, recovered_ = 0, bad_replies_ = 0;
+  std::map<std::string, uint64_t> reasons_, failed_reasons_, retry_reasons_;
+  std::vector<std::string> examples_;
+};
 
 int cmd_session_load(const Opts& o) {
   if (o.pos.size() < 3) return usage_error("session load FILE");
   const std::string path = o.pos[2];
-  std::ifstream in(path);
-  if (!in) { std::fprintf(stderr, "sb-ctl: %s: cannot open\n", path.c_str()); return kUsage; }
   Result<uint64_t> bsz = num(o.get("--batch", "1024"), "--batch", 65536);
   Result<uint64_t> win = num(o.get("--window", "8"), "--window", 1024);
-  if (!bsz.ok() || !win.ok() || bsz.value() == 0 || win.value() == 0) return usage_error("--batch/--window: bad value");
+  Result<uint64_t> retries = num(o.get("--retries", "10"), "--retries", 1000);
+  Result<uint64_t> backoff = num(o.get("--backoff", "100"), "--backoff", 600000);
+  Result<uint64_t> backoff_max = num(o.get("--backoff-max", "5000"), "--backoff-max", 3600000);
+  for (const auto* r : {&bsz, &win, &retries, &backoff, &backoff_max})
+    if (!r->ok()) return usage_error(r->status().message());
+  if (bsz.value() == 0 || win.value() == 0) return usage_error("--batch/--window: must be at least 1");
   Ctx c;
   if (int rc = make_ctx(o, &c, true)) return rc;
-  const bool tty = ::isatty(2) && !o.has("--quiet");
-  const uint64_t base = request_id_base();
-  uint64_t seq = 0, rows = 0, accepted = 0, rejected = 0, malformed = 0, unreachable = 0;
-  std::map<std::string, uint64_t> reasons;
-  std::vector<std::string> examples;
-  // Per node: the batch being filled. In flight: corr -> (node, first row line numbers)
-  std::vector<pb::Envelope> fill(rib::kMaxNodes);
-  std::vector<std::vector<uint64_t>> fill_lines(rib::kMaxNodes);
-  std::unordered_map<uint64_t, std::vector<uint64_t>> inflight;
-  const auto t0 = std::chrono::steady_clock::now();
-  auto last_bar = t0;
-  auto wait_one = [&]() -> bool {
-    pb::Envelope r;
-    uint32_t from = 0;
-    Status st = c.client->recv(&r, &from, c.timeout_ms);
-    if (!st.ok()) {
-      std::fprintf(stderr, "\nsb-ctl: %s\n", st.message().c_str());
-      return false;
-    }
-    auto it = inflight.find(r.corr());
-    if (it == inflight.end()) return true;
-    const auto& lines = it->second;
-    if (r.has_error()) {
-      rejected += lines.size();
-      reasons[std::string(code_name(r.error().code())) + ": " + r.error().text()] += lines.size();
-    } else {
-      const auto& rs = r.session_reply().results();
-      for (int i = 0; i < rs.size(); ++i) {
-        if (rs[i].code() == pb::OK) { ++accepted; continue; }
-        if (exit_for(rs[i].code()) == kUnreachable) ++unreachable;
-        ++rejected;
-        ++reasons[code_name(rs[i].code())];
-        if (examples.size() < 10 && size_t(i) < lines.size())
-          examples.push_back("line " + std::to_string(lines[size_t(i)]) + ": " + code_name(rs[i].code()) + ": " + rs[i].text());
-      }
-    }
-    inflight.erase(it);
-    return true;
-  };
-  auto flush = [&](uint32_t n) -> bool {
-    if (fill[n].session_request().ops_size() == 0) return true;
-    while (inflight.size() >= win.value())
-      if (!wait_one()) return false;
-    const uint64_t corr = c.client->next_corr();
-    fill[n].set_corr(corr);
-    if (!c.client->send(n, fill[n]).ok()) return false;
-    inflight[corr] = std::move(fill_lines[n]);
-    fill[n].Clear();
-    fill_lines[n].clear();
-    return true;
-  };
-  std::string line;
-  std::vector<std::string> header;
-  uint64_t lineno = 0;
-  bool ok = true;
-  bool jsonl = false;
-  while (ok && std::getline(in, line)) {
-    ++lineno;
-    if (!line.empty() && line.back() == '\r') line.pop_back();
-    if (line.empty() || line[0] == '#') continue;
-    std::map<std::string, std::string> f;
-    Status st;
-    if (header.empty() && !jsonl) {
-      if (line[0] == '{') {
-        jsonl = true;
-      } else {
-        std::stringstream ss(line);
-        std::string h;
-        while (std::getline(ss, h, ',')) header.push_back(h);
-        continue;
-      }
-    }
-    ++rows;
-    if (jsonl) {
-      st = parse_json_row(line, &f);
-    } else {
-      std::stringstream ss(line);
-      std::string v;
-      size_t i = 0;
-      while (std::getline(ss, v, ',')) {
-        if (i < header.size()) f[header[i]] = v;
-        ++i;
-      }
-      if (i != header.size()) st = Status::InvalidArgument(std::to_string(i) + " columns, header has " + std::to_string(header.size()));
-    }
-    pb::SessionOp op;
-    if (st.ok()) st = row_to_op(f, &op);
-    if (st.ok() && !op.session().choose() && !c.cfg.cluster.is_member(op.session().node()))
-      st = Status::InvalidArgument("unknown node " + std::to_string(op.session().node()));
-    if (!st.ok()) {
-      ++malformed;
-      ++reasons["malformed: " + st.message().substr(0, st.message().find(":"))];
-      if (examples.size() < 10) examples.push_back("line " + std::to_string(lineno) + ": " + st.message());
-      continue;
-    }
-    op.set_request_id(base + ++seq);
-    const FlowKey k = key_of(op.session().key());
-    const uint32_t n = c.client->owner_of(k);
-    *fill[n].mutable_session_request()->add_ops() = std::move(op);
-    fill_lines[n].push_back(lineno);
-    if (uint64_t(fill[n].session_request().ops_size()) >= bsz.value()) ok = flush(n);
-    const auto now = std::chrono::steady_clock::now();
-    if (tty && now - last_bar > std::chrono::milliseconds(300)) {
-      last_bar = now;
-      const double s = std::chrono::duration<double>(now - t0).count();
-      std::fprintf(stderr, "\r%" PRIu64 " rows, %" PRIu64 " accepted, %" PRIu64 " rejected, %.0f rows/s   ", rows,
-                   accepted, rejected + malformed, double(rows) / s);
-    }
-  }
-  for (uint32_t n = 0; ok && n < rib::kMaxNodes; ++n) ok = flush(n);
-  while (ok && !inflight.empty()) ok = wait_one();
-  const double secs = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
-  if (tty) std::fprintf(stderr, "\n");
-  std::printf("rows %" PRIu64 " accepted %" PRIu64 " rejected %" PRIu64 " malformed %" PRIu64 " in %.2f s (%.0f rows/s)\n",
-              rows, accepted, rejected, malformed, secs, double(rows) / std::max(secs, 1e-9));
-  for (const auto& [r, n] : reasons) std::printf("  %" PRIu64 " x %s\n", n, r.c_str());
-  for (const auto& e : examples) std::printf("  e.g. %s\n", e.c_str());
-  if (!ok) return kUnreachable;
-  if (unreachable) return kUnreachable;
-  return rejected + malformed ? kRefused : kOk;
+  rib::SessionFileOptions fo;
+  for (const auto& m : c.cfg.cluster.members) fo.member_mask |= 1u << m.id;
+  Result<std::unique_ptr<rib::SessionFileReader>> rd = rib::SessionFileReader::open(path, fo);
+  if (!rd.ok()) { std::fprintf(stderr, "sb-ctl: %s\n", rd.status().message().c_str()); return kUsage; }
+  Loader::Params p;
+  p.batch = uint32_t(bsz.value());
+  p.window = uint32_t(win.value());
+  p.retries = uint32_t(retries.value());
+  p.backoff_ms = int(backoff.value());
+  p.backoff_max_ms = int(std::max(backoff_max.value(), backoff.value()));
+  p.progress = ::isatty(2) && !o.has("--quiet");
+  Loader l(c, p);
+  return l.run(*rd.value());
 }
 
 int cmd_session_gen(const Opts& o) {
@@ -531,26 +685,23 @@ int cmd_session_gen(const Opts& o) {
   std::ofstream out(o.get("--out"));
   if (!out) { std::fprintf(stderr, "sb-ctl: %s: cannot create\n", o.get("--out").c_str()); return kUsage; }
   std::mt19937_64 rng(seed.value());
-  if (fmt == "csv") out << "src_ip,dst_ip,src_port,dst_port,proto,node,teid_dl,enb_ip,bearer\n";
+  const auto f = fmt == "csv" ? rib::SessionFileFormat::kCsv : rib::SessionFileFormat::kJsonl;
+  if (f == rib::SessionFileFormat::kCsv) rib::write_session_csv_header(out);
   for (uint64_t i = 0; i < n.value(); ++i) {
     // Distinct keys: the Internet side address walks 198.18.0.0/15 with i;
     // ports and UE address from the generator.
-    const uint32_t src = 0xc6120000u + uint32_t(i % (1u << 17));
-    const uint32_t dst = 0xc6130000u + uint32_t(rng() % 65536);
-    const uint16_t sport = uint16_t(1024 + (i >> 17) % 60000);
-    const uint16_t dport = uint16_t(rng() % 65536);
-    const int proto = rng() % 2 ? 6 : 17;
-    const std::string node = o.has("--choose") ? "choose" : std::to_string(rng() % nodes.value());
-    const uint32_t teid = uint32_t(rng());
-    const std::string enb = ipv4_to_string(0xc6130000u + uint32_t(rng() % 256));
-    const unsigned bearer = 5 + unsigned(rng() % 11);
-    if (fmt == "csv")
-      out << ipv4_to_string(src) << ',' << ipv4_to_string(dst) << ',' << sport << ',' << dport << ',' << proto << ','
-          << node << ',' << teid << ',' << enb << ',' << bearer << '\n';
-    else
-      out << "{\"src_ip\":\"" << ipv4_to_string(src) << "\",\"dst_ip\":\"" << ipv4_to_string(dst)
-          << "\",\"src_port\":" << sport << ",\"dst_port\":" << dport << ",\"proto\":" << proto << ",\"node\":\""
-          << node << "\",\"teid_dl\":" << teid << ",\"enb_ip\":\"" << enb << "\",\"bearer\":" << bearer << "}\n";
+    rib::SessionRow r;
+    r.src_ip = 0xc6120000u + uint32_t(i % (1u << 17));
+    r.dst_ip = 0xc6130000u + uint32_t(rng() % 65536);
+    r.src_port = uint16_t(1024 + (i >> 17) % 60000);
+    r.dst_port = uint16_t(rng() % 65536);
+    r.proto = rng() % 2 ? 6 : 17;
+    r.choose = o.has("--choose");
+    if (!r.choose) r.node = uint8_t(rng() % nodes.value());
+    r.teid_dl = uint32_t(rng());
+    r.enb_ip = 0xc6130000u + uint32_t(rng() % 256);
+    r.bearer = uint8_t(5 + rng() % 11);
+    rib::write_session_row(out, r, f);
   }
   if (!out) { std::fprintf(stderr, "sb-ctl: write failed\n"); return kUsage; }
   return kOk;

@@ -1,0 +1,198 @@
+// sb-ctl's session files end to end: `session gen` output read back by the
+// shared reader (rib/session_file.h) in both formats, and `session load`
+// against real sb-node processes while an owner is down and comes back
+// (retries with backoff; request ids keep them idempotent).
+#include <catch2/catch.hpp>
+#include <chrono>
+#include <cstdio>
+#include <filesystem>
+#include <future>
+#include <map>
+#include <set>
+#include <thread>
+
+#include "control/harness.h"
+#include "core/test_util.h"
+#include "rib/session_file.h"
+
+using namespace sb;
+using namespace sb::control;
+
+namespace {
+
+std::vector<rib::SessionRow> read_rows(const std::string& path, std::vector<uint64_t>* lines = nullptr) {
+  auto rd = rib::SessionFileReader::open(path);
+  REQUIRE(rd.ok());
+  std::vector<rib::SessionRow> v;
+  rib::SessionRow r;
+  for (;;) {
+    const auto n = rd.value()->next(&r);
+    if (n == rib::SessionFileReader::Next::kEnd) break;
+    INFO(rd.value()->error().message);
+    REQUIRE(n == rib::SessionFileReader::Next::kRow);
+    v.push_back(r);
+    if (lines) lines->push_back(rd.value()->line());
+  }
+  return v;
+}
+
+std::string temp_dir() {
+  char t[] = "/tmp/sb-load-test.XXXXXX";
+  REQUIRE(::mkdtemp(t) != nullptr);
+  return t;
+}
+
+uint64_t field(const std::string& out, const std::string& name) {
+  const size_t p = out.find(name + " ");
+  if (p == std::string::npos) return ~0ULL;
+  return std::strtoull(out.c_str() + p + name.size() + 1, nullptr, 10);
+}
+
+}  // namespace
+
+TEST_CASE("sb-ctl session gen: its CSV and JSONL read back through the shared reader, row for row") {
+  const std::string dir = temp_dir();
+  const std::string ctl = SB_CTL_BIN;
+  for (const std::string extra : {"--nodes 4", "--choose"}) {
+    INFO(extra);
+    REQUIRE(test::sh(ctl + " session gen --count 3000 --seed 9 " + extra + " --out " + dir + "/s.csv").rc == 0);
+    REQUIRE(test::sh(ctl + " session gen --count 3000 --seed 9 " + extra + " --format jsonl --out " + dir + "/s.jsonl")
+                .rc == 0);
+    std::vector<uint64_t> lc, lj;
+    const auto c = read_rows(dir + "/s.csv", &lc);
+    const auto j = read_rows(dir + "/s.jsonl", &lj);
+    REQUIRE(c.size() == 3000);
+    REQUIRE(j.size() == 3000);
+    std::set<std::pair<uint64_t, uint64_t>> keys;
+    for (size_t i = 0; i < c.size(); ++i) {
+      CHECK(c[i] == j[i]);
+      CHECK(lc[i] == i + 2);  // after the header
+      CHECK(lj[i] == i + 1);
+      CHECK(c[i].choose == (extra == "--choose"));
+      if (!c[i].choose) CHECK(c[i].node < 4);
+      CHECK(c[i].bearer >= 5);
+      keys.insert({c[i].key().lo(), c[i].key().hi()});
+    }
+    CHECK(keys.size() == c.size());
+  }
+  std::filesystem::remove_all(dir);
+}
+
+TEST_CASE("sb-ctl session load: an owner down during the load, its rows succeed once it is back, none lost or duplicated") {
+  HarnessOptions o;
+  o.sb_node = SB_NODE_BIN;
+  o.nodes = 3;
+  o.partitions = 64;
+  o.capacity = 200000;
+  o.fib_capacity = 200000;
+  auto hr = Harness::start(o);
+  INFO(hr.status().to_string());
+  REQUIRE(hr.ok());
+  Harness& h = *hr.value();
+  const std::string dir = h.dir();
+  const std::string g = "--config " + h.config_path(0) + " --key " + dir + "/client.key ";
+  const std::string file = dir + "/s.csv";
+  const std::string ctl = SB_CTL_BIN;
+  REQUIRE(test::sh(ctl + " session gen --count 3000 --nodes 3 --seed 4 --out " + file).rc == 0);
+  // A few malformed rows: counted, never retried.
+  {
+    FILE* f = std::fopen(file.c_str(), "a");
+    std::fputs("198.18.0.1,198.19.0.1,1,2,tcp,9,1,198.19.0.2,5\n", f);  // node 9 is not a member
+    std::fputs("{\"src_ip\":1}\n", f);                                 // not CSV
+    std::fclose(f);
+  }
+  // Node 2 owns a third of the partitions and handles a third of the rows.
+  REQUIRE(h.kill9(2).ok());
+  auto load = std::async(std::launch::async, [&] {
+    return test::sh(ctl + " " + g + "--via 0 --timeout 1000 session load " + file +
+                    " --retries 14 --backoff 100 --backoff-max 1500 --quiet");
+  });
+  std::this_thread::sleep_for(std::chrono::seconds(4));
+  REQUIRE(h.restart(2).ok());
+  const test::Run r = load.get();
+  INFO(r.out);
+  CHECK(r.rc == 1);  // the two malformed rows
+  CHECK(field(r.out, "rows") == 3002);
+  CHECK(field(r.out, "accepted") == 3000);
+  CHECK(field(r.out, "rejected") == 0);
+  CHECK(field(r.out, "malformed") == 2);
+  CHECK(field(r.out, "failed") == 0);
+  CHECK(field(r.out, "retried") > 0);
+  CHECK(field(r.out, "retried") <= 3000);
+  CHECK(test::has(r.out, "x retry: "));
+  CHECK(test::has(r.out, "1 x malformed: bad node\n"));
+  CHECK(test::has(r.out, "1 x malformed: bad CSV\n"));
+  CHECK(test::has(r.out, "unknown node 9 (members: 0 1 2)"));
+  // A header the reader refuses ends the load before anything is sent: exit 2.
+  {
+    FILE* f = std::fopen((dir + "/bad.csv").c_str(), "w");
+    std::fputs("src_ip,dst_ip,src_port,dst_port,proto,node,teid,enb_ip,bearer\n", f);
+    std::fclose(f);
+    const test::Run b = test::sh(ctl + " " + g + "session load " + dir + "/bad.csv --quiet");
+    INFO(b.out);
+    CHECK(b.rc == 2);
+    CHECK(test::has(b.out, "bad.csv:1: CSV header: unknown column 'teid'"));
+    CHECK(field(b.out, "rows") == 0);
+  }
+
+  // Every session is there exactly once, with its handling node and TEID,
+  // and the FIBs hold exactly one entry per session (scalebricks).
+  auto cr = h.client();
+  REQUIRE(cr.ok());
+  Client& c = *cr.value();
+  std::vector<rib::SessionRow> want;
+  {
+    rib::SessionFileOptions fo;
+    fo.member_mask = 0b111;
+    auto rd = rib::SessionFileReader::open(file, fo);
+    REQUIRE(rd.ok());
+    rib::SessionRow x;
+    for (auto n = rd.value()->next(&x); n != rib::SessionFileReader::Next::kEnd; n = rd.value()->next(&x))
+      if (n == rib::SessionFileReader::Next::kRow) want.push_back(x);
+  }
+  REQUIRE(want.size() == 3000);
+  std::map<uint32_t, uint64_t> per_node;
+  for (size_t i = 0; i < want.size(); i += 500) {
+    pb::Envelope req;
+    for (size_t k = i; k < std::min(want.size(), i + 500); ++k) {
+      auto* op = req.mutable_session_request()->add_ops();
+      op->set_kind(pb::SHOW);
+      set_key(op->mutable_session()->mutable_key(), want[k].key());
+    }
+    auto rep = c.call(0, req, 10000);
+    REQUIRE(rep.ok());
+    REQUIRE(rep.value().has_session_reply());
+    const auto& rs = rep.value().session_reply().results();
+    REQUIRE(size_t(rs.size()) == std::min<size_t>(500, want.size() - i));
+    for (int k = 0; k < rs.size(); ++k) {
+      const auto& w = want[i + size_t(k)];
+      INFO("row " << i + size_t(k) << " " << w.key().to_string() << ": " << rs[k].text());
+      REQUIRE(rs[k].code() == pb::OK);
+      CHECK(rs[k].session().node() == w.node);
+      CHECK(rs[k].session().teid_dl() == w.teid_dl);
+      CHECK(rs[k].session().enb_ip() == w.enb_ip);
+      ++per_node[w.node];
+    }
+  }
+  // RIB sizes and FIB entries converge to exactly one per session.
+  std::string problem;
+  const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(20);
+  do {
+    problem.clear();
+    uint64_t sessions = 0;
+    for (const auto& m : h.spec().members) {
+      pb::Envelope st;
+      st.mutable_status_request();
+      auto sr = c.call(m.id, st, 5000);
+      if (!sr.ok()) { problem = "node " + std::to_string(m.id) + ": " + sr.status().message(); break; }
+      sessions += sr.value().status().sessions();
+      if (sr.value().status().fib_entries() != per_node[m.id])
+        problem = "node " + std::to_string(m.id) + " has " + std::to_string(sr.value().status().fib_entries()) +
+                  " FIB entries, want " + std::to_string(per_node[m.id]);
+    }
+    if (problem.empty() && sessions != 3000) problem = "RIBs hold " + std::to_string(sessions) + " sessions";
+    if (!problem.empty()) std::this_thread::sleep_for(std::chrono::milliseconds(200));
+  } while (!problem.empty() && std::chrono::steady_clock::now() < deadline);
+  INFO(problem);
+  CHECK(problem.empty());
+}
