@@ -80,7 +80,7 @@ struct Agent::Impl : rib::OwnerIo {
   std::vector<uint64_t> last_seen_us;
   uint64_t next_heartbeat_us = 0, next_snapshot_retry_us = 0;
   uint64_t batches_seen = 0;
-  uint64_t next_snapshot_batch = 1;
+  uint64_t snapshot_chunks_seen = 0;
   std::map<std::string, uint64_t> c;  // counters
   std::atomic<uint32_t> live_pub{0};       // live-member mask for the data plane (set in setup)
   std::atomic<uint32_t> unsynced_pub{~0u};  // partitions not synced (health)
@@ -445,32 +445,36 @@ struct Agent::Impl : rib::OwnerIo {
       case pb::Envelope::kSnapshotRequest: {
         const auto& s = env.snapshot_request();
         Result<rib::SnapshotOut> so = owner->snapshot(s.partition(), s.node());
-        pb::Envelope out;
-        out.set_corr(env.corr());
-        if (!so.ok()) {
-          out.mutable_snapshot_chunk()->set_partition(s.partition());
-          out.mutable_snapshot_chunk()->set_code(to_code(so.status()));
-          out.mutable_snapshot_chunk()->set_text(so.status().message());
-        } else {
-          // The FIB part travels on the FIB channel (our DEALER to that
-          // node), in order with the removes we send it later; as a reply
-          // on another socket it could overtake a remove and re-install a
-          // deleted or moved-away entry.
-          rib::SnapshotOut& sv = so.value();
-          if (!sv.fib.empty() && s.node() != self) {
-            rib::FibBatch fb;
-            fb.batch_id = (1ULL << 63) | next_snapshot_batch++;
-            fb.owner = self;
-            fb.install = std::move(sv.fib);
-            sv.fib.clear();
-            send_fib(s.node(), std::move(fb));
-          }
-          to_pb(sv, out.mutable_snapshot_chunk());
+        if (!so.ok() || s.node() == self) {
+          pb::Envelope out;
+          out.set_corr(env.corr());
+          auto* x = out.mutable_snapshot_chunk();
+          x->set_partition(s.partition());
+          x->set_request_id(s.request_id());
+          x->set_owner(self);
+          x->set_code(so.ok() ? pb::INVALID : to_code(so.status()));
+          x->set_text(so.ok() ? "a node does not ask itself for snapshots" : so.status().message());
+          send_router(routing, out);
+          ++c["snapshot_errors_served"];
+          break;
         }
-        send_router(routing, out);
+        // The chunks travel on the FIB channel (our DEALER to that node), in
+        // order with the removes we send it later.
+        std::vector<rib::SnapshotChunkMsg> chunks =
+            rib::split_snapshot(std::move(so.value()), s.request_id(), opt.config.node.snapshot_chunk_bytes);
+        for (const rib::SnapshotChunkMsg& ch : chunks) {
+          google::protobuf::Arena ca;
+          pb::Envelope& out = *google::protobuf::Arena::CreateMessage<pb::Envelope>(&ca);
+          to_pb(ch, self, out.mutable_snapshot_chunk());
+          send_peer(s.node(), out);
+        }
+        c["snapshot_chunks_sent"] += chunks.size();
         ++c["snapshots_served"];
         break;
       }
+      case pb::Envelope::kSnapshotChunk:
+        on_snapshot_chunk(env.snapshot_chunk(), nullptr);
+        break;
       case pb::Envelope::kStatsRequest: {
         pb::Envelope out;
         out.set_corr(env.corr());
@@ -526,27 +530,38 @@ struct Agent::Impl : rib::OwnerIo {
     switch (env.body_case()) {
       case pb::Envelope::kFibAck:
         if (env.fib_ack().node() != peer) { ++c["bad_message"]; break; }
-        if (env.fib_ack().batch_id() >> 63) break;  // a snapshot's FIB part
         owner->on_fib_ack(from_pb(env.fib_ack()), now_us());
         break;
       case pb::Envelope::kSessionReply: on_forward_reply(env.corr(), env.session_reply()); break;
-      case pb::Envelope::kSnapshotChunk: {
-        const auto& s = env.snapshot_chunk();
-        if (s.code() != pb::OK) {
-          ++c["snapshot_errors"];
-          break;
-        }
-        if (spec.owner[s.partition()] != peer) { ++c["bad_message"]; break; }
-        const Status ls = state->on_snapshot(from_pb(s));
-        if (!ls.ok()) ++c["snapshot_errors"];
-        break;
-      }
+      case pb::Envelope::kSnapshotChunk: on_snapshot_chunk(env.snapshot_chunk(), &peer); break;
       case pb::Envelope::kError:
         ++c["peer_errors"];
         break;
       default:
         ++c["unexpected_message"];
     }
+  }
+
+  // A snapshot chunk from a partition's owner (on our ROUTER: the owner's
+  // FIB channel), or a refusal (the reply on our DEALER to *dealer_peer).
+  void on_snapshot_chunk(const pb::SnapshotChunk& s, const uint32_t* dealer_peer) {
+    if (s.code() != pb::OK) {
+      ++c["snapshot_errors"];
+      return;
+    }
+    if (spec.owner[s.partition()] != s.owner() || s.owner() == self || (dealer_peer && *dealer_peer != s.owner())) {
+      ++c["bad_message"];  // only the partition's owner sends its snapshot
+      return;
+    }
+    // The test hook counts chunks of current requests only (those the
+    // node would accept), so the drop always hits a snapshot in progress.
+    if (state->snapshot_request_id(s.partition()) == s.request_id()) ++snapshot_chunks_seen;
+    if (opt.drop_nth_snapshot_chunk && snapshot_chunks_seen == opt.drop_nth_snapshot_chunk &&
+        state->snapshot_request_id(s.partition()) == s.request_id()) {
+      ++c["test_dropped_snapshot_chunks"];
+      return;
+    }
+    (void)state->on_snapshot_chunk(chunk_from_pb(s));
   }
 
   void on_sub(const zmq::message_t& payload) {
@@ -662,6 +677,7 @@ struct Agent::Impl : rib::OwnerIo {
       pb::Envelope e;
       e.mutable_snapshot_request()->set_partition(p);
       e.mutable_snapshot_request()->set_node(self);
+      e.mutable_snapshot_request()->set_request_id(state->snapshot_request_id(p));
       send_peer(own, e);
       ++c["snapshots_requested"];
     }
@@ -723,6 +739,10 @@ struct Agent::Impl : rib::OwnerIo {
     out["gap"] = nc.gap;
     out["delta_rejected"] = nc.delta_rejected;
     out["snapshots_loaded"] = nc.snapshots_loaded;
+    out["snapshot_chunks"] = nc.snapshot_chunks;
+    out["snapshot_chunk_stale"] = nc.snapshot_chunk_stale;
+    out["snapshot_restarts"] = nc.snapshot_restarts;
+    out["snapshot_rejected"] = nc.snapshot_rejected;
     out["fib_installs"] = nc.fib_installs;
     out["fib_removes"] = nc.fib_removes;
     out["fib_errors"] = nc.fib_errors;

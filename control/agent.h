@@ -18,10 +18,15 @@
 //           accepted only for public keys listed in the config (members and
 //           clients); anything else is refused and counted `curve_rejected`.
 //
-// Snapshots: the GPT part is the SnapshotChunk reply; the FIB part is sent
-// as a FibUpdate on the owner's DEALER to that node, so it stays in order
-// with later removes (a reply on another socket could overtake a remove and
-// re-install a deleted or moved-away entry).
+// Snapshots: a node asks the owner (SnapshotRequest with a request id); the
+// owner splits the partition's snapshot (GPT part + the FIB entries of that
+// node) into chunks of at most node.snapshot_chunk_bytes and sends them on
+// its DEALER to that node, in order with the FIB batches and removes it
+// sends later (a reply on another socket could overtake a remove and
+// re-install a deleted or moved-away entry). The node reassembles them
+// (rib/node_state.h CHUNKED SNAPSHOTS) and applies the snapshot only when
+// the last chunk arrived; a lost or out-of-order chunk restarts the
+// request.
 //
 // Requests for partitions owned elsewhere are forwarded to the owner; if
 // the owner is down or does not answer within forward_timeout_ms the op is
@@ -63,6 +68,9 @@ struct AgentOptions {
   uint32_t max_group_ops = 1 << 16;
   // Test hook: drop every n-th received delta batch (0: never).
   uint32_t drop_every_nth_batch = 0;
+  // Test hook: drop the n-th received chunk of a current snapshot request,
+  // once (0: never).
+  uint32_t drop_nth_snapshot_chunk = 0;
   // Data-plane workers (per-lcore session counter arrays in the table).
   unsigned dataplane_lcores = 1;
   // Adds the data plane's counters to `sb-ctl stats` (called on the

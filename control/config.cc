@@ -255,7 +255,7 @@ Status parse_node(const YAML::Node& n, const rib::ClusterSpec& cluster, NodeSpec
                                             "hugepages", "memory_mb", "file_prefix", "eal_args", "ue_fallback",
                                             "s1u_ip", "next_hops", "mtu", "mtu_policy", "metrics",
                                             "idle_sleep_us", "mbufs", "heartbeat_ms", "dead_after_ms",
-                                            "fib_timeout_ms", "forward_timeout_ms"}));
+                                            "fib_timeout_ms", "forward_timeout_ms", "snapshot_chunk_bytes"}));
   SB_RETURN_IF_ERROR(get(n, "id", "node", &out->id, true));
   if (!cluster.is_member(out->id))
     return bad("node.id", std::to_string(out->id) + " is not a cluster member");
@@ -275,6 +275,9 @@ Status parse_node(const YAML::Node& n, const rib::ClusterSpec& cluster, NodeSpec
     return bad("node.fib_capacity", "must be in [1, 2^27]");
   SB_RETURN_IF_ERROR(get(n, "snapshot_every", "node", &out->snapshot_every, false));
   if (out->snapshot_every < 16) return bad("node.snapshot_every", "must be >= 16");
+  SB_RETURN_IF_ERROR(get(n, "snapshot_chunk_bytes", "node", &out->snapshot_chunk_bytes, false));
+  if (out->snapshot_chunk_bytes < 256 || out->snapshot_chunk_bytes > (32u << 20))
+    return bad("node.snapshot_chunk_bytes", "must be in [256, 32 MiB]");
   SB_RETURN_IF_ERROR(get(n, "heartbeat_ms", "node", &out->heartbeat_ms, false));
   SB_RETURN_IF_ERROR(get(n, "dead_after_ms", "node", &out->dead_after_ms, false));
   SB_RETURN_IF_ERROR(get(n, "fib_timeout_ms", "node", &out->fib_timeout_ms, false));

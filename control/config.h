@@ -66,6 +66,7 @@ struct NodeSpec {
   uint32_t fsync_interval_ms = 10;
   uint64_t fib_capacity = 1 << 20;  // sessions this node can handle
   uint64_t snapshot_every = 1 << 20;  // WAL records between RIB snapshots
+  uint32_t snapshot_chunk_bytes = 1 << 20;  // partition snapshots travel in chunks of at most this
   // Control-plane timing (control/agent.h AgentOptions).
   uint32_t heartbeat_ms = 100;        // heartbeats (stream heads) every ...
   uint32_t dead_after_ms = 1500;      // a member unheard this long is not live

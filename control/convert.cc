@@ -91,19 +91,28 @@ rib::StreamDelta from_pb(const pb::GptDelta& d) {
   return s;
 }
 
-void to_pb(const rib::SnapshotOut& s, pb::SnapshotChunk* o) {
-  o->set_partition(s.partition);
-  o->set_epoch(s.pos.epoch);
-  o->set_seq(s.pos.seq);
-  o->set_gpt(std::string(s.gpt.begin(), s.gpt.end()));
-  for (const auto& e : s.fib) to_pb(e, o->add_fib());
+void to_pb(const rib::SnapshotChunkMsg& c, uint32_t owner, pb::SnapshotChunk* o) {
+  o->set_partition(c.partition);
+  o->set_epoch(c.pos.epoch);
+  o->set_seq(c.pos.seq);
+  o->set_gpt(std::string(c.gpt.begin(), c.gpt.end()));
+  o->mutable_fib()->Reserve(int(c.fib.size()));
+  for (const auto& e : c.fib) to_pb(e, o->add_fib());
   o->set_code(pb::OK);
+  o->set_request_id(c.request_id);
+  o->set_index(c.index);
+  o->set_count(c.count);
+  o->set_owner(owner);
 }
-rib::SnapshotOut from_pb(const pb::SnapshotChunk& s) {
-  rib::SnapshotOut o;
+rib::SnapshotChunkMsg chunk_from_pb(const pb::SnapshotChunk& s) {
+  rib::SnapshotChunkMsg o;
   o.partition = s.partition();
   o.pos = rib::StreamPos{s.epoch(), s.seq()};
+  o.request_id = s.request_id();
+  o.index = s.index();
+  o.count = s.count();
   o.gpt.assign(s.gpt().begin(), s.gpt().end());
+  o.fib.reserve(size_t(s.fib_size()));
   for (const auto& e : s.fib()) o.fib.push_back(from_pb(e));
   return o;
 }

@@ -23,8 +23,9 @@ rib::FibAckMsg from_pb(const pb::FibAck& a);
 void to_pb(const rib::StreamDelta& d, pb::GptDelta* out);
 rib::StreamDelta from_pb(const pb::GptDelta& d);
 
-void to_pb(const rib::SnapshotOut& s, pb::SnapshotChunk* out);
-rib::SnapshotOut from_pb(const pb::SnapshotChunk& s);
+// A snapshot chunk; `owner` is the sender (the partition's owner).
+void to_pb(const rib::SnapshotChunkMsg& c, uint32_t owner, pb::SnapshotChunk* out);
+rib::SnapshotChunkMsg chunk_from_pb(const pb::SnapshotChunk& s);
 
 void to_pb(const rib::SessionRec& r, pb::Session* out);
 rib::ClientOp from_pb(const pb::SessionOp& op);

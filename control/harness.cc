@@ -112,7 +112,7 @@ Result<std::unique_ptr<Harness>> Harness::start(const HarnessOptions& opt) {
     f << cluster_yaml << "node:\n  id: " << i << "\n  data_dir: " << h->dir_ << "/data" << i << "\n";
     if (opt.curve) f << "  key_file: " << h->dir_ << "/node" << i << ".key\n";
     f << "  fsync: " << rib::fsync_policy_name(opt.fsync) << "\n  fib_capacity: " << opt.fib_capacity
-      << "\n  snapshot_every: " << opt.snapshot_every << "\n";
+      << "\n  snapshot_every: " << opt.snapshot_every << "\n" << opt.node_yaml;
     if (!f) return Status::Io(h->config_path(i) + ": write");
   }
   h->pid_.assign(opt.nodes, -1);

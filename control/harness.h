@@ -34,6 +34,7 @@ struct HarnessOptions {
   uint64_t snapshot_every = 1 << 20;
   uint64_t fib_capacity = 1 << 20;
   std::vector<std::string> extra_args;  // for every node
+  std::string node_yaml;                // extra lines of every node section ("  key: value\n")
   bool keep_dir = false;
   int ready_timeout_ms = 20000;
 };

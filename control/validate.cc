@@ -133,6 +133,7 @@ Status validate(const pb::Envelope& env, const ValidationContext& ctx) {
       const auto& s = env.snapshot_request();
       if (s.partition() >= ctx.partitions) return Status::InvalidArgument("snapshot_request.partition: out of range");
       if (!ctx.is_member(s.node())) return Status::InvalidArgument("snapshot_request.node: unknown node");
+      if (s.request_id() == 0) return Status::InvalidArgument("snapshot_request.request_id: 0");
       return Status::Ok();
     }
     case pb::Envelope::kSnapshotChunk: {
@@ -140,7 +141,17 @@ Status validate(const pb::Envelope& env, const ValidationContext& ctx) {
       if (s.partition() >= ctx.partitions) return Status::InvalidArgument("snapshot_chunk.partition: out of range");
       if (s.gpt().size() > L.max_snapshot_bytes) return Status::InvalidArgument("snapshot_chunk.gpt: too large");
       if (size_t(s.fib_size()) > L.max_ops * 64) return Status::InvalidArgument("snapshot_chunk.fib: too many");
-      if (s.code() == pb::OK && s.epoch() == 0) return Status::InvalidArgument("snapshot_chunk.epoch: 0");
+      if (s.text().size() > L.max_text) return Status::InvalidArgument("snapshot_chunk.text: too long");
+      if (s.code() == pb::OK) {
+        if (s.epoch() == 0) return Status::InvalidArgument("snapshot_chunk.epoch: 0");
+        if (s.request_id() == 0) return Status::InvalidArgument("snapshot_chunk.request_id: 0");
+        if (s.count() == 0 || s.count() > L.max_snapshot_chunks)
+          return Status::InvalidArgument("snapshot_chunk.count: " + std::to_string(s.count()) + " out of [1, " +
+                                         std::to_string(L.max_snapshot_chunks) + "]");
+        if (s.index() >= s.count())
+          return Status::InvalidArgument("snapshot_chunk.index: " + std::to_string(s.index()) + " >= count");
+        if (!ctx.is_member(s.owner())) return Status::InvalidArgument("snapshot_chunk.owner: unknown node");
+      }
       for (int i = 0; i < s.fib_size(); ++i)
         SB_RETURN_IF_ERROR(check_fib_entry(s.fib(i), ctx, "snapshot_chunk.fib[" + std::to_string(i) + "]"));
       return Status::Ok();

@@ -32,7 +32,8 @@ struct Limits {
   size_t max_ops = 65536;              // ops per SessionRequest / FibUpdate
   size_t max_deltas = 65536;           // deltas per DeltaBatch
   size_t max_delta_bytes = 1u << 20;   // one GPT delta (whole-block deltas included)
-  size_t max_snapshot_bytes = 48u << 20;
+  size_t max_snapshot_bytes = 48u << 20;  // one snapshot chunk's GPT bytes
+  uint32_t max_snapshot_chunks = 1u << 20;  // chunks of one snapshot
   size_t max_text = 4096;              // error texts
 };
 

@@ -116,4 +116,19 @@ struct SnapshotOut {
   std::vector<FibEntry> fib;     // entries for the requesting node
 };
 
+// One bounded piece of a snapshot (a whole one can exceed the transport's
+// message size limit). Chunks of one snapshot share (partition, pos,
+// request_id, count); index runs 0..count-1. Chunk i carries the next
+// bytes of the GPT part and the next FIB entries, in order: concatenating
+// the chunks gives back the SnapshotOut.
+struct SnapshotChunkMsg {
+  uint32_t partition = 0;
+  StreamPos pos;
+  uint64_t request_id = 0;  // the requester's id of this snapshot request
+  uint32_t index = 0;
+  uint32_t count = 0;
+  std::vector<uint8_t> gpt;
+  std::vector<FibEntry> fib;
+};
+
 }  // namespace sb::rib

@@ -43,6 +43,7 @@ Result<std::unique_ptr<NodeState>> NodeState::create(const ClusterSpec& spec, ui
     if (!f.ok()) return f.status().with_context("node state: FIB");
     n->fib_ = std::move(f.value());
   }
+  n->fib_cap_ = size_t(cap);
   n->parts_.resize(spec.partitions);
   for (uint32_t i = 0; i < spec.partitions; ++i) n->needy_.push_back(i);
   return n;
@@ -246,6 +247,9 @@ std::vector<uint32_t> NodeState::take_resync() {
   for (uint32_t i : needy_)
     if (parts_[i].state == kNeedSnapshot) {
       parts_[i].state = kRequested;
+      parts_[i].request_id = ++next_request_id_;
+      parts_[i].progress = false;
+      assembly_.erase(i);
       out.push_back(i);
     }
   needy_.clear();
@@ -255,9 +259,90 @@ std::vector<uint32_t> NodeState::take_resync() {
 void NodeState::retry_requested() {
   for (uint32_t i = 0; i < parts_.size(); ++i)
     if (parts_[i].state == kRequested) {
+      if (parts_[i].progress) {  // chunks are coming: let it finish
+        parts_[i].progress = false;
+        continue;
+      }
       parts_[i].state = kNeedSnapshot;
       needy_.push_back(i);
     }
+}
+
+std::vector<SnapshotChunkMsg> split_snapshot(SnapshotOut&& s, uint64_t request_id, size_t max_bytes) {
+  max_bytes = std::max(max_bytes, kFibEntryChunkBytes);
+  std::vector<SnapshotChunkMsg> out;
+  size_t goff = 0, foff = 0;
+  do {
+    SnapshotChunkMsg c;
+    c.partition = s.partition;
+    c.pos = s.pos;
+    c.request_id = request_id;
+    c.index = uint32_t(out.size());
+    size_t budget = max_bytes;
+    const size_t g = std::min(budget, s.gpt.size() - goff);
+    c.gpt.assign(s.gpt.begin() + long(goff), s.gpt.begin() + long(goff + g));
+    goff += g;
+    budget -= g;
+    const size_t f = std::min(budget / kFibEntryChunkBytes, s.fib.size() - foff);
+    c.fib.assign(s.fib.begin() + long(foff), s.fib.begin() + long(foff + f));
+    foff += f;
+    out.push_back(std::move(c));
+  } while (goff < s.gpt.size() || foff < s.fib.size());
+  for (auto& c : out) c.count = uint32_t(out.size());
+  return out;
+}
+
+void NodeState::restart_snapshot(Part& p) {
+  const uint32_t i = index_of(p);
+  assembly_.erase(i);
+  ++c_.snapshot_restarts;
+  if (p.state == kRequested) {
+    p.state = kNeedSnapshot;
+    p.request_id = 0;
+    needy_.push_back(i);
+  }
+}
+
+NodeState::ChunkResult NodeState::on_snapshot_chunk(SnapshotChunkMsg&& c) {
+  if (c.partition >= parts_.size()) {
+    ++c_.snapshot_rejected;
+    return ChunkResult::kIgnored;
+  }
+  Part& p = parts_[c.partition];
+  if (p.state != kRequested || c.request_id == 0 || c.request_id != p.request_id) {
+    ++c_.snapshot_chunk_stale;  // an answer to an older request (or none)
+    return ChunkResult::kIgnored;
+  }
+  ++c_.snapshot_chunks;
+  auto it = assembly_.find(c.partition);
+  const uint32_t expect = it == assembly_.end() ? 0 : it->second.next;
+  if (c.count == 0 || c.index != expect || c.index >= c.count ||
+      (it != assembly_.end() && (c.count != it->second.count || !(c.pos == it->second.out.pos)))) {
+    restart_snapshot(p);  // lost, duplicated, reordered or inconsistent
+    return ChunkResult::kRestart;
+  }
+  if (it == assembly_.end()) {
+    it = assembly_.emplace(c.partition, Assembly{}).first;
+    it->second.count = c.count;
+    it->second.out.partition = c.partition;
+    it->second.out.pos = c.pos;
+  }
+  Assembly& a = it->second;
+  if (a.out.gpt.size() + c.gpt.size() > kMaxSnapshotGptBytes || a.out.fib.size() + c.fib.size() > fib_cap_) {
+    ++c_.snapshot_rejected;
+    restart_snapshot(p);
+    return ChunkResult::kRestart;
+  }
+  a.out.gpt.insert(a.out.gpt.end(), c.gpt.begin(), c.gpt.end());
+  a.out.fib.insert(a.out.fib.end(), std::make_move_iterator(c.fib.begin()), std::make_move_iterator(c.fib.end()));
+  ++a.next;
+  p.progress = true;
+  if (a.next < a.count) return ChunkResult::kPending;
+  SnapshotOut whole = std::move(a.out);
+  assembly_.erase(it);
+  p.request_id = 0;
+  (void)on_snapshot(whole);  // counts and re-requests by itself on failure
+  return ChunkResult::kApplied;
 }
 
 size_t NodeState::unsynced() const {

@@ -14,6 +14,20 @@
 //               of the partition (its position S); on_snapshot() loads it,
 //               discards buffered deltas <= S and applies the rest in order
 //               (a hole in them means another snapshot).
+//
+// CHUNKED SNAPSHOTS: a snapshot travels as chunks (split_snapshot(),
+// rib/messages.h SnapshotChunkMsg). take_resync() gives every requested
+// partition a fresh request id (snapshot_request_id()); on_snapshot_chunk()
+// accepts only chunks of the partition's current request, in index order,
+// all consistent with chunk 0's (epoch, seq) and count, and buffers them;
+// nothing is visible until the last chunk arrives, which applies the whole
+// snapshot at once (on_snapshot()). A lost, duplicated, out-of-order or
+// inconsistent chunk discards the assembly and puts the partition back to
+// kNeedSnapshot (a new request, a new id; counted `snapshot_restarts`);
+// chunks of an older request are ignored (`snapshot_chunk_stale`).
+// retry_requested() re-requests only partitions whose assembly made no
+// progress since the previous call, so a long snapshot is not restarted by
+// the retry timer.
 // Every partition starts resyncing: a (re)starting node fetches every
 // partition (subscribe first, then snapshot: the agent subscribes before
 // calling take_resync()).
@@ -38,6 +52,7 @@
 #include <cstdint>
 #include <deque>
 #include <memory>
+#include <unordered_map>
 #include <vector>
 
 #include "core/status.h"
@@ -55,7 +70,19 @@ struct NodeCounters {
   uint64_t deltas_applied = 0, stale_delta = 0, gap = 0, delta_rejected = 0;
   uint64_t buffered = 0, buffer_overflow = 0, snapshots_loaded = 0, snapshot_rejected = 0;
   uint64_t fib_installs = 0, fib_removes = 0, fib_errors = 0, fib_reconciled = 0;
+  uint64_t snapshot_chunks = 0, snapshot_chunk_stale = 0, snapshot_restarts = 0;
 };
+
+// A FIB entry's share of a chunk's size budget (its protobuf encoding is
+// about 40 bytes).
+inline constexpr size_t kFibEntryChunkBytes = 48;
+// Bound of a reassembled snapshot's GPT part (memory of a bad peer's chunks).
+inline constexpr size_t kMaxSnapshotGptBytes = size_t(1) << 30;
+
+// Splits `s` into chunks of at most max_bytes each (GPT bytes count one
+// each, a FIB entry kFibEntryChunkBytes; max_bytes >= kFibEntryChunkBytes),
+// stamped with request_id. Always at least one chunk.
+std::vector<SnapshotChunkMsg> split_snapshot(SnapshotOut&& s, uint64_t request_id, size_t max_bytes);
 
 struct NodeStateOptions {
   uint32_t fib_capacity = 1 << 20;  // sessions this node handles
@@ -98,6 +125,12 @@ class NodeState {
   // (after a timeout).
   std::vector<uint32_t> take_resync();
   void retry_requested();
+  // The id of the partition's outstanding snapshot request (0: none).
+  uint64_t snapshot_request_id(uint32_t p) const { return p < parts_.size() ? parts_[p].request_id : 0; }
+  // One chunk of a requested snapshot (see CHUNKED SNAPSHOTS).
+  enum class ChunkResult { kPending, kApplied, kIgnored, kRestart };
+  ChunkResult on_snapshot_chunk(SnapshotChunkMsg&& c);
+  // Loads a whole snapshot (the owner's own partitions, tests).
   Status on_snapshot(const SnapshotOut& s);
   bool synced(uint32_t p) const { return parts_[p].state == kSynced; }
   size_t unsynced() const;
@@ -131,6 +164,14 @@ class NodeState {
     StreamPos applied;
     std::deque<StreamDelta> buf;
     bool changed = false;
+    bool progress = false;    // a chunk was accepted since the last retry_requested()
+    uint64_t request_id = 0;  // outstanding snapshot request (kRequested)
+  };
+  // A snapshot being received (partition -> chunks so far).
+  struct Assembly {
+    uint32_t next = 0;
+    SnapshotOut out;
+    uint32_t count = 0;
   };
   NodeState() = default;
   Status install(const FibEntry& e, uint32_t* teid_ul);
@@ -138,6 +179,7 @@ class NodeState {
   DeltaResult apply_in_order(Part& p, const StreamDeltaView& d);
   void need_snapshot(Part& p, const StreamDeltaView* keep);
   void mark_changed(Part& p);
+  void restart_snapshot(Part& p);
   uint32_t index_of(const Part& p) const { return uint32_t(&p - parts_.data()); }
 
   ClusterSpec spec_;
@@ -148,6 +190,9 @@ class NodeState {
   std::vector<Part> parts_;
   std::vector<uint32_t> changed_;  // partitions with changed = true
   std::vector<uint32_t> needy_;    // partitions that went kNeedSnapshot
+  std::unordered_map<uint32_t, Assembly> assembly_;
+  size_t fib_cap_ = 0;
+  uint64_t next_request_id_ = 0;
   size_t max_buffer_ = 1 << 16;
   uint32_t drop_ = 0;
   NodeCounters c_;

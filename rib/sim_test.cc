@@ -23,7 +23,7 @@ namespace fs = std::filesystem;
 namespace {
 
 struct Msg {
-  enum Kind { kFib, kAck, kPub, kApplied, kSnapReq } kind = kFib;
+  enum Kind { kFib, kAck, kPub, kApplied, kSnapReq, kSnapChunk } kind = kFib;
   uint32_t src = 0, dst = 0;
   FibBatch fib;
   FibAckMsg ack;
@@ -31,6 +31,8 @@ struct Msg {
   uint32_t partition = 0;
   StreamPos pos;
   std::vector<std::pair<uint32_t, StreamPos>> heads;  // kPub heartbeat
+  uint64_t request_id = 0;                             // kSnapReq
+  SnapshotChunkMsg chunk;                              // kSnapChunk
 };
 
 struct Sim;
@@ -56,6 +58,11 @@ struct Sim {
   std::vector<OpReply> replies;
   std::vector<bool> down;
   uint64_t dropped_deltas = 0;
+  // Snapshots travel as chunks of this many bytes on the owner -> node
+  // channel; each is lost with probability drop_chunk_permille / 1000.
+  size_t chunk_bytes = 1 << 20;
+  uint32_t drop_chunk_permille = 0;
+  uint64_t chunks_sent = 0, chunks_dropped = 0;
 
   Sim(uint32_t n, Architecture arch, uint64_t seed, uint32_t partitions = 16) : rng(seed) {
     static int cnt = 0;
@@ -165,11 +172,31 @@ struct Sim {
       case Msg::kSnapReq: {
         auto s = owners[m.dst]->snapshot(m.partition, m.src);
         REQUIRE(s.ok());
-        // The reply travels back; deliver it at once (its own channel).
-        REQUIRE(nodes[m.src]->on_snapshot(s.value()).ok());
-        report(m.src);
+        if (m.dst == m.src) {  // the owner's own node loads it at once
+          REQUIRE(nodes[m.src]->on_snapshot(s.value()).ok());
+          report(m.src);
+          break;
+        }
+        // The chunks travel back in order on the owner -> node channel.
+        for (SnapshotChunkMsg& c : split_snapshot(std::move(s.value()), m.request_id, chunk_bytes)) {
+          ++chunks_sent;
+          if (drop_chunk_permille && rng() % 1000 < drop_chunk_permille) {
+            ++chunks_dropped;
+            continue;
+          }
+          Msg r;
+          r.kind = Msg::kSnapChunk;
+          r.src = m.dst;
+          r.dst = m.src;
+          r.chunk = std::move(c);
+          push(std::move(r));
+        }
         break;
       }
+      case Msg::kSnapChunk:
+        (void)nodes[m.dst]->on_snapshot_chunk(std::move(m.chunk));
+        report(m.dst);
+        break;
     }
   }
 
@@ -201,6 +228,7 @@ struct Sim {
         m.src = n;
         m.dst = spec.owner[p];
         m.partition = p;
+        m.request_id = nodes[n]->snapshot_request_id(p);
         if (m.dst == n) deliver(m);
         else push(std::move(m));
       }
@@ -636,4 +664,102 @@ TEST_CASE("rib sim: weight changes move no existing session") {
   CHECK(moved == 0);
   CHECK(new_on_3 == 400);
   check_converged_state(sim, c);
+}
+
+TEST_CASE("rib sim: snapshots in many small chunks, some lost, resync every node") {
+  Sim sim(3, Architecture::kScaleBricks, 41);
+  sim.chunk_bytes = 400;  // a partition's GPT part and FIB entries span many chunks
+  Client c(sim, 42, 1500);
+  sim.run_until_idle();
+  run_workload(sim, c, 20, 60, false);
+  // Node 1 restarts: every partition comes back by chunked snapshots, and
+  // 2% of the chunks are lost (the assembly restarts with a new request).
+  sim.drop_chunk_permille = 20;
+  const uint64_t sent0 = sim.chunks_sent;
+  sim.kill(1);
+  sim.restart(1);
+  sim.run_until_idle();
+  c.drain(nullptr);
+  CHECK(sim.chunks_sent - sent0 > 5 * sim.spec.partitions);
+  CHECK(sim.chunks_dropped > 0);
+  CHECK(sim.nodes[1]->counters().snapshot_restarts > 0);
+  CHECK(sim.nodes[1]->unsynced() == 0);
+  check_converged_state(sim, c);
+}
+
+TEST_CASE("rib sim: a half-received snapshot is never visible; bad chunks restart the request") {
+  Sim sim(2, Architecture::kScaleBricks, 43);
+  Client c(sim, 44, 400);
+  sim.run_until_idle();
+  run_workload(sim, c, 10, 30, false);
+  // A fresh node 1 state; partition p is owned by node 0.
+  uint32_t p = 0;
+  while (sim.spec.owner[p] != 0) ++p;
+  auto ns = NodeState::create(sim.spec, 1, 20000, make_setsep_table(sim.spec).value());
+  REQUIRE(ns.ok());
+  NodeState& n = *ns.value();
+  std::vector<uint32_t> want;
+  for (uint32_t q : n.take_resync()) want.push_back(q);
+  REQUIRE(std::count(want.begin(), want.end(), p) == 1);
+  const uint64_t id = n.snapshot_request_id(p);
+  REQUIRE(id != 0);
+  auto snap = sim.owners[0]->snapshot(p, 1);
+  REQUIRE(snap.ok());
+  const size_t fib_entries = snap.value().fib.size();
+  REQUIRE(fib_entries > 0);
+  auto chunks = split_snapshot(std::move(snap.value()), id, 64);
+  REQUIRE(chunks.size() > 3);
+  for (const auto& ch : chunks) CHECK(ch.gpt.size() + ch.fib.size() * kFibEntryChunkBytes <= 64);
+  // All but the last: nothing visible.
+  for (size_t i = 0; i + 1 < chunks.size(); ++i)
+    REQUIRE(n.on_snapshot_chunk(SnapshotChunkMsg(chunks[i])) == NodeState::ChunkResult::kPending);
+  CHECK(!n.synced(p));
+  CHECK(n.fib_size() == 0);
+  // A chunk of another request is ignored and changes nothing.
+  SnapshotChunkMsg other = chunks.back();
+  other.request_id = id + 100;
+  CHECK(n.on_snapshot_chunk(std::move(other)) == NodeState::ChunkResult::kIgnored);
+  CHECK(n.counters().snapshot_chunk_stale == 1);
+  // A chunk out of order (a repeat of chunk 0) throws the assembly away.
+  CHECK(n.on_snapshot_chunk(SnapshotChunkMsg(chunks[0])) == NodeState::ChunkResult::kRestart);
+  CHECK(n.counters().snapshot_restarts == 1);
+  CHECK(n.snapshot_request_id(p) == 0);
+  // Even the right last chunk is now stale (the request is gone).
+  CHECK(n.on_snapshot_chunk(SnapshotChunkMsg(chunks.back())) == NodeState::ChunkResult::kIgnored);
+  CHECK(!n.synced(p));
+  CHECK(n.fib_size() == 0);
+  // The partition is requested again with a new id; a lost middle chunk
+  // restarts it too.
+  auto again = n.take_resync();
+  REQUIRE(std::count(again.begin(), again.end(), p) == 1);
+  const uint64_t id2 = n.snapshot_request_id(p);
+  CHECK(id2 != id);
+  for (auto& ch : chunks) ch.request_id = id2;
+  CHECK(n.on_snapshot_chunk(SnapshotChunkMsg(chunks[0])) == NodeState::ChunkResult::kPending);
+  CHECK(n.on_snapshot_chunk(SnapshotChunkMsg(chunks[2])) == NodeState::ChunkResult::kRestart);
+  CHECK(n.fib_size() == 0);
+  // A chunk whose (epoch, seq) differs from chunk 0's restarts it.
+  again = n.take_resync();
+  const uint64_t id3 = n.snapshot_request_id(p);
+  for (auto& ch : chunks) ch.request_id = id3;
+  CHECK(n.on_snapshot_chunk(SnapshotChunkMsg(chunks[0])) == NodeState::ChunkResult::kPending);
+  SnapshotChunkMsg moved = chunks[1];
+  moved.pos.seq += 1;
+  CHECK(n.on_snapshot_chunk(std::move(moved)) == NodeState::ChunkResult::kRestart);
+  // The retry timer does not restart an assembly that makes progress.
+  again = n.take_resync();
+  const uint64_t id4 = n.snapshot_request_id(p);
+  for (auto& ch : chunks) ch.request_id = id4;
+  for (size_t i = 0; i + 1 < chunks.size(); ++i) {
+    REQUIRE(n.on_snapshot_chunk(SnapshotChunkMsg(chunks[i])) == NodeState::ChunkResult::kPending);
+    n.retry_requested();
+  }
+  CHECK(n.snapshot_request_id(p) == id4);
+  CHECK(n.on_snapshot_chunk(SnapshotChunkMsg(chunks.back())) == NodeState::ChunkResult::kApplied);
+  CHECK(n.synced(p));
+  CHECK(n.fib_size() == fib_entries);
+  for (const auto& [k, rec] : c.model) {
+    if (sim.owners[0]->partition_of_key(k) != p) continue;
+    CHECK(n.gpt_lookup(k) == rec.node);
+  }
 }
