@@ -3,6 +3,7 @@
 #include <zmq.h>
 
 #include <algorithm>
+#include <cstring>
 #include <chrono>
 #include <cstdio>
 #include <deque>
@@ -101,6 +102,7 @@ struct Agent::Impl : rib::OwnerIo {
   // ---- setup ------------------------------------------------------------------
   Status setup() {
     vctx.partitions = spec.partitions;
+    if (opt.max_frame_bytes) vctx.limits.max_frame_bytes = opt.max_frame_bytes;
     for (const auto& m : spec.members) vctx.member_mask |= 1u << m.id;
     std::unique_ptr<gpt::GptTable> table;
     rib::OwnerOptions oo;
@@ -154,53 +156,173 @@ struct Agent::Impl : rib::OwnerIo {
           s.set(zmq::sockopt::curve_secretkey, opt.keys.secret_key);
         }
       };
-      auto client = [&](zmq::socket_t& s, const rib::Member& peer) {
-        s.set(zmq::sockopt::linger, 0);
-        if (spec.curve) {
-          s.set(zmq::sockopt::curve_serverkey, peer.curve_public);
-          s.set(zmq::sockopt::curve_publickey, opt.keys.public_key);
-          s.set(zmq::sockopt::curve_secretkey, opt.keys.secret_key);
-        }
-      };
       router = std::make_unique<zmq::socket_t>(ctx, zmq::socket_type::router);
       server(*router);
       router->set(zmq::sockopt::sndhwm, 100000);
       router->set(zmq::sockopt::rcvhwm, 100000);
-      router->set(zmq::sockopt::maxmsgsize, int64_t(vctx.limits.max_frame_bytes));
+      router->set(zmq::sockopt::maxmsgsize, wire_cap());
       router->bind(me.control);
+      monitor(*router, kMonRouter,
+              ZMQ_EVENT_DISCONNECTED | ZMQ_EVENT_HANDSHAKE_FAILED_NO_DETAIL | ZMQ_EVENT_HANDSHAKE_FAILED_PROTOCOL |
+                  ZMQ_EVENT_HANDSHAKE_FAILED_AUTH);
       pub = std::make_unique<zmq::socket_t>(ctx, zmq::socket_type::pub);
       server(*pub);
       pub->set(zmq::sockopt::sndhwm, 1000000);
       pub->bind(me.publish);
-      sub = std::make_unique<zmq::socket_t>(ctx, zmq::socket_type::sub);
-      sub->set(zmq::sockopt::rcvhwm, 1000000);
-      sub->set(zmq::sockopt::maxmsgsize, int64_t(vctx.limits.max_frame_bytes));
-      sub->set(zmq::sockopt::subscribe, "");
+      make_sub();
       dealer.resize(rib::kMaxNodes);
-      for (const auto& m : spec.members) {
-        if (m.id == self) continue;
-        // SUB keys: one socket connects to many servers; CURVE needs one
-        // server key per connection, so each publisher gets its own key set
-        // before its connect (libzmq reads the options at connect time).
-        client(*sub, m);
-        sub->connect(m.publish);
-        auto d = std::make_unique<zmq::socket_t>(ctx, zmq::socket_type::dealer);
-        client(*d, m);
-        // Queue only to a live connection: requests for a dead peer fail at
-        // once (and time out) instead of reaching its next incarnation long
-        // after the requester gave up on them.
-        d->set(zmq::sockopt::immediate, 1);
-        d->set(zmq::sockopt::sndhwm, 100000);
-        d->set(zmq::sockopt::rcvhwm, 100000);
-        d->set(zmq::sockopt::maxmsgsize, int64_t(vctx.limits.max_frame_bytes));
-        d->connect(m.control);
-        dealer[m.id] = std::move(d);
-      }
+      link_down_us.assign(rib::kMaxNodes, 0);
+      for (const auto& m : spec.members)
+        if (m.id != self) make_dealer(m);
     } catch (const zmq::error_t& e) {
       return Status::Io(std::string("zeromq setup: ") + e.what());
     }
     last_seen_us.assign(rib::kMaxNodes, now_us());
     return Status::Ok();
+  }
+
+  // ---- sockets that connect (re-created when libzmq gives up on them) ------
+  // libzmq's own limit (ZMQ_MAXMSGSIZE) is twice the protocol's: a frame
+  // between the two reaches parse_envelope(), which refuses it with an
+  // error reply and counts it (`oversized_frames`); only a frame above
+  // this cap is dropped by libzmq, with its connection (see the monitors).
+  int64_t wire_cap() const { return int64_t(vctx.limits.max_frame_bytes) * 2; }
+  void client_keys(zmq::socket_t& s, const rib::Member& peer) {
+    s.set(zmq::sockopt::linger, 0);
+    if (spec.curve) {
+      s.set(zmq::sockopt::curve_serverkey, peer.curve_public);
+      s.set(zmq::sockopt::curve_publickey, opt.keys.public_key);
+      s.set(zmq::sockopt::curve_secretkey, opt.keys.secret_key);
+    }
+  }
+  void make_sub() {
+    if (sub) {
+      unmonitor(kMonSub);
+      sub.reset();
+    }
+    sub = std::make_unique<zmq::socket_t>(ctx, zmq::socket_type::sub);
+    sub->set(zmq::sockopt::rcvhwm, 1000000);
+    sub->set(zmq::sockopt::maxmsgsize, wire_cap());
+    sub->set(zmq::sockopt::subscribe, "");
+    monitor(*sub, kMonSub, kLinkEvents);
+    sub_down_us.clear();
+    for (const auto& m : spec.members) {
+      if (m.id == self) continue;
+      // SUB keys: one socket connects to many servers; CURVE needs one
+      // server key per connection, so each publisher gets its own key set
+      // before its connect (libzmq reads the options at connect time).
+      client_keys(*sub, m);
+      sub->connect(m.publish);
+    }
+    items_dirty = true;
+  }
+  void make_dealer(const rib::Member& m) {
+    if (dealer[m.id]) {
+      unmonitor(int(m.id));
+      dealer[m.id].reset();
+    }
+    auto d = std::make_unique<zmq::socket_t>(ctx, zmq::socket_type::dealer);
+    client_keys(*d, m);
+    // Queue only to a live connection: requests for a dead peer fail at
+    // once (and time out) instead of reaching its next incarnation long
+    // after the requester gave up on them.
+    d->set(zmq::sockopt::immediate, 1);
+    d->set(zmq::sockopt::sndhwm, 100000);
+    d->set(zmq::sockopt::rcvhwm, 100000);
+    d->set(zmq::sockopt::maxmsgsize, wire_cap());
+    monitor(*d, int(m.id), kLinkEvents);
+    d->connect(m.control);
+    dealer[m.id] = std::move(d);
+    link_down_us[m.id] = 0;
+    items_dirty = true;
+  }
+
+  // ---- socket monitors (zmq_socket_monitor) ---------------------------------
+  // libzmq closes a connection whose peer sends a frame over ZMQ_MAXMSGSIZE
+  // (a protocol error) and says so only as ZMQ_EVENT_DISCONNECTED, the same
+  // event as any other disconnect. On our connecting sockets (DEALERs, SUB)
+  // the two differ in what follows: after a connection error libzmq
+  // reconnects (ZMQ_EVENT_CONNECT_RETRIED at once), after a protocol error
+  // it gives that connection up for good. A DISCONNECTED not followed by a
+  // retry within kLinkGraceUs is therefore counted `peer_links_dropped` and
+  // the socket is re-created (otherwise the link stays dead until restart).
+  // On the ROUTER every disconnect is counted `router_disconnects` (a
+  // client leaving and a client dropped for an oversized frame look alike
+  // there), and failed handshakes `handshake_failed`.
+  static constexpr int kMonRouter = -1, kMonSub = -2;
+  static constexpr int kLinkEvents = ZMQ_EVENT_CONNECTED | ZMQ_EVENT_CONNECT_DELAYED | ZMQ_EVENT_CONNECT_RETRIED |
+                                     ZMQ_EVENT_DISCONNECTED | ZMQ_EVENT_HANDSHAKE_SUCCEEDED;
+  static constexpr uint64_t kLinkGraceUs = 1000000;
+  struct Mon {
+    std::unique_ptr<zmq::socket_t> pair;
+    int what;  // kMonRouter, kMonSub, or the peer id of a DEALER
+    void* socket;
+  };
+  std::vector<Mon> mons;
+  uint64_t mon_seq = 0;
+  bool items_dirty = true;
+  std::vector<uint64_t> link_down_us;           // DEALER n: disconnected at, no retry yet (0: fine)
+  std::map<std::string, uint64_t> sub_down_us;  // SUB: endpoint -> disconnected at
+
+  void monitor(zmq::socket_t& s, int what, int events) {
+    const std::string ep = "inproc://sb-monitor-" + std::to_string(mon_seq++);
+    if (zmq_socket_monitor(s.handle(), ep.c_str(), events) != 0) {
+      ++c["monitor_errors"];
+      return;
+    }
+    auto p = std::make_unique<zmq::socket_t>(ctx, zmq::socket_type::pair);
+    p->set(zmq::sockopt::linger, 0);
+    p->connect(ep);
+    mons.push_back(Mon{std::move(p), what, s.handle()});
+    items_dirty = true;
+  }
+  void unmonitor(int what) {
+    for (auto it = mons.begin(); it != mons.end();) {
+      if (it->what != what) { ++it; continue; }
+      (void)zmq_socket_monitor(it->socket, nullptr, 0);
+      it = mons.erase(it);
+    }
+    items_dirty = true;
+  }
+  // One monitor event; false when there is none.
+  bool on_monitor(Mon& m, uint64_t t) {
+    zmq::message_t ev, addr;
+    if (!m.pair->recv(ev, zmq::recv_flags::dontwait)) return false;
+    if (ev.more()) (void)m.pair->recv(addr, zmq::recv_flags::none);
+    if (ev.size() < 6) return true;
+    uint16_t event;
+    std::memcpy(&event, ev.data(), 2);
+    const std::string ep = addr.to_string();
+    if (m.what == kMonRouter) {
+      if (event == ZMQ_EVENT_DISCONNECTED) ++c["router_disconnects"];
+      else ++c["handshake_failed"];
+      return true;
+    }
+    const bool down = event == ZMQ_EVENT_DISCONNECTED;
+    if (m.what == kMonSub) {
+      if (down) sub_down_us[ep] = t;
+      else sub_down_us.erase(ep);
+    } else if (size_t(m.what) < link_down_us.size()) {
+      link_down_us[size_t(m.what)] = down ? t : 0;
+    }
+    return true;
+  }
+  // Links libzmq gave up on: count and re-create.
+  void check_links(uint64_t t) {
+    for (const auto& m : spec.members) {
+      if (m.id == self || link_down_us[m.id] == 0 || t - link_down_us[m.id] < kLinkGraceUs) continue;
+      ++c["peer_links_dropped"];
+      log("the link to node " + std::to_string(m.id) +
+          " was closed by a protocol error (an oversized or malformed frame?): reconnecting");
+      make_dealer(m);
+    }
+    for (const auto& [ep, since] : sub_down_us) {
+      if (t - since < kLinkGraceUs) continue;
+      ++c["peer_links_dropped"];
+      log("the subscription to " + ep + " was closed by a protocol error: re-subscribing");
+      make_sub();  // loses nothing the streams cannot resync
+      break;
+    }
   }
 
   // ---- sending --------------------------------------------------------------
@@ -417,6 +539,7 @@ struct Agent::Impl : rib::OwnerIo {
   }
 
   void on_router(const std::string& routing, const zmq::message_t& payload) {
+    if (payload.size() > vctx.limits.max_frame_bytes) ++c["oversized_frames"];
     google::protobuf::Arena arena;
     pb::Envelope& env = *google::protobuf::Arena::CreateMessage<pb::Envelope>(&arena);
     const Status st = parse_envelope({static_cast<const uint8_t*>(payload.data()), payload.size()}, vctx, &env);
@@ -519,6 +642,7 @@ struct Agent::Impl : rib::OwnerIo {
   }
 
   void on_dealer(uint32_t peer, const zmq::message_t& payload) {
+    if (payload.size() > vctx.limits.max_frame_bytes) ++c["oversized_frames"];
     google::protobuf::Arena arena;
     pb::Envelope& env = *google::protobuf::Arena::CreateMessage<pb::Envelope>(&arena);
     const Status st = parse_envelope({static_cast<const uint8_t*>(payload.data()), payload.size()}, vctx, &env);
@@ -565,6 +689,7 @@ struct Agent::Impl : rib::OwnerIo {
   }
 
   void on_sub(const zmq::message_t& payload) {
+    if (payload.size() > vctx.limits.max_frame_bytes) ++c["oversized_frames"];
     google::protobuf::Arena arena;
     pb::Envelope& env = *google::protobuf::Arena::CreateMessage<pb::Envelope>(&arena);
     const Status st = parse_envelope({static_cast<const uint8_t*>(payload.data()), payload.size()}, vctx, &env);
@@ -794,9 +919,12 @@ struct Agent::Impl : rib::OwnerIo {
   }
 
   // ---- the loop ---------------------------------------------------------------
-  Status run(const std::atomic<bool>& stop) {
-    std::vector<zmq::pollitem_t> items;
-    std::vector<int> kind;  // 0 zap, 1 router, 2 sub, 3+id dealer
+  // Poll items: 0 zap, 1 router, 2 sub, 3+id dealer, -1-i monitor i.
+  std::vector<zmq::pollitem_t> items;
+  std::vector<int> kind;
+  void build_items() {
+    items.clear();
+    kind.clear();
     if (zap) { items.push_back({zap->handle(), 0, ZMQ_POLLIN, 0}); kind.push_back(0); }
     items.push_back({router->handle(), 0, ZMQ_POLLIN, 0});
     kind.push_back(1);
@@ -804,8 +932,17 @@ struct Agent::Impl : rib::OwnerIo {
     kind.push_back(2);
     for (uint32_t n = 0; n < dealer.size(); ++n)
       if (dealer[n]) { items.push_back({dealer[n]->handle(), 0, ZMQ_POLLIN, 0}); kind.push_back(3 + int(n)); }
+    for (size_t i = 0; i < mons.size(); ++i) {
+      items.push_back({mons[i].pair->handle(), 0, ZMQ_POLLIN, 0});
+      kind.push_back(-1 - int(i));
+    }
+    items_dirty = false;
+  }
+
+  Status run(const std::atomic<bool>& stop) {
     log("ready");
     while (!stop.load(std::memory_order_relaxed)) {
+      if (items_dirty) build_items();
       const bool busy = !local_fib.empty() || owner->can_start();
       try {
         zmq::poll(items.data(), items.size(), std::chrono::milliseconds(busy ? 0 : 2));
@@ -817,7 +954,9 @@ struct Agent::Impl : rib::OwnerIo {
         if (!(items[i].revents & ZMQ_POLLIN)) continue;
         for (int budget = 0; budget < 256; ++budget) {
           try {
-            if (kind[i] == 0) {
+            if (kind[i] < 0) {
+              if (!on_monitor(mons[size_t(-1 - kind[i])], now_us())) break;
+            } else if (kind[i] == 0) {
               on_zap();
               break;
             } else if (kind[i] == 1) {
@@ -871,6 +1010,7 @@ struct Agent::Impl : rib::OwnerIo {
       if (t >= next_heartbeat_us) {
         heartbeat(t);
         expire_forwards(t);
+        check_links(t);
         next_heartbeat_us = t + uint64_t(opt.heartbeat_ms) * 1000;
       }
       if (t >= next_snapshot_retry_us) {

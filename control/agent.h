@@ -34,6 +34,15 @@
 // parse_envelope() first; a bad one is counted (`bad_message`), answered
 // with an Error where it has a sender (ROUTER), and changes nothing.
 //
+// Frame sizes: a frame over the protocol limit (Limits::max_frame_bytes)
+// but within twice it is received, refused with an Error reply where it
+// has a sender, and counted `oversized_frames` (plus `bad_message`).
+// libzmq drops a bigger frame itself (ZMQ_MAXMSGSIZE, twice the limit)
+// together with its connection; socket monitors see that: on the ROUTER as
+// `router_disconnects` (indistinguishable there from a peer leaving), on
+// our DEALERs and SUB as a disconnect libzmq does not retry, counted
+// `peer_links_dropped`, after which the agent re-creates the socket.
+//
 // Heartbeats every heartbeat_ms carry the heads of this node's partitions;
 // a member unheard for dead_after_ms is not live (the owner stops waiting
 // for it; moves converge without it). The agent never blocks on a send
@@ -68,6 +77,8 @@ struct AgentOptions {
   uint32_t max_group_ops = 1 << 16;
   // Test hook: drop every n-th received delta batch (0: never).
   uint32_t drop_every_nth_batch = 0;
+  // Protocol frame limit (0: control/validate.h Limits; tests lower it).
+  size_t max_frame_bytes = 0;
   // Test hook: drop the n-th received chunk of a current snapshot request,
   // once (0: never).
   uint32_t drop_nth_snapshot_chunk = 0;

@@ -13,6 +13,8 @@
 #include <functional>
 #include <thread>
 
+#include <zmq.hpp>
+
 #include "control/agent.h"
 #include "control/client.h"
 
@@ -184,4 +186,86 @@ TEST_CASE("agent: a dropped snapshot chunk restarts the request; the snapshot ap
   CHECK(counter(*c, 1, "snapshot_chunks") > 40);
   CHECK(counter(*c, 1, "unsynced_partitions") == 0);
   CHECK(counter(*c, 1, "fib_entries") == ks.size() / 2);
+}
+
+TEST_CASE("agent: oversized frames are refused and counted; libzmq's drops show on the monitors") {
+  const size_t limit = 64 << 10;  // libzmq's cap is twice this
+  InProc ip(1, [&](uint32_t, AgentOptions& o) { o.max_frame_bytes = limit; });
+  auto c = ip.client();
+  zmq::context_t ctx;
+  auto raw = [&] {
+    auto s = std::make_unique<zmq::socket_t>(ctx, zmq::socket_type::dealer);
+    s->set(zmq::sockopt::linger, 0);
+    s->set(zmq::sockopt::rcvtimeo, 3000);
+    s->connect(ip.spec.members[0].control);
+    return s;
+  };
+  // Over the protocol limit, within libzmq's cap: an error reply, counted.
+  {
+    auto s = raw();
+    pb::Envelope e;
+    e.set_version(1);
+    e.mutable_error()->set_text(std::string(limit + 100, 'x'));
+    const std::string b = e.SerializeAsString();
+    REQUIRE(b.size() > limit);
+    s->send(zmq::buffer(b));
+    zmq::message_t r;
+    REQUIRE(s->recv(r));
+    pb::Envelope rep;
+    REQUIRE(rep.ParseFromArray(r.data(), int(r.size())));
+    CHECK(rep.has_error());
+    CHECK(rep.error().code() == pb::INVALID);
+    CHECK(rep.error().text().find("over the limit") != std::string::npos);
+  }
+  CHECK(counter(*c, 0, "oversized_frames") == 1);
+  CHECK(counter(*c, 0, "bad_message") == 1);
+  // Over libzmq's cap: libzmq drops the connection (no reply); the
+  // router's monitor counts the disconnect.
+  const uint64_t before = counter(*c, 0, "router_disconnects");
+  {
+    auto s = raw();
+    const std::string big(4 * limit, 'y');
+    s->send(zmq::buffer(big));
+    zmq::message_t r;
+    s->set(zmq::sockopt::rcvtimeo, 1000);
+    CHECK(!s->recv(r));
+  }
+  CHECK(eventually([&] { return counter(*c, 0, "router_disconnects") > before; }));
+  CHECK(counter(*c, 0, "oversized_frames") == 1);
+  CHECK(counter(*c, 0, "sessions") == 0);
+}
+
+TEST_CASE("agent: a peer link libzmq closes for an oversized reply is counted and re-created") {
+  const size_t limit = 64 << 10;
+  // Node 1 is played by a raw ROUTER that answers every request with a
+  // frame over node 0's libzmq cap.
+  InProc ip(2, [&](uint32_t, AgentOptions& o) {
+    o.max_frame_bytes = limit;
+    o.snapshot_retry_ms = 300;  // node 0 keeps asking node 1 for its partitions' snapshots
+  }, {1});
+  zmq::context_t ctx;
+  zmq::socket_t fake(ctx, zmq::socket_type::router);
+  fake.set(zmq::sockopt::linger, 0);
+  fake.set(zmq::sockopt::rcvtimeo, 5000);
+  fake.bind(ip.spec.members[1].control);
+  auto c = ip.client({0});
+  zmq::message_t id, m;
+  REQUIRE(fake.recv(id));
+  REQUIRE(id.more());
+  REQUIRE(fake.recv(m));
+  const std::string first = id.to_string();
+  fake.send(id, zmq::send_flags::sndmore);
+  fake.send(zmq::buffer(std::string(4 * limit, 'z')));
+  REQUIRE(eventually([&] { return counter(*c, 0, "peer_links_dropped") >= 1; }));
+  // The link works again: the next requests come from the re-created
+  // DEALER (a new connection, a new routing id).
+  bool fresh = false;
+  for (int i = 0; i < 100 && !fresh; ++i) {
+    zmq::message_t id2, m2;
+    REQUIRE(fake.recv(id2));
+    REQUIRE(fake.recv(m2));
+    fresh = id2.to_string() != first;
+  }
+  CHECK(fresh);
+  CHECK(counter(*c, 0, "peer_links_dropped") == 1);
 }
