@@ -430,6 +430,8 @@ uint32_t SetSep::bulk_generic(const FlowKey* keys, const uint64_t* hashes, size_
   uint32_t ver[kMaxBurst];                                                        \
   uint32_t g1v[kMaxBurst], g2v[kMaxBurst];                                        \
   uint8_t bkt[kMaxBurst];                                                         \
+  uint64_t hbuf[kMaxBurst];                                                       \
+  const uint64_t* hs = kRaw ? hbuf : hashes;                                      \
   const uint64_t* ch = choices_.data();                                           \
   const uint64_t* gw = groups_.data();                                            \
   const uint32_t* meta = meta_.data();                                            \
@@ -437,12 +439,19 @@ uint32_t SetSep::bulk_generic(const FlowKey* keys, const uint64_t* hashes, size_
   const CandidateTable& ct = candidate_table();                                   \
   const SaltTables& st = salts();                                                 \
   for (size_t i = 0; i < n; ++i) {                                                \
-    const uint64_t b = block_of(hashes[i]);                                       \
+    uint64_t h;                                                                   \
+    if constexpr (kRaw) {                                                         \
+      h = hash_key(keys[i], hash_seed_);                                          \
+      hbuf[i] = h;                                                                \
+    } else {                                                                      \
+      h = hs[i];                                                              \
+    }                                                                             \
+    const uint64_t b = block_of(h);                                               \
     blk[i] = b;                                                                   \
     prefetch_r(ch + b * 8);                                                       \
   }                                                                               \
   for (size_t i = 0; i < n; ++i) {                                                \
-    const unsigned c = bucket_of(hashes[i]);                                      \
+    const unsigned c = bucket_of(hs[i]);                                      \
     bkt[i] = uint8_t(c);                                                          \
     ver[i] = __atomic_load_n(meta + blk[i], __ATOMIC_ACQUIRE);                    \
   }                                                                               \
@@ -457,15 +466,15 @@ uint32_t SetSep::bulk_generic(const FlowKey* keys, const uint64_t* hashes, size_
     prefetch_r(gw + ((p + W - 1) >> 6));                                          \
   }                                                                               \
   for (size_t i = 0; i < n; ++i) {                                                \
-    g1v[i] = uint32_t(remix(hashes[i], st.g1[ver[i] >> 24]) >> 32);               \
-    g2v[i] = uint32_t(remix(hashes[i], st.g2[ver[i] >> 24]) >> 32);               \
+    g1v[i] = uint32_t(remix(hs[i], st.g1[ver[i] >> 24]) >> 32);               \
+    g2v[i] = uint32_t(remix(hs[i], st.g2[ver[i] >> 24]) >> 32);               \
   }                                                                               \
   for (size_t i = 0; i < n; ++i) {                                                \
     uint64_t idx_lo, idx_hi, arr;                                                 \
     load_record168<L>(gw, pos[i], &idx_lo, &idx_hi, &arr);                        \
     if ((idx_lo & 0xffff) == 0xffff) [[unlikely]] {                               \
       uint8_t fv = 0;                                                             \
-      fallback_.find(keys[i], hashes[i], &fv);                                    \
+      fallback_.find(keys[i], hs[i], &fv);                                    \
       out[i] = fv;                                                                \
       continue;                                                                   \
     }                                                                             \
@@ -475,17 +484,17 @@ uint32_t SetSep::bulk_generic(const FlowKey* keys, const uint64_t* hashes, size_
   for (size_t i = 0; i < n; ++i) {                                                \
     if ((ver[i] & 1u) || meta_relaxed(blk[i]) != ver[i]) {                        \
       ++retries;                                                                  \
-      out[i] = lookup_counted(keys[i], hashes[i], &retries);                      \
+      out[i] = lookup_counted(keys[i], hs[i], &retries);                      \
     }                                                                             \
   }                                                                               \
   return retries;
 
-template <unsigned L>
+template <unsigned L, bool kRaw>
 uint32_t SetSep::bulk168(const FlowKey* keys, const uint64_t* hashes, size_t n, uint8_t* out) const {
   SB_SETSEP_BULK168(eval_bits168)
 }
 
-template <unsigned L>
+template <unsigned L, bool kRaw>
 __attribute__((target("avx2"))) uint32_t SetSep::bulk168_avx2(const FlowKey* keys, const uint64_t* hashes,
                                                               size_t n, uint8_t* out) const {
   SB_SETSEP_BULK168(eval_bits168_avx2)
@@ -497,20 +506,38 @@ __attribute__((target("avx2"))) uint32_t SetSep::bulk168_avx2(const FlowKey* key
 // 16+8 with AVX2 evaluation (l >= 4 and the CPU has AVX2).
 uint32_t SetSep::lookup_bulk(const FlowKey* keys, const uint64_t* hashes, size_t n,
                              uint8_t* out) const {
+  return dispatch<false>(keys, hashes, n, out);
+}
+
+// The same loops with the hash of key i computed in pass 1 right before its
+// choice-line prefetch, so hashing the burst overlaps the first memory round
+// instead of preceding it (rte_hash_lookup_bulk and rte_efd hash inside
+// their bulk calls the same way).
+uint32_t SetSep::lookup_keys(const FlowKey* keys, size_t n, uint8_t* out) const {
+  if (mode_ == 0) {  // generic path: hash first
+    uint64_t h[kMaxBurst];
+    for (size_t i = 0; i < n; ++i) h[i] = hash_key(keys[i], hash_seed_);
+    return bulk_generic(keys, h, n, out);
+  }
+  return dispatch<true>(keys, nullptr, n, out);
+}
+
+template <bool kRaw>
+uint32_t SetSep::dispatch(const FlowKey* keys, const uint64_t* hashes, size_t n, uint8_t* out) const {
   switch (mode_) {
-    case 1: return bulk168<1>(keys, hashes, n, out);
-    case 2: return bulk168<2>(keys, hashes, n, out);
-    case 3: return bulk168<3>(keys, hashes, n, out);
-    case 4: return bulk168<4>(keys, hashes, n, out);
-    case 5: return bulk168<5>(keys, hashes, n, out);
-    case 6: return bulk168<6>(keys, hashes, n, out);
-    case 7: return bulk168<7>(keys, hashes, n, out);
-    case 8: return bulk168<8>(keys, hashes, n, out);
-    case 9 + 4: return bulk168_avx2<4>(keys, hashes, n, out);
-    case 9 + 5: return bulk168_avx2<5>(keys, hashes, n, out);
-    case 9 + 6: return bulk168_avx2<6>(keys, hashes, n, out);
-    case 9 + 7: return bulk168_avx2<7>(keys, hashes, n, out);
-    case 9 + 8: return bulk168_avx2<8>(keys, hashes, n, out);
+    case 1: return bulk168<1, kRaw>(keys, hashes, n, out);
+    case 2: return bulk168<2, kRaw>(keys, hashes, n, out);
+    case 3: return bulk168<3, kRaw>(keys, hashes, n, out);
+    case 4: return bulk168<4, kRaw>(keys, hashes, n, out);
+    case 5: return bulk168<5, kRaw>(keys, hashes, n, out);
+    case 6: return bulk168<6, kRaw>(keys, hashes, n, out);
+    case 7: return bulk168<7, kRaw>(keys, hashes, n, out);
+    case 8: return bulk168<8, kRaw>(keys, hashes, n, out);
+    case 9 + 4: return bulk168_avx2<4, kRaw>(keys, hashes, n, out);
+    case 9 + 5: return bulk168_avx2<5, kRaw>(keys, hashes, n, out);
+    case 9 + 6: return bulk168_avx2<6, kRaw>(keys, hashes, n, out);
+    case 9 + 7: return bulk168_avx2<7, kRaw>(keys, hashes, n, out);
+    case 9 + 8: return bulk168_avx2<8, kRaw>(keys, hashes, n, out);
     default: return bulk_generic(keys, hashes, n, out);
   }
 }

@@ -238,6 +238,12 @@ class SetSep final : public GptTable {
   uint64_t capacity() const override { return capacity_; }
   GptAddress address_of(uint64_t h) const override;
   uint8_t lookup(const FlowKey& key, uint64_t h) const override;
+  // lookup_bulk over raw keys: hashes key i with hash_key(key, hash_seed())
+  // inside the first pass, right before its first prefetch, so the hashing
+  // overlaps the first memory round. For callers without a precomputed hash
+  // (benchmarks, tools); the data plane hashes once per packet and calls
+  // lookup_bulk. REQUIRES: n <= kMaxBurst. Returns retries like lookup_bulk.
+  uint32_t lookup_keys(const FlowKey* keys, size_t n, uint8_t* out) const;
   uint32_t lookup_bulk(const FlowKey* keys, const uint64_t* hashes, size_t n,
                        uint8_t* out) const override;
   Status apply(std::span<const uint8_t> delta) override;
@@ -294,9 +300,11 @@ class SetSep final : public GptTable {
   template <unsigned L>
   uint8_t eval168(const FlowKey& key, uint64_t h, uint32_t seed, uint64_t pos) const;
   uint32_t bulk_generic(const FlowKey* keys, const uint64_t* hashes, size_t n, uint8_t* out) const;
-  template <unsigned L>
+  template <bool kRaw>
+  uint32_t dispatch(const FlowKey* keys, const uint64_t* hashes, size_t n, uint8_t* out) const;
+  template <unsigned L, bool kRaw>
   uint32_t bulk168(const FlowKey* keys, const uint64_t* hashes, size_t n, uint8_t* out) const;
-  template <unsigned L>
+  template <unsigned L, bool kRaw>
   uint32_t bulk168_avx2(const FlowKey* keys, const uint64_t* hashes, size_t n, uint8_t* out) const;
   uint8_t lookup_counted(const FlowKey& key, uint64_t h, uint32_t* retries) const;
 

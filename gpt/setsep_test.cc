@@ -46,20 +46,24 @@ std::vector<uint8_t> random_values(size_t n, unsigned l, uint64_t seed) {
 // Checks every key with single and bulk lookups on `t`.
 void check_all(const GptTable& t, const std::vector<FlowKey>& keys, const std::vector<uint8_t>& vals,
                uint64_t hash_seed) {
-  uint64_t wrong_single = 0, wrong_bulk = 0;
+  uint64_t wrong_single = 0, wrong_bulk = 0, wrong_raw = 0;
+  const auto* ss = dynamic_cast<const SetSep*>(&t);
   for (size_t i = 0; i < keys.size(); i += kMaxBurst) {
     const size_t n = std::min(keys.size() - i, kMaxBurst);
     uint64_t h[kMaxBurst];
-    uint8_t out[kMaxBurst];
+    uint8_t out[kMaxBurst], raw[kMaxBurst];
     for (size_t j = 0; j < n; ++j) h[j] = hash_key(keys[i + j], hash_seed);
     t.lookup_bulk(&keys[i], h, n, out);
+    if (ss) ss->lookup_keys(&keys[i], n, raw);  // hashes inside its first pass
     for (size_t j = 0; j < n; ++j) {
       wrong_bulk += out[j] != vals[i + j];
       wrong_single += t.lookup(keys[i + j], h[j]) != vals[i + j];
+      if (ss) wrong_raw += raw[j] != vals[i + j];
     }
   }
   REQUIRE(wrong_single == 0);
   REQUIRE(wrong_bulk == 0);
+  REQUIRE(wrong_raw == 0);
 }
 
 }  // namespace
