@@ -598,6 +598,17 @@ struct Agent::Impl : rib::OwnerIo {
       case pb::Envelope::kSnapshotChunk:
         on_snapshot_chunk(env.snapshot_chunk(), nullptr);
         break;
+      case pb::Envelope::kWeightsRequest: on_weights_request(routing, env); break;
+      case pb::Envelope::kWeightsUpdate: {
+        const auto& u = env.weights_update();
+        adopt_weights(u.version(), u.weights());
+        pb::Envelope out;
+        out.set_corr(env.corr());
+        out.mutable_weights_ack()->set_node(self);
+        out.mutable_weights_ack()->set_version(owner->weights_version());
+        send_router(routing, out);
+        break;
+      }
       case pb::Envelope::kStatsRequest: {
         pb::Envelope out;
         out.set_corr(env.corr());
@@ -658,11 +669,176 @@ struct Agent::Impl : rib::OwnerIo {
         break;
       case pb::Envelope::kSessionReply: on_forward_reply(env.corr(), env.session_reply()); break;
       case pb::Envelope::kSnapshotChunk: on_snapshot_chunk(env.snapshot_chunk(), &peer); break;
+      case pb::Envelope::kWeightsAck: on_weights_ack(peer, env.weights_ack()); break;
+      case pb::Envelope::kWeightsReply: {
+        auto f = wfwds.find(env.corr());
+        const auto& w = env.weights_reply();
+        if (w.code() == pb::OK) adopt_weights(w.version(), w.weights());
+        if (f == wfwds.end()) break;  // the answer to a fetch
+        env.set_corr(f->second.corr);
+        send_router(f->second.routing, env);
+        wfwds.erase(f);
+        break;
+      }
       case pb::Envelope::kError:
         ++c["peer_errors"];
         break;
       default:
         ++c["unexpected_message"];
+    }
+  }
+
+  // ---- weights of `choose` ----------------------------------------------------
+  // One coordinator, the owner of partition 0, numbers the changes, so
+  // versions are cluster-wide and totally ordered. It persists a change
+  // (rib::Owner::set_weights) before sending it to every member, and
+  // answers the client once every live member acked it (or, after half the
+  // forward timeout, lists those that did not: they adopt it from the
+  // coordinator's heartbeats, which carry its version; so does a member
+  // that was down). Members adopt only newer versions, persisted before
+  // use. Existing sessions never move: their node is in their record.
+  uint32_t coordinator() const { return spec.owner[0]; }
+  struct WeightsChange {
+    std::string routing;  // who asked (a client, or the forwarding node)
+    uint64_t corr;
+    uint64_t version;
+    std::vector<std::pair<uint32_t, double>> weights;
+    uint32_t waiting, acked;
+    uint64_t deadline_us;
+  };
+  std::deque<WeightsChange> wchanges;
+  struct WeightsFwd {
+    std::string routing;
+    uint64_t corr;
+    uint64_t deadline_us;
+  };
+  std::unordered_map<uint64_t, WeightsFwd> wfwds;  // by the corr of the forwarded request
+  uint64_t weights_fetch_after_us = 0;
+
+  static void put_weights(const std::vector<std::pair<uint32_t, double>>& w,
+                          google::protobuf::RepeatedPtrField<pb::NodeWeight>* out) {
+    for (const auto& [n, x] : w) {
+      auto* e = out->Add();
+      e->set_node(n);
+      e->set_weight(x);
+    }
+  }
+  void weights_reply(const std::string& routing, uint64_t corr, pb::Code code, const std::string& text,
+                     uint64_t version, const std::vector<std::pair<uint32_t, double>>& w, uint32_t acked,
+                     uint32_t missing) {
+    pb::Envelope out;
+    out.set_corr(corr);
+    auto* r = out.mutable_weights_reply();
+    r->set_code(code);
+    if (!text.empty()) r->set_text(text.substr(0, 1000));
+    r->set_version(version);
+    if (code == pb::OK) put_weights(w, r->mutable_weights());
+    for (uint32_t n = 0; n < rib::kMaxNodes; ++n) {
+      if (acked >> n & 1u) r->add_acked(n);
+      if (missing >> n & 1u) r->add_missing(n);
+    }
+    send_router(routing, out);
+  }
+  void adopt_weights(uint64_t version, const google::protobuf::RepeatedPtrField<pb::NodeWeight>& ws) {
+    if (version <= owner->weights_version()) return;
+    std::vector<std::pair<uint32_t, double>> w;
+    for (const auto& x : ws) w.emplace_back(x.node(), x.weight());
+    bool changed = false;
+    const Status st = owner->set_weights(version, w, &changed);
+    if (!st.ok()) {
+      ++c["weights_rejected"];
+      log("weights version " + std::to_string(version) + " refused: " + st.to_string());
+      return;
+    }
+    if (changed) {
+      ++c["weights_adopted"];
+      log("choose weights: version " + std::to_string(version));
+    }
+  }
+  void on_weights_request(const std::string& routing, const pb::Envelope& env) {
+    const auto& w = env.weights_request();
+    if (!w.set()) {
+      weights_reply(routing, env.corr(), pb::OK, "", owner->weights_version(), owner->weights(), 0, 0);
+      return;
+    }
+    const uint32_t coord = coordinator();
+    if (coord != self) {
+      if (w.forwarded_by() != 0) {  // never forward twice
+        weights_reply(routing, env.corr(), pb::INVALID, "node " + std::to_string(self) + " is not the weights coordinator",
+                      0, {}, 0, 0);
+        return;
+      }
+      pb::Envelope f = env;
+      const uint64_t corr = next_corr++;
+      f.set_corr(corr);
+      f.mutable_weights_request()->set_forwarded_by(self + 1);
+      if (!owner->live(coord) || !send_peer(coord, f)) {
+        weights_reply(routing, env.corr(), pb::OWNER_UNAVAILABLE,
+                      "the weights coordinator (node " + std::to_string(coord) + ") is down", 0, {}, 0, 0);
+        return;
+      }
+      wfwds[corr] = WeightsFwd{routing, env.corr(), now_us() + uint64_t(opt.forward_timeout_ms) * 1000};
+      return;
+    }
+    // The coordinator: merge, number, persist, then tell every member.
+    std::map<uint32_t, double> merged(owner->weights().begin(), owner->weights().end());
+    for (const auto& x : w.weights()) merged[x.node()] = x.weight();
+    std::vector<std::pair<uint32_t, double>> nw(merged.begin(), merged.end());
+    const uint64_t version = owner->weights_version() + 1;
+    bool changed = false;
+    const Status st = owner->set_weights(version, nw, &changed);
+    if (!st.ok() || !changed) {
+      ++c["weights_rejected"];
+      weights_reply(routing, env.corr(), st.ok() ? pb::INTERNAL : to_code(st), st.ok() ? "not applied" : st.message(), 0,
+                    {}, 0, 0);
+      return;
+    }
+    ++c["weights_changes"];
+    log("choose weights: version " + std::to_string(version) + " (coordinator)");
+    pb::Envelope up;
+    auto* u = up.mutable_weights_update();
+    u->set_from(self);
+    u->set_version(version);
+    put_weights(nw, u->mutable_weights());
+    uint32_t waiting = 0;
+    for (const auto& m : spec.members) {
+      if (m.id == self) continue;
+      send_peer(m.id, up);
+      if (owner->live(m.id)) waiting |= 1u << m.id;
+    }
+    wchanges.push_back(WeightsChange{routing, env.corr(), version, std::move(nw), waiting, 1u << self,
+                                     now_us() + uint64_t(opt.forward_timeout_ms) * 500});
+    if (waiting == 0) expire_weights(now_us());
+  }
+  void on_weights_ack(uint32_t peer, const pb::WeightsAck& a) {
+    if (a.node() != peer) {
+      ++c["bad_message"];
+      return;
+    }
+    for (auto& ch : wchanges)
+      if (a.version() >= ch.version && (ch.waiting >> peer & 1u)) {
+        ch.waiting &= ~(1u << peer);
+        ch.acked |= 1u << peer;
+      }
+    expire_weights(now_us());
+  }
+  // Answers changes every live member acked, or whose time is up.
+  void expire_weights(uint64_t t) {
+    uint32_t live = 0;
+    for (const auto& m : spec.members)
+      if (m.id != self && owner->live(m.id)) live |= 1u << m.id;
+    for (auto it = wchanges.begin(); it != wchanges.end();) {
+      it->waiting &= live;  // a member that died adopts it from heartbeats when back
+      if (it->waiting != 0 && t < it->deadline_us) { ++it; continue; }
+      weights_reply(it->routing, it->corr, pb::OK, "", it->version, it->weights, it->acked, it->waiting);
+      it = wchanges.erase(it);
+    }
+    for (auto f = wfwds.begin(); f != wfwds.end();) {
+      if (t < f->second.deadline_us) { ++f; continue; }
+      weights_reply(f->second.routing, f->second.corr, pb::OWNER_UNAVAILABLE,
+                    "the weights coordinator (node " + std::to_string(coordinator()) + ") did not answer", 0, {}, 0, 0);
+      ++c["owner_unavailable"];
+      f = wfwds.erase(f);
     }
   }
 
@@ -734,6 +910,15 @@ struct Agent::Impl : rib::OwnerIo {
     }
     for (const auto& h : b.heads())
       if (spec.owner[h.partition()] == b.owner()) state->on_head(h.partition(), rib::StreamPos{h.epoch(), h.seq()});
+    // A member with newer `choose` weights (we missed a change): fetch them.
+    const uint64_t t = now_us();
+    if (b.weights_version() > owner->weights_version() && t >= weights_fetch_after_us) {
+      pb::Envelope e;
+      e.mutable_weights_request()->set_set(false);
+      send_peer(b.owner(), e);
+      ++c["weights_fetches"];
+      weights_fetch_after_us = t + 500000;
+    }
   }
 
   void on_zap() {
@@ -812,6 +997,7 @@ struct Agent::Impl : rib::OwnerIo {
     pb::Envelope env;
     auto* b = env.mutable_delta_batch();
     b->set_owner(self);
+    b->set_weights_version(owner->weights_version());
     for (uint32_t p = 0; p < spec.partitions; ++p) {
       if (spec.owner[p] != self) continue;
       const rib::StreamPos h = owner->head(p);
@@ -853,6 +1039,7 @@ struct Agent::Impl : rib::OwnerIo {
     out["us_group_finish"] = os.us_finish;
     out["sessions"] = owner->sessions();
     out["epoch"] = owner->epoch();
+    out["weights_version"] = owner->weights_version();
     const auto& ws = owner->wal_stats();
     out["wal_records"] = ws.records;
     out["wal_commits"] = ws.commits;
@@ -1011,6 +1198,7 @@ struct Agent::Impl : rib::OwnerIo {
         heartbeat(t);
         expire_forwards(t);
         check_links(t);
+        expire_weights(t);
         next_heartbeat_us = t + uint64_t(opt.heartbeat_ms) * 1000;
       }
       if (t >= next_snapshot_retry_us) {

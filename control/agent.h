@@ -43,6 +43,15 @@
 // our DEALERs and SUB as a disconnect libzmq does not retry, counted
 // `peer_links_dropped`, after which the agent re-creates the socket.
 //
+// Weights of `node: choose`: a WeightsRequest (set) from a client goes to
+// the coordinator, the owner of partition 0, which gives the change the
+// next version, persists it (rib/owner.h WEIGHTS), sends it to every member
+// (WeightsUpdate; each persists it before using it and acks) and answers
+// once every live member acked, or after forward_timeout_ms / 2 with the
+// members that did not. Heartbeats carry every node's version; a node that
+// hears of a newer one (it was down or lost the update) fetches it from
+// that peer. Sessions keep their node: only new `choose` adds use a change.
+//
 // Heartbeats every heartbeat_ms carry the heads of this node's partitions;
 // a member unheard for dead_after_ms is not live (the owner stops waiting
 // for it; moves converge without it). The agent never blocks on a send

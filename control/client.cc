@@ -97,4 +97,39 @@ Result<pb::Envelope> Client::call(uint32_t node, pb::Envelope env, int timeout_m
   }
 }
 
+namespace {
+Result<Client::Weights> weights_of(const Result<pb::Envelope>& r) {
+  if (!r.ok()) return r.status();
+  if (r.value().has_error()) return from_code(r.value().error().code(), r.value().error().text());
+  if (!r.value().has_weights_reply()) return Status::Internal("unexpected reply to a weights request");
+  const pb::WeightsReply& w = r.value().weights_reply();
+  if (w.code() != pb::OK) return from_code(w.code(), w.text());
+  Client::Weights out;
+  out.version = w.version();
+  for (const auto& x : w.weights()) out.weights.emplace_back(x.node(), x.weight());
+  out.acked.assign(w.acked().begin(), w.acked().end());
+  out.missing.assign(w.missing().begin(), w.missing().end());
+  return out;
+}
+}  // namespace
+
+Result<Client::Weights> Client::set_weights(const std::vector<std::pair<uint32_t, double>>& weights, uint32_t via,
+                                            int timeout_ms) {
+  pb::Envelope env;
+  auto* w = env.mutable_weights_request();
+  w->set_set(true);
+  for (const auto& [node, weight] : weights) {
+    auto* x = w->add_weights();
+    x->set_node(node);
+    x->set_weight(weight);
+  }
+  return weights_of(call(via, env, timeout_ms));
+}
+
+Result<Client::Weights> Client::get_weights(uint32_t node, int timeout_ms) {
+  pb::Envelope env;
+  env.mutable_weights_request()->set_set(false);
+  return weights_of(call(node, env, timeout_ms));
+}
+
 }  // namespace sb::control

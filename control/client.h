@@ -34,6 +34,27 @@ class Client {
   // send + wait for the reply with the same corr (other replies are dropped).
   Result<pb::Envelope> call(uint32_t node, pb::Envelope env, int timeout_ms);
 
+  // ---- weights of `node: choose` (control/proto WeightsRequest) ----
+  struct Weights {
+    uint64_t version = 0;                               // 0: the configuration's
+    std::vector<std::pair<uint32_t, double>> weights;   // (node id, weight), every member
+    std::vector<uint32_t> acked;    // set_weights: members that adopted this version
+    std::vector<uint32_t> missing;  // set_weights: live members that did not confirm in time
+                                    // (they adopt it from the coordinator's heartbeats)
+  };
+  // Changes the weights cluster-wide through node `via` (any member): the
+  // members listed get the given weight, the others keep theirs. Only
+  // sessions added afterwards follow the new weights; no session moves.
+  // OK once the change is committed (a new version, persisted by the
+  // coordinator): `missing` lists live members that had not confirmed it
+  // yet. Errors: kInvalidArgument (unknown node, bad weight, every weight
+  // 0), kUnavailable (the coordinator, the owner of partition 0, is down or
+  // did not answer within timeout_ms: nothing changed or not known).
+  Result<Weights> set_weights(const std::vector<std::pair<uint32_t, double>>& weights, uint32_t via,
+                              int timeout_ms = 10000);
+  // The weights node `node` uses for new sessions now.
+  Result<Weights> get_weights(uint32_t node, int timeout_ms = 5000);
+
   uint32_t owner_of(const FlowKey& k) const;
   const rib::ClusterSpec& spec() const { return spec_; }
   uint64_t next_corr() { return ++corr_; }

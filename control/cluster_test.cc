@@ -569,3 +569,110 @@ TEST_CASE("cluster: moves never leave a window where a node forwards to a node w
   INFO(p);
   CHECK(p.empty());
 }
+
+TEST_CASE("cluster: runtime weight change: new sessions follow it (chi-square), none moves, it survives restarts") {
+  auto h = Harness::start(opts(4));
+  REQUIRE(h.ok());
+  auto c = h.value()->client();
+  REQUIRE(c.ok());
+  Client& cl = *c.value();
+  Model m;
+  Driver d(cl, m, 38);
+  auto choose_adds = [&](const std::vector<FlowKey>& ks, uint64_t want_version) {
+    std::map<uint32_t, uint64_t> per_node;
+    for (size_t off = 0; off < ks.size(); off += 500) {
+      pb::Envelope env;
+      for (size_t i = off; i < std::min(ks.size(), off + 500); ++i) {
+        pb::SessionOp op = make_op(pb::ADD, d.next_id++, ks[i], 0, uint32_t(i));
+        op.mutable_session()->set_choose(true);
+        *env.mutable_session_request()->add_ops() = op;
+      }
+      Result<pb::Envelope> r = cl.call(uint32_t(off / 500 % 4), env, 15000);
+      REQUIRE(r.ok());
+      const auto& rs = r.value().session_reply().results();
+      for (int i = 0; i < rs.size(); ++i) {
+        REQUIRE(rs[i].code() == pb::OK);
+        CHECK(rs[i].weights_version() == want_version);
+        pb::Session s = env.session_request().ops(i).session();
+        s.set_node(rs[i].node());
+        m.live[ks[off + size_t(i)]] = s;
+        ++per_node[rs[i].node()];
+      }
+    }
+    return per_node;
+  };
+  const auto old_keys = key_pool(2000, 8);
+  choose_adds(old_keys, 0);
+  const auto before = m.live;
+  // Through node 2 (the coordinator is the owner of partition 0, node 0).
+  Result<Client::Weights> w = cl.set_weights({{0, 1}, {1, 2}, {2, 3}, {3, 0}}, 2);
+  INFO(w.status().to_string());
+  REQUIRE(w.ok());
+  CHECK(w.value().version == 1);
+  CHECK(w.value().acked.size() == 4);
+  CHECK(w.value().missing.empty());
+  for (uint32_t n = 0; n < 4; ++n) {
+    Result<Client::Weights> g = cl.get_weights(n);
+    REQUIRE(g.ok());
+    CHECK(g.value().version == 1);
+    REQUIRE(g.value().weights.size() == 4);
+    CHECK(g.value().weights[3].second == 0);
+  }
+  // Invalid changes are refused and change nothing.
+  CHECK(cl.set_weights({{0, 0}, {1, 0}, {2, 0}}, 1).status().code() == StatusCode::kInvalidArgument);
+  CHECK(cl.set_weights({{7, 1}}, 1).status().code() == StatusCode::kInvalidArgument);
+  CHECK(cl.set_weights({{1, -1}}, 3).status().code() == StatusCode::kInvalidArgument);
+  CHECK(cl.get_weights(3).value().version == 1);
+  // New sessions follow 1:2:3:0 (chi-square, 2 degrees of freedom; 13.8 is p = 0.001).
+  const auto new_keys = key_pool(6000, 9);
+  auto per_node = choose_adds(new_keys, 1);
+  CHECK(per_node[3] == 0);
+  double chi2 = 0;
+  for (uint32_t n = 0; n < 3; ++n) {
+    const double e = double(new_keys.size()) * double(n + 1) / 6.0;
+    chi2 += (double(per_node[n]) - e) * (double(per_node[n]) - e) / e;
+  }
+  INFO("per node " << per_node[0] << " " << per_node[1] << " " << per_node[2] << " chi2 " << chi2);
+  CHECK(chi2 < 13.8);
+  // No existing session moved: every node's GPT and FIB agree with the
+  // nodes they got at their add, and the RIB still says so.
+  {
+    const std::string p = verify(*h.value(), cl, m);
+    INFO(p);
+    CHECK(p.empty());
+  }
+  size_t checked = 0;
+  for (const auto& [k, s] : before) {
+    if (checked++ > 200) break;
+    pb::Envelope e;
+    *e.mutable_session_request()->add_ops() = make_op(pb::SHOW, 0, k, 0, 0);
+    Result<pb::Envelope> r = cl.call(1, e, 5000);
+    REQUIRE(r.ok());
+    CHECK(r.value().session_reply().results(0).node() == s.node());
+  }
+  // Restarts keep the version: the coordinator and another node.
+  REQUIRE(h.value()->restart(0).ok());
+  REQUIRE(h.value()->restart(2).ok());
+  for (uint32_t n : {0u, 2u}) {
+    Result<Client::Weights> g = cl.get_weights(n);
+    REQUIRE(g.ok());
+    CHECK(g.value().version == 1);
+    CHECK(g.value().weights[2].second == 3);
+  }
+  // A member that is down during a change adopts it when back.
+  REQUIRE(h.value()->kill9(3).ok());
+  std::this_thread::sleep_for(std::chrono::milliseconds(2000));  // node 3 is seen down
+  w = cl.set_weights({{3, 6}}, 1);
+  INFO(w.status().to_string());
+  REQUIRE(w.ok());
+  CHECK(w.value().version == 2);
+  REQUIRE(h.value()->restart(3).ok());
+  bool adopted = false;
+  for (int i = 0; i < 100 && !adopted; ++i) {
+    Result<Client::Weights> g = cl.get_weights(3);
+    adopted = g.ok() && g.value().version == 2 && g.value().weights[3].second == 6;
+    if (!adopted) std::this_thread::sleep_for(std::chrono::milliseconds(100));
+  }
+  CHECK(adopted);
+  CHECK(counter(cl, 3, "weights_version") == 2);
+}

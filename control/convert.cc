@@ -150,6 +150,7 @@ void to_pb(const rib::OpReply& r, pb::OpResult* o) {
   o->set_partition(r.partition);
   o->set_epoch(r.epoch);
   o->set_seq(r.seq);
+  o->set_weights_version(r.weights_version);
 }
 
 }  // namespace sb::control

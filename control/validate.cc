@@ -1,5 +1,6 @@
 #include "control/validate.h"
 
+#include <cmath>
 #include <string>
 
 namespace sb::control {
@@ -41,6 +42,25 @@ Status check_fib_entry(const pb::FibEntry& e, const ValidationContext& ctx, cons
     return Status::InvalidArgument(f + ".handling_node: unknown node " +
                                    std::to_string(e.handling_node()));
   if (e.bearer() > 15) return Status::InvalidArgument(f + ".bearer: > 15");
+  return Status::Ok();
+}
+
+// (node, weight) pairs: members, each at most once, finite weights in
+// [0, 1e9]. (Whether the resulting table has a positive weight is the
+// coordinator's check: unlisted members keep theirs.)
+Status check_weights(const google::protobuf::RepeatedPtrField<pb::NodeWeight>& ws, const ValidationContext& ctx,
+                     const std::string& f) {
+  if (ws.size() > 32) return Status::InvalidArgument(f + ": more than 32 entries");
+  uint32_t seen = 0;
+  for (int i = 0; i < ws.size(); ++i) {
+    const auto& w = ws[i];
+    const std::string g = f + "[" + std::to_string(i) + "]";
+    if (!ctx.is_member(w.node())) return Status::InvalidArgument(g + ".node: unknown node " + std::to_string(w.node()));
+    if (seen >> w.node() & 1u) return Status::InvalidArgument(g + ".node: node " + std::to_string(w.node()) + " listed twice");
+    seen |= 1u << w.node();
+    if (!std::isfinite(w.weight()) || w.weight() < 0 || w.weight() > 1e9)
+      return Status::InvalidArgument(g + ".weight: must be a finite number in [0, 1e9]");
+  }
   return Status::Ok();
 }
 
@@ -156,6 +176,30 @@ Status validate(const pb::Envelope& env, const ValidationContext& ctx) {
         SB_RETURN_IF_ERROR(check_fib_entry(s.fib(i), ctx, "snapshot_chunk.fib[" + std::to_string(i) + "]"));
       return Status::Ok();
     }
+    case pb::Envelope::kWeightsRequest: {
+      const auto& w = env.weights_request();
+      if (w.forwarded_by() > 32) return Status::InvalidArgument("weights_request.forwarded_by: out of range");
+      if (w.set() && w.weights_size() == 0) return Status::InvalidArgument("weights_request.weights: empty");
+      if (!w.set() && w.weights_size() != 0) return Status::InvalidArgument("weights_request.weights: given without set");
+      return check_weights(w.weights(), ctx, "weights_request.weights");
+    }
+    case pb::Envelope::kWeightsReply: {
+      const auto& w = env.weights_reply();
+      if (w.text().size() > L.max_text) return Status::InvalidArgument("weights_reply.text: too long");
+      if (w.acked_size() > 32 || w.missing_size() > 32) return Status::InvalidArgument("weights_reply: too many nodes");
+      if (w.code() != pb::OK) return Status::Ok();
+      return check_weights(w.weights(), ctx, "weights_reply.weights");
+    }
+    case pb::Envelope::kWeightsUpdate: {
+      const auto& w = env.weights_update();
+      if (!ctx.is_member(w.from())) return Status::InvalidArgument("weights_update.from: unknown node");
+      if (w.version() == 0) return Status::InvalidArgument("weights_update.version: 0");
+      if (w.weights_size() == 0) return Status::InvalidArgument("weights_update.weights: empty");
+      return check_weights(w.weights(), ctx, "weights_update.weights");
+    }
+    case pb::Envelope::kWeightsAck:
+      if (!ctx.is_member(env.weights_ack().node())) return Status::InvalidArgument("weights_ack.node: unknown node");
+      return Status::Ok();
     case pb::Envelope::kLookupRequest: {
       const auto& l = env.lookup_request();
       if (size_t(l.keys_size()) > L.max_ops) return Status::InvalidArgument("lookup_request.keys: too many");

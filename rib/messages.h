@@ -51,6 +51,7 @@ struct OpReply {
   uint32_t partition = 0;
   uint32_t epoch = 0;     // stream position of the op's GPT change (0: none)
   uint64_t seq = 0;
+  uint64_t weights_version = 0;  // choose adds: the code table version that picked the node
 };
 
 struct FibEntry {

@@ -7,6 +7,7 @@
 #include <bit>
 #include <cstring>
 #include <filesystem>
+#include <cstdio>
 #include <fstream>
 
 #include "gpt/setsep.h"
@@ -74,6 +75,29 @@ Result<uint32_t> bump_epoch(const std::string& dir) {
   return uint32_t(e);
 }
 
+// Writes data_dir/weights durably (tmp file, fsync, rename, fsync dir).
+Status write_weights_file(const std::string& dir, uint64_t version,
+                          const std::vector<std::pair<uint32_t, double>>& w) {
+  const std::string path = dir + "/weights", tmp = path + ".tmp";
+  std::string s = "version " + std::to_string(version) + "\n";
+  char line[64];
+  for (const auto& [id, wt] : w) {
+    std::snprintf(line, sizeof line, "%u %.17g\n", id, wt);
+    s += line;
+  }
+  const int fd = ::open(tmp.c_str(), O_WRONLY | O_CREAT | O_TRUNC, 0644);
+  if (fd < 0) return Status::Io(tmp + ": open");
+  const bool ok = ::write(fd, s.data(), s.size()) == ssize_t(s.size()) && ::fsync(fd) == 0;
+  ::close(fd);
+  if (!ok || ::rename(tmp.c_str(), path.c_str()) != 0) return Status::Io(path + ": write");
+  const int dfd = ::open(dir.c_str(), O_RDONLY | O_DIRECTORY);
+  if (dfd >= 0) {
+    (void)::fsync(dfd);
+    ::close(dfd);
+  }
+  return Status::Ok();
+}
+
 }  // namespace
 
 gpt::GptConfig gpt_config(const ClusterSpec& spec) {
@@ -125,6 +149,7 @@ Result<std::unique_ptr<Owner>> Owner::open(const ClusterSpec& spec, const OwnerO
   Result<CodeTable> ct = CodeTable::build(w);
   if (!ct.ok()) return ct.status();
   o->codes_ = ct.value();
+  o->weights_ = std::move(w);
   o->recs_.assign(spec.partitions, RecMap(poison_key(), 16));
   {
     const auto mine = spec.partitions_of(opt.self);
@@ -144,6 +169,7 @@ Result<std::unique_ptr<Owner>> Owner::open(const ClusterSpec& spec, const OwnerO
   Result<uint32_t> e = bump_epoch(opt.wal.dir);
   if (!e.ok()) return e.status();
   o->epoch_ = e.value();
+  SB_RETURN_IF_ERROR(o->load_weights());
   SB_RETURN_IF_ERROR(o->recover());
   return o;
 }
@@ -245,10 +271,42 @@ bool Owner::idle() const {
   return true;
 }
 
-Status Owner::set_weights(const std::vector<std::pair<uint32_t, double>>& w) {
+Status Owner::set_weights(uint64_t version, const std::vector<std::pair<uint32_t, double>>& w, bool* changed) {
+  if (changed) *changed = false;
+  for (const auto& [id, wt] : w)
+    if (!spec_.is_member(id)) return Status::InvalidArgument("weights: node " + std::to_string(id) + " is not a member");
   Result<CodeTable> ct = CodeTable::build(w);
   if (!ct.ok()) return ct.status();
+  if (version <= weights_version_) return Status::Ok();
+  SB_RETURN_IF_ERROR(write_weights_file(opt_.wal.dir, version, w));
   codes_ = ct.value();
+  weights_version_ = version;
+  weights_ = w;
+  if (changed) *changed = true;
+  return Status::Ok();
+}
+
+// data_dir/weights: "version V" then one "node weight" line per member.
+Status Owner::load_weights() {
+  const std::string path = opt_.wal.dir + "/weights";
+  std::ifstream in(path);
+  if (!in) return Status::Ok();  // never changed: the configuration's weights
+  std::string word;
+  uint64_t v = 0;
+  if (!(in >> word >> v) || word != "version") return Status::Corrupt(path + ": no version line");
+  std::vector<std::pair<uint32_t, double>> w;
+  uint32_t id;
+  double wt;
+  while (in >> id >> wt) w.emplace_back(id, wt);
+  if (!in.eof()) return Status::Corrupt(path + ": bad weight line");
+  for (const auto& [n, x] : w)
+    if (!spec_.is_member(n))
+      return Status::Corrupt(path + ": node " + std::to_string(n) + " is not a member of the cluster");
+  Result<CodeTable> ct = CodeTable::build(w);
+  if (!ct.ok()) return ct.status().with_context(path);
+  codes_ = ct.value();
+  weights_version_ = v;
+  weights_ = std::move(w);
   return Status::Ok();
 }
 
@@ -438,6 +496,7 @@ Status Owner::start_group(uint64_t now_us) {
         if (g.had_old) { st = Status::AlreadyExists("duplicate add of " + op.s.key.to_string()); break; }
         g.now.key = op.s.key;
         g.now.node = op.s.choose ? codes_.choose(h) : op.s.node;
+        if (op.s.choose) g.weights_version = weights_version_;
         g.now.teid_dl = op.s.teid_dl;
         g.now.enb_ip = op.s.enb_ip;
         g.now.bearer = op.s.bearer;
@@ -664,6 +723,7 @@ void Owner::finish_group(uint64_t now_us) {
       r.rec = g.now;
       r.epoch = epoch_;
       r.seq = seq_[p];
+      r.weights_version = g.weights_version;
       remember(g.in.request_id, StatusCode::kOk, g.now.node);
       // Convergence watch (and the make-before-break removal of a move).
       uint32_t rm = 0;

@@ -130,8 +130,25 @@ class Owner {
   void on_applied(uint32_t node, uint32_t partition, StreamPos pos, uint64_t now_us);
   void set_live(uint32_t node, bool live, uint64_t now_us);
   bool live(uint32_t node) const { return live_mask_ >> node & 1u; }
-  // New weights for `choose` (existing sessions keep their node).
-  Status set_weights(const std::vector<std::pair<uint32_t, double>>& w);
+  // WEIGHTS of `choose` (rib/choose.h): a version and the (node, weight)
+  // pairs of the code table new sessions are placed with. Version 0 is the
+  // configuration's weights; a change (control/agent.h: the cluster agrees
+  // on versions through one coordinator) is persisted in data_dir/weights
+  // (written, synced, renamed) BEFORE the table is switched, and open()
+  // reloads it, so a restart keeps the version. Existing sessions never
+  // move: their node is in their record.
+  //
+  // Adopts `w` as `version` when it is newer than the current version
+  // (an older or equal one is ignored: kOk, *changed = false). Invalid
+  // weights (unknown node, negative, all zero) are refused, nothing changes.
+  Status set_weights(uint64_t version, const std::vector<std::pair<uint32_t, double>>& w,
+                     bool* changed = nullptr);
+  // The same at the next version (tests).
+  Status set_weights(const std::vector<std::pair<uint32_t, double>>& w) {
+    return set_weights(weights_version_ + 1, w);
+  }
+  uint64_t weights_version() const { return weights_version_; }
+  const std::vector<std::pair<uint32_t, double>>& weights() const { return weights_; }
 
   // A partition's GPT part and the FIB entries `for_node` holds, at the
   // current head of the stream.
@@ -174,6 +191,7 @@ class Owner {
     bool erase = false;           // delete
     uint32_t install_mask = 0;    // nodes getting an install
     uint32_t remove_mask = 0;     // nodes getting a remove (delete)
+    uint64_t weights_version = 0; // code table that chose the node (choose adds)
     Status st;                    // failure so far
   };
   struct PendingAck {
@@ -194,6 +212,7 @@ class Owner {
 
   Owner(const ClusterSpec& spec, const OwnerOptions& opt, OwnerIo* io);
   Status recover();
+  Status load_weights();
   Status start_group(uint64_t now_us);
   void finish_group(uint64_t now_us);
   void fail_timeouts(uint64_t now_us);
@@ -212,6 +231,8 @@ class Owner {
   std::unique_ptr<Wal> wal_;
   std::unique_ptr<gpt::GptBuilder> gpt_;
   CodeTable codes_;
+  uint64_t weights_version_ = 0;
+  std::vector<std::pair<uint32_t, double>> weights_;
   using RecMap = FlatMap<FlowKey, SessionRec, KeyHasher>;
   std::vector<RecMap> recs_;  // by partition (only owned ones are filled)
   size_t nsessions_ = 0;

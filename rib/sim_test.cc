@@ -763,3 +763,48 @@ TEST_CASE("rib sim: a half-received snapshot is never visible; bad chunks restar
     CHECK(n.gpt_lookup(k) == rec.node);
   }
 }
+
+TEST_CASE("rib owner: choose weights persist with their version; old versions and bad weights change nothing") {
+  Sim sim(2, Architecture::kScaleBricks, 45);
+  Client c(sim, 46, 600);
+  sim.run_until_idle();
+  Owner& o = *sim.owners[0];
+  CHECK(o.weights_version() == 0);
+  bool changed = false;
+  REQUIRE(o.set_weights(3, {{0, 0}, {1, 1}}, &changed).ok());
+  CHECK(changed);
+  REQUIRE(o.set_weights(2, {{0, 1}, {1, 0}}, &changed).ok());  // older: ignored
+  CHECK(!changed);
+  CHECK(!o.set_weights(4, {{0, 0}, {1, 0}}).ok());  // every weight 0
+  CHECK(!o.set_weights(4, {{0, 1}, {5, 1}}).ok());  // not a member
+  CHECK(o.weights_version() == 3);
+  // kill -9 and restart: the version and the table come back.
+  sim.kill(0);
+  sim.restart(0);
+  sim.run_until_idle();
+  CHECK(sim.owners[0]->weights_version() == 3);
+  REQUIRE(sim.owners[0]->weights().size() == 2);
+  CHECK(sim.owners[0]->weights()[1].second == 1);
+  // Node 0's partitions now place every choose add on node 1, stamped version 3.
+  size_t n = 0;
+  for (size_t i = 0; i < c.pool.size(); ++i) {
+    if (c.owner_of(c.pool[i]) != 0) continue;
+    ClientOp op;
+    op.kind = OpKind::kAdd;
+    op.request_id = c.next_id++;
+    op.s.key = c.pool[i];
+    op.s.choose = true;
+    c.submit(op);
+    ++n;
+  }
+  sim.run_until_idle();
+  size_t on1 = 0;
+  for (const OpReply& r : sim.replies) {
+    REQUIRE(r.status.ok());
+    CHECK(r.weights_version == 3);
+    on1 += r.rec.node == 1;
+  }
+  CHECK(on1 == n);
+  c.drain(nullptr);
+  check_converged_state(sim, c);
+}
