@@ -1029,6 +1029,7 @@ struct Agent::Impl : rib::OwnerIo {
     out["ops_deduped"] = os.ops_deduped;
     out["groups"] = os.groups;
     out["max_group"] = os.max_group;
+    out["max_groups_in_flight"] = os.max_in_flight;
     out["deltas"] = os.deltas;
     out["delta_bytes"] = os.delta_bytes;
     out["fib_timeouts"] = os.fib_timeouts;

@@ -156,7 +156,6 @@ Result<std::unique_ptr<Owner>> Owner::open(const ClusterSpec& spec, const OwnerO
     const size_t per = size_t(spec.capacity / spec.partitions + 16);
     for (uint32_t p : mine) o->recs_[p].reserve(per);
     o->done_.reserve(size_t(std::min<uint64_t>(opt.dedup_window, 1 << 20)));
-    o->group_keys_.reserve(opt.max_group_ops);
   }
   o->seq_.assign(spec.partitions, 0);
   o->applied_.resize(spec.partitions);
@@ -265,7 +264,7 @@ void Owner::reply_now(const ClientOp& op, Status st, const SessionRec* rec, uint
 void Owner::submit(ClientOp&& op) { queue_.push_back(std::move(op)); }
 
 bool Owner::idle() const {
-  if (!queue_.empty() || in_flight_) return false;
+  if (!queue_.empty() || !flight_.empty()) return false;
   for (const auto& [p, d] : waiters_)
     if (!d.empty()) return false;
   return true;
@@ -359,7 +358,7 @@ void Owner::check_converged(uint32_t partition, uint64_t now_us) {
       uint64_t h = 0;
       const uint32_t p = partition_of_key(w.key, &h);
       if (const SessionRec* r = find(w.key)) keep |= placement(*r, h);
-      if (const uint32_t* g = group_keys_.find(w.key)) keep |= group_[*g].install_mask;
+      if (const Op* g = in_flight(w.key)) keep |= g->install_mask;
       (void)p;
       for (uint32_t m = w.remove_mask & ~keep; m; m &= m - 1) {
         const uint32_t n = uint32_t(std::countr_zero(m));
@@ -397,14 +396,15 @@ Result<SnapshotOut> Owner::snapshot(uint32_t partition, uint32_t for_node) const
   // messages were sent before this answer, so a removal in flight must not
   // be undone by the snapshot (snapshots only add).
   recs_[partition].for_each([&](const FlowKey& k, const SessionRec& r) {
-    if (group_keys_.contains(k)) return;
+    if (in_flight(k)) return;
     uint64_t h = hash_key(k, spec_.hash_seed);
     if (placement(r, h) >> for_node & 1u)
       out.fib.push_back(FibEntry{k, r.node, r.teid_dl, r.enb_ip, r.bearer});
   });
-  for (const Op& g : group_)
-    if (g.part == partition && !g.erase && (g.install_mask >> for_node & 1u))
-      out.fib.push_back(FibEntry{g.now.key, g.now.node, g.now.teid_dl, g.now.enb_ip, g.now.bearer});
+  for (const Group& grp : flight_)
+    for (const Op& g : grp.ops)
+      if (g.part == partition && !g.erase && (g.install_mask >> for_node & 1u))
+        out.fib.push_back(FibEntry{g.now.key, g.now.node, g.now.teid_dl, g.now.enb_ip, g.now.bearer});
   return out;
 }
 
@@ -437,26 +437,48 @@ Status Owner::pump(uint64_t now_us) {
     repushed_ = true;
     repush();
   }
-  if (in_flight_) {
-    if (now_us - group_t0_us_ > uint64_t(opt_.fib_timeout_ms) * 1000) fail_timeouts(now_us);
-    return Status::Ok();
-  }
+  while (!flight_.empty() && now_us - flight_.front().t0_us > uint64_t(opt_.fib_timeout_ms) * 1000)
+    fail_timeouts(now_us);
   // FsyncPolicy::kInterval: a quiet owner still syncs its last writes once
   // the interval has passed (a no-op under kBatch / kNone or when clean).
-  SB_RETURN_IF_ERROR(wal_->commit());
-  while (!in_flight_ && !queue_.empty()) SB_RETURN_IF_ERROR(start_group(now_us));
+  if (flight_.empty()) SB_RETURN_IF_ERROR(wal_->commit());
+  while (can_start()) SB_RETURN_IF_ERROR(start_group(now_us));
   return Status::Ok();
 }
 
+const Owner::Op* Owner::in_flight(const FlowKey& k) const {
+  for (const Group& g : flight_)
+    if (const uint32_t* i = g.keys.find(k)) return &g.ops[*i];
+  return nullptr;
+}
+
+bool Owner::snapshot_due() const { return wal_->records_since_snapshot() >= opt_.snapshot_every; }
+
+bool Owner::can_start() const {
+  if (queue_.empty() || flight_.size() >= std::max<uint32_t>(1, opt_.max_groups_in_flight)) return false;
+  if (!flight_.empty() && snapshot_due()) return false;  // drain first, then snapshot
+  return in_flight(queue_.front().s.key) == nullptr;
+}
+
 Status Owner::start_group(uint64_t now_us) {
-  group_.clear();
-  group_keys_.clear();
-  acks_.clear();
-  while (!queue_.empty() && group_.size() < opt_.max_group_ops) {
+  Group grp;
+  if (!spare_.empty()) {
+    grp = std::move(spare_.back());
+    spare_.pop_back();
+  } else {
+    grp.keys.reserve(std::min<uint32_t>(opt_.max_group_ops, 1 << 16));
+  }
+  grp.ops.clear();
+  grp.keys.clear();
+  grp.acks.clear();
+  std::vector<Op>& ops = grp.ops;
+  auto& keys = grp.keys;
+  while (!queue_.empty() && ops.size() < opt_.max_group_ops) {
     ClientOp& in = queue_.front();
     uint64_t h = 0;
     const uint32_t p = partition_of_key(in.s.key, &h);
-    if (group_keys_.contains(in.s.key)) break;  // cut: per-key order
+    // Cut: per-key order (the op waits for the op on its key in flight).
+    if (keys.contains(in.s.key) || in_flight(in.s.key)) break;
     ClientOp op = std::move(in);
     queue_.pop_front();
     if (!owns(p)) {
@@ -548,10 +570,13 @@ Status Owner::start_group(uint64_t now_us) {
     }
     remember(op.request_id, StatusCode::kOk, g.now.node, /*in_flight=*/true);
     g.in = std::move(op);
-    group_keys_.put(g.now.key, uint32_t(group_.size()));
-    group_.push_back(std::move(g));
+    keys.put(g.now.key, uint32_t(ops.size()));
+    ops.push_back(std::move(g));
   }
-  if (group_.empty()) return Status::Ok();
+  if (ops.empty()) {
+    spare_.push_back(std::move(grp));
+    return Status::Ok();
+  }
   const uint64_t t_wal = mono_us();
   Status st = wal_->commit();
   stats_.us_wal += mono_us() - t_wal;
@@ -559,7 +584,7 @@ Status Owner::start_group(uint64_t now_us) {
     // Nothing was acknowledged; the ops fail (the log may hold them: a retry
     // with the same id after a restart is answered from the log).
     std::vector<OpReply> rs;
-    for (Op& g : group_) {
+    for (Op& g : ops) {
       OpReply r;
       r.token = g.in.token;
       r.request_id = g.in.request_id;
@@ -570,17 +595,16 @@ Status Owner::start_group(uint64_t now_us) {
       inflight_ids_.erase(g.in.request_id);
     }
     io_->reply(std::move(rs));
-    group_.clear();
-    group_keys_.clear();
+    spare_.push_back(std::move(grp));
     return st;
   }
   ++stats_.groups;
-  stats_.max_group = std::max<uint64_t>(stats_.max_group, group_.size());
+  stats_.max_group = std::max<uint64_t>(stats_.max_group, ops.size());
   // One FibBatch per node, in op order.
   std::unordered_map<uint32_t, FibBatch> batches;
   std::unordered_map<uint32_t, PendingAck> pend;
-  for (uint32_t i = 0; i < group_.size(); ++i) {
-    const Op& g = group_[i];
+  for (uint32_t i = 0; i < ops.size(); ++i) {
+    const Op& g = ops[i];
     for (uint32_t m = g.install_mask; m; m &= m - 1) {
       const uint32_t n = uint32_t(std::countr_zero(m));
       batches[n].install.push_back(FibEntry{g.now.key, g.now.node, g.now.teid_dl, g.now.enb_ip, g.now.bearer});
@@ -592,8 +616,8 @@ Status Owner::start_group(uint64_t now_us) {
       pend[n].items.push_back({i, false});
     }
   }
-  in_flight_ = true;
-  group_t0_us_ = now_us;
+  grp.id = next_group_++;
+  grp.t0_us = now_us;
   for (auto& [n, b] : batches) {
     b.batch_id = next_batch_++;
     b.owner = opt_.self;
@@ -601,17 +625,23 @@ Status Owner::start_group(uint64_t now_us) {
     pa.node = n;
     // Installs first, then removes: the batch's order on the wire.
     std::stable_partition(pa.items.begin(), pa.items.end(), [](auto& x) { return x.second; });
-    acks_[b.batch_id] = std::move(pa);
+    grp.acks[b.batch_id] = std::move(pa);
     ++stats_.fib_batches;
   }
+  grp.sent_us = mono_us();
+  stats_.us_start += grp.sent_us - t_wal;
+  flight_.push_back(std::move(grp));
+  stats_.max_in_flight = std::max<uint64_t>(stats_.max_in_flight, flight_.size());
   // Send after registering every pending ack (an in-process io may ack inline).
   std::vector<std::pair<uint32_t, FibBatch>> out;
   for (auto& [n, b] : batches) out.emplace_back(n, std::move(b));
   for (auto& [n, b] : out) io_->send_fib(n, std::move(b));
-  group_sent_us_ = mono_us();
-  stats_.us_start += group_sent_us_ - t_wal;
-  if (in_flight_ && acks_.empty()) finish_group(now_us);
+  finish_ready(now_us);
   return Status::Ok();
+}
+
+void Owner::finish_ready(uint64_t now_us) {
+  while (!flight_.empty() && flight_.front().acks.empty()) finish_group(now_us);
 }
 
 void Owner::on_fib_ack(const FibAckMsg& ack, uint64_t now_us) {
@@ -627,15 +657,24 @@ void Owner::on_fib_ack(const FibAckMsg& ack, uint64_t now_us) {
     }
     return;
   }
-  auto it = acks_.find(ack.batch_id);
-  if (it == acks_.end() || it->second.node != ack.node) {
+  Group* grp = nullptr;
+  auto it = std::unordered_map<uint64_t, PendingAck>::iterator();
+  for (Group& g : flight_) {
+    it = g.acks.find(ack.batch_id);
+    if (it != g.acks.end()) {
+      grp = &g;
+      break;
+    }
+  }
+  if (grp == nullptr || it->second.node != ack.node) {
     ++stats_.stray_acks;
     return;
   }
+  std::vector<Op>& ops = grp->ops;
   const PendingAck& pa = it->second;
   size_t ii = 0, ri = 0;
   for (const auto& [opi, is_install] : pa.items) {
-    Op& g = group_[opi];
+    Op& g = ops[opi];
     if (is_install) {
       const StatusCode c = ii < ack.install_code.size() ? ack.install_code[ii] : StatusCode::kInternal;
       const uint32_t teid = ii < ack.teid_ul.size() ? ack.teid_ul[ii] : 0;
@@ -652,33 +691,37 @@ void Owner::on_fib_ack(const FibAckMsg& ack, uint64_t now_us) {
         g.st = Status(c, "FIB remove at node " + std::to_string(ack.node) + " failed");
     }
   }
-  acks_.erase(it);
-  if (acks_.empty() && in_flight_) finish_group(now_us);
+  grp->acks.erase(it);
+  finish_ready(now_us);
 }
 
 void Owner::fail_timeouts(uint64_t now_us) {
-  for (auto& [id, pa] : acks_) {
+  if (flight_.empty()) return;
+  Group& grp = flight_.front();
+  std::vector<Op>& ops = grp.ops;
+  for (auto& [id, pa] : grp.acks) {
     ++stats_.fib_timeouts;
     for (const auto& [opi, is_install] : pa.items) {
-      Op& g = group_[opi];
+      Op& g = ops[opi];
       if (g.st.ok()) g.st = Status::Unavailable("node " + std::to_string(pa.node) + " did not ack the FIB entry");
     }
   }
-  acks_.clear();
-  finish_group(now_us);
+  grp.acks.clear();
+  finish_ready(now_us);
 }
 
 void Owner::finish_group(uint64_t now_us) {
-  in_flight_ = false;
+  Group& grp = flight_.front();
+  std::vector<Op>& ops = grp.ops;
   const uint64_t t_fin = mono_us();
-  stats_.us_fib_wait += t_fin - group_sent_us_;
+  stats_.us_fib_wait += t_fin - grp.sent_us;
   std::vector<StreamDelta> deltas;
   std::vector<OpReply> replies;
-  replies.reserve(group_.size());
+  replies.reserve(ops.size());
   gpt::DeltaList dl;
   std::unordered_map<uint32_t, FibBatch> cleanup;  // strays of failed ops
   bool compensated = false;
-  for (Op& g : group_) {
+  for (Op& g : ops) {
     const uint32_t p = g.part;
     if (g.st.ok() && gpt_) {
       dl.clear();
@@ -790,14 +833,15 @@ void Owner::finish_group(uint64_t now_us) {
   }
   for (OpReply& r : extra) replies.push_back(std::move(r));
   io_->reply(std::move(replies));
-  group_.clear();
-  group_keys_.clear();
+  spare_.push_back(std::move(flight_.front()));
+  flight_.pop_front();
   // Partitions with new waiters might already be converged (single node).
   std::vector<uint32_t> parts;
   for (const auto& [p, d] : waiters_) parts.push_back(p);
   for (uint32_t p : parts) check_converged(p, now_us);
   stats_.us_finish += mono_us() - t_fin;
-  if (wal_->records_since_snapshot() >= opt_.snapshot_every) {
+  // Every committed record must be in recs_: only with nothing in flight.
+  if (flight_.empty() && snapshot_due()) {
     (void)wal_->snapshot([&](const std::function<void(const WalRecord&)>& emit) {
       for (const auto& m : recs_)
         m.for_each([&](const FlowKey& k, const SessionRec& r) {

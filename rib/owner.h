@@ -20,11 +20,19 @@
 // full-duplication = every live member; hash-partition = {handling node,
 // lookup node reduce(remix(h, kHashPart), N)}. Only scalebricks has a GPT.
 //
-// GROUPS: ops are processed in groups (one group in flight at a time; ops
-// arriving meanwhile form the next group). A group is cut before an op whose
-// key is already in it, so per-key order is the arrival order and one FIB
-// batch never holds two ops on one key. One group = one WAL commit (one
+// GROUPS: ops are processed in groups. One group = one WAL commit (one
 // fdatasync under the default policy), one FibBatch per node, one publish.
+// Up to max_groups_in_flight groups are in flight at once (pipelining: the
+// WAL commit and FIB sends of group k+1 overlap group k's wait for FIB
+// acks). Groups finish strictly in order: a group whose acks are all in
+// waits for the older ones, so GPT deltas are published (and stamped) in
+// group order. A group is cut before an op whose key is in it or in any
+// group in flight (the queue is FIFO and no op passes a blocked one), so
+// per-key order is the arrival order, one FIB batch never holds two ops on
+// one key, and an op always sees the result of the previous op on its key.
+// FIB batches of consecutive groups to one node travel on one ordered
+// channel. A WAL snapshot needs every committed record in the RIB: when one
+// is due, no new group starts until the flight drains.
 //
 // IDEMPOTENCE: the result of every request id is remembered (bounded window,
 // and rebuilt from the WAL on restart); a retry gets the first result, a
@@ -97,6 +105,7 @@ struct OwnerOptions {
   WalOptions wal;
   uint64_t snapshot_every = 1 << 20;   // WAL records between RIB snapshots
   uint32_t max_group_ops = 1 << 16;
+  uint32_t max_groups_in_flight = 2;   // pipelining depth (>= 1)
   uint32_t fib_timeout_ms = 3000;
   uint64_t dedup_window = 1 << 21;     // request ids remembered
   unsigned build_threads = 1;
@@ -107,6 +116,7 @@ struct OwnerStats {
   uint64_t ops_ok = 0, ops_failed = 0, ops_deduped = 0, groups = 0, deltas = 0;
   uint64_t delta_bytes = 0, fib_batches = 0, fib_timeouts = 0, stray_acks = 0;
   uint64_t removes_after_converge = 0, compensations = 0, max_group = 0;
+  uint64_t max_in_flight = 0;  // most groups in flight at once
   uint64_t wrong_owner = 0;
   // Where a group's time goes (sums, microseconds).
   uint64_t us_wal = 0, us_fib_wait = 0, us_finish = 0, us_start = 0;
@@ -162,7 +172,8 @@ class Owner {
   bool idle() const;
   size_t queued() const { return queue_.size(); }
   // pump() would start a group now.
-  bool can_start() const { return !in_flight_ && !queue_.empty(); }
+  bool can_start() const;
+  size_t groups_in_flight() const { return flight_.size(); }
   size_t sessions() const { return nsessions_; }
   const OwnerStats& stats() const { return stats_; }
   const WalStats& wal_stats() const { return wal_->stats(); }
@@ -213,8 +224,20 @@ class Owner {
   Owner(const ClusterSpec& spec, const OwnerOptions& opt, OwnerIo* io);
   Status recover();
   Status load_weights();
+  struct Group {
+    uint64_t id = 0;
+    std::vector<Op> ops;
+    FlatMap<FlowKey, uint32_t, KeyHasher> keys{poison_key()};  // key -> op index
+    std::unordered_map<uint64_t, PendingAck> acks;             // batch id -> pending
+    uint64_t t0_us = 0, sent_us = 0;
+  };
   Status start_group(uint64_t now_us);
-  void finish_group(uint64_t now_us);
+  // Finishes the oldest groups whose acks are all in.
+  void finish_ready(uint64_t now_us);
+  void finish_group(uint64_t now_us);  // the oldest group
+  // The op in flight on `k` (nullptr: none).
+  const Op* in_flight(const FlowKey& k) const;
+  bool snapshot_due() const;
   void fail_timeouts(uint64_t now_us);
   void check_converged(uint32_t partition, uint64_t now_us);
   bool converged(uint32_t partition, StreamPos pos) const;
@@ -240,13 +263,10 @@ class Owner {
   std::vector<std::array<StreamPos, kMaxNodes>> applied_;  // [partition][node]
   std::deque<ClientOp> queue_;
 
-  // The group in flight.
-  std::vector<Op> group_;
-  FlatMap<FlowKey, uint32_t, KeyHasher> group_keys_{poison_key()};
-  std::unordered_map<uint64_t, PendingAck> acks_;      // batch id -> pending
-  uint64_t group_t0_us_ = 0;
-  uint64_t group_sent_us_ = 0;
-  bool in_flight_ = false;
+  // The groups in flight, oldest first, and spares for reuse.
+  std::deque<Group> flight_;
+  std::vector<Group> spare_;
+  uint64_t next_group_ = 1;
   uint64_t next_batch_ = 1;
   bool repushed_ = false;
   std::unordered_set<uint64_t> repush_batches_;
