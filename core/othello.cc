@@ -218,6 +218,10 @@ uint32_t OthelloControl::new_edge(uint64_t h, uint64_t value) {
 uint32_t OthelloControl::find_edge(uint64_t h) const {
   if (shape_.m_a == 0) return kNone;
   const uint32_t va = uint32_t(shape_.index_a(h));
+  // What follows a lookup by key (erase's unlink, alter's BFS from the B
+  // end) walks the B end's list too: start its first edge's miss now, in
+  // the round of the walk below instead of after it.
+  prefetch_head_edge(vertex_b(uint32_t(shape_.index_b(h))));
   for (uint32_t e = verts_[va].head; e != kNone; e = next_of(e, va))
     if (edges_[e].h == h) return e;
   return kNone;
@@ -327,12 +331,41 @@ Status OthelloControl::construct(const Options& opt, const uint64_t* hashes, con
   return Status::Ok();
 }
 
+// One BFS step of add/alter (§IV-B2, §IV-B3) over the acyclic G: expands
+// q[i], skipping the edge q[i] was entered by (no visited marks: in a tree
+// that is the only way back). Returns true if it meets `stop` (the other
+// search's root: Case I). Every vertex's record is prefetched when it is
+// queued, and the first edge the next queued vertex will read is prefetched
+// here, one step ahead, so the per-vertex chain vertex -> edge overlaps the
+// current vertex's own list walk instead of following it.
+bool OthelloControl::expand(std::vector<Visit>& q, size_t& i, uint32_t stop) {
+  const Visit x = q[i++];
+  if (i < q.size()) {
+    const Visit y = q[i];
+    uint32_t f = verts_[y.v].head;
+    if (f != kNone && f == y.pe) f = next_of(f, y.v);  // y's entry edge is cached
+    if (f != kNone) othello_detail::prefetch_line(&edges_[f]);
+  }
+  for (uint32_t e = verts_[x.v].head; e != kNone; e = next_of(e, x.v)) {
+    if (e == x.pe) continue;
+    const uint32_t w = other_end(e, x.v);
+    if (w == stop) return true;
+    q.push_back(Visit{w, e});
+    othello_detail::prefetch_line(&verts_[w]);
+  }
+  return false;
+}
+
 Status OthelloControl::add(uint64_t h, uint64_t value) {
   if (value & ~low_mask(shape_.value_bits))
     return Status::InvalidArgument("othello: value wider than value_bits");
   prefetch(h);
+  // The edge record new_edge() will reuse (a freed one, anywhere in the
+  // array): its line is written at the end, so start the miss now.
+  if (!free_.empty()) othello_detail::prefetch_line(&edges_[free_.back()]);
   const uint32_t ia = uint32_t(shape_.index_a(h)), ib = uint32_t(shape_.index_b(h));
   const uint32_t va = ia, vb = vertex_b(ib);
+  prefetch_head_edge(vb);  // the BFS from vb starts there; overlaps va's walk
   bool cycle = false;
   for (uint32_t e = verts_[va].head; e != kNone; e = next_of(e, va)) {
     if (edges_[e].h == h) return Status::AlreadyExists("othello: key hash already present");
@@ -345,40 +378,28 @@ Status OthelloControl::add(uint64_t h, uint64_t value) {
       set_color(va, color(vb) ^ value, true);  // isolated A end: O(1)
     } else {
       // Case II or Case I: BFS from both ends in lock step (§IV-B2).
-      next_stamp();
-      const uint32_t s0 = stamp_, s1 = stamp_ + 1;
-      q0_.assign(1, va);
-      q1_.assign(1, vb);
-      verts_[va].mark = s0;
-      verts_[vb].mark = s1;
+      // G is a forest, so a BFS needs no visited marks: it skips the edge
+      // it entered a vertex by. If va and vb are in one tree (Case I) each
+      // search reaches the other's root before it runs out (the one that
+      // runs out first has seen the whole tree), so meeting a root is the
+      // whole Case I test.
+      q0_.assign(1, Visit{va, kNone});
+      q1_.assign(1, Visit{vb, kNone});
       size_t i0 = 0, i1 = 0;
       int done = -1;
-      auto expand = [&](std::vector<uint32_t>& q, size_t& i, uint32_t mine, uint32_t theirs) {
-        const uint32_t v = q[i++];
-        for (uint32_t e = verts_[v].head; e != kNone; e = next_of(e, v)) {
-          const uint32_t w = other_end(e, v);
-          if (verts_[w].mark == theirs) return true;  // the components meet: Case I
-          if (verts_[w].mark != mine) {
-            verts_[w].mark = mine;
-            q.push_back(w);
-            prefetch_r(&verts_[w]);
-          }
-        }
-        return false;
-      };
       while (done < 0 && !cycle) {
-        if (expand(q0_, i0, s0, s1)) { cycle = true; break; }
+        if (expand(q0_, i0, vb)) { cycle = true; break; }
         if (i0 == q0_.size()) { done = 0; break; }
-        if (expand(q1_, i1, s1, s0)) { cycle = true; break; }
+        if (expand(q1_, i1, va)) { cycle = true; break; }
         if (i1 == q1_.size()) { done = 1; break; }
       }
       stats_.bfs_vertices += q0_.size() + q1_.size();
       if (!cycle) {
         const uint64_t delta = color(va) ^ color(vb) ^ value;
         if (delta != 0) {
-          const std::vector<uint32_t>& flip = done == 0 ? q0_ : q1_;
-          for (const uint32_t v : flip) prefetch_color(v);
-          for (const uint32_t v : flip) set_color(v, color(v) ^ delta, true);
+          const std::vector<Visit>& flip = done == 0 ? q0_ : q1_;
+          for (const Visit& x : flip) prefetch_color(x.v);
+          for (const Visit& x : flip) set_color(x.v, color(x.v) ^ delta, true);
         }
       }
     }
@@ -419,36 +440,22 @@ Status OthelloControl::alter(uint64_t h, uint64_t value) {
   // two). Both sides are explored by BFS in lock step and the smaller one
   // is flipped: O(size of the smaller side).
   const uint32_t va = edges_[e].ea, vb = vertex_b(edges_[e].eb);
-  next_stamp();
-  const uint32_t s0 = stamp_, s1 = stamp_ + 1;
-  q0_.assign(1, va);
-  q1_.assign(1, vb);
-  verts_[va].mark = s0;
-  verts_[vb].mark = s1;
+  // The tree minus e: a BFS from each end that never crosses e (it is the
+  // entry edge of both roots) and skips the edge it entered a vertex by.
+  q0_.assign(1, Visit{va, e});
+  q1_.assign(1, Visit{vb, e});
   size_t i0 = 0, i1 = 0;
-  auto expand = [&](std::vector<uint32_t>& q, size_t& i, uint32_t mine) {
-    const uint32_t v = q[i++];
-    for (uint32_t f = verts_[v].head; f != kNone; f = next_of(f, v)) {
-      if (f == e) continue;
-      const uint32_t w = other_end(f, v);
-      if (verts_[w].mark != mine) {
-        verts_[w].mark = mine;
-        q.push_back(w);
-        prefetch_r(&verts_[w]);
-      }
-    }
-  };
   int side;
   for (;;) {
-    expand(q0_, i0, s0);
+    expand(q0_, i0, kNone);
     if (i0 == q0_.size()) { side = 0; break; }
-    expand(q1_, i1, s1);
+    expand(q1_, i1, kNone);
     if (i1 == q1_.size()) { side = 1; break; }
   }
-  const std::vector<uint32_t>& flip = side == 0 ? q0_ : q1_;
+  const std::vector<Visit>& flip = side == 0 ? q0_ : q1_;
   stats_.bfs_vertices += q0_.size() + q1_.size();
-  for (const uint32_t v : flip) prefetch_color(v);
-  for (const uint32_t v : flip) set_color(v, color(v) ^ delta, true);
+  for (const Visit& x : flip) prefetch_color(x.v);
+  for (const Visit& x : flip) set_color(x.v, color(x.v) ^ delta, true);
   // Concurrency (othello.h): the altered key's change must touch A[ia] so
   // that readers of it retry. Flipping the B side leaves A[ia] as it was;
   // a no-op rewrite of A[ia] puts its region into the guarded set.

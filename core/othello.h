@@ -62,6 +62,14 @@
 //               edge k splits in two): both parts explored in lock step, the
 //               smaller flipped; O(size of the smaller part).
 //   erase       removes the edge; A and B are not touched (§IV-B4).
+//   The BFS of add/alter keeps no visited marks: G is a forest, so a search
+//   that skips the edge it entered a vertex by never revisits one, and
+//   Case I is exactly "one search reaches the other's root" (the search that
+//   runs out first has seen its whole tree). No mark reads/writes: a BFS
+//   step's misses are the vertex record (prefetched when it is queued) and
+//   the edge records; the first edge of the next queued vertex is
+//   prefetched one step ahead, and the first edge of the B end's list with
+//   the key's first round of misses (measured in core/README.md).
 //   A key's identity is its 64-bit hash h: two keys with equal h cannot be
 //   told apart (add returns kAlreadyExists; the caller keeps such keys in a
 //   small fallback table, ARCHITECTURE.md "Hashing").
@@ -90,7 +98,7 @@
 // SPACE
 //   Query: (m_a + m_b) l bits + 2 x 64 (guard words) + (kRegions + 1) x 32.
 //   Control: per key one 32-byte edge record (h, value, endpoints, list
-//   links), per vertex an 8-byte record (list head, BFS mark): ~50 bytes
+//   links), per vertex an 8-byte record (list head, construction DFS mark): ~50 bytes
 //   per key at m = 2.33 n, plus its own (m_a + m_b) l bits copy of A and B.
 //   Arrays of 1 MiB and more live on huge pages (LargeArray), smaller ones
 //   on the heap (Ludo keeps many small Othellos).
@@ -466,12 +474,21 @@ class OthelloControl {
     const uint64_t i = v < shape_.m_a ? v : v - shape_.m_a;
     prefetch_w((v < shape_.m_a ? a_.words() : b_.words()) + (i * shape_.value_bits >> 6));
   }
+  void prefetch_head_edge(uint32_t v) const {
+    const uint32_t e = verts_[v].head;
+    if (e != kNone) othello_detail::prefetch_line(&edges_[e]);
+  }
   void link(uint32_t e);
   void unlink(uint32_t e);
   uint32_t new_edge(uint64_t h, uint64_t value);
   Status rebuild(uint32_t first_seed);  // all live edges, seeds first_seed.. (max_tries)
   bool try_seed(uint32_t seed, bool* dup);
   void next_stamp();
+  struct Visit {
+    uint32_t v;   // vertex
+    uint32_t pe;  // edge it was entered by (kNone: a root of add)
+  };
+  bool expand(std::vector<Visit>& q, size_t& i, uint32_t stop);
 
   Options opt_;
   OthelloShape shape_;
@@ -486,13 +503,14 @@ class OthelloControl {
   };
   struct Vertex {
     uint32_t head;  // first incident edge
-    uint32_t mark;  // BFS stamp
+    uint32_t mark;  // DFS stamp (construction; add/alter need no marks)
   };
   othello_detail::Buf<Edge> edges_;
   othello_detail::Buf<Vertex> verts_;
   std::vector<uint32_t> free_;
   uint32_t stamp_ = 0;
-  std::vector<uint32_t> q0_, q1_, stack_;  // scratch
+  std::vector<Visit> q0_, q1_;  // BFS scratch (add, alter)
+  std::vector<uint32_t> stack_;   // DFS scratch (construction)
   OthelloArray a_, b_;
   std::vector<OthelloChange> changes_;
   bool full_ = false;

@@ -144,6 +144,54 @@ TEST_CASE("othello model-based add/alter/erase vs unordered_map", "[othello]") {
   CHECK(c.stats().reconstructions > 0);  // at ~cap keys some adds close cycles
 }
 
+// add() and alter() walk G with no visited marks (G is a forest): Case I
+// is found when one search reaches the other's root. Oracle: an independent
+// union-find over the added edges says whether (ha, hb) are already joined.
+TEST_CASE("othello Case I detection matches a union-find oracle", "[othello]") {
+  const uint64_t seed = test_seed(15);
+  Rng rng(seed);
+  const size_t cap = 4000;
+  OthelloControl::Options o{cap, 7, 1, 64};
+  o.rebuild_on_cycle = false;
+  OthelloControl c;
+  REQUIRE(c.construct(o, nullptr, nullptr, 0).ok());
+  const OthelloShape s = c.shape();
+  std::vector<uint32_t> parent(s.m_a + s.m_b);
+  for (uint32_t i = 0; i < parent.size(); ++i) parent[i] = i;
+  auto find = [&](uint32_t x) {
+    while (parent[x] != x) x = parent[x] = parent[parent[x]];
+    return x;
+  };
+  std::unordered_map<uint64_t, uint64_t> model;
+  std::vector<uint64_t> keys;
+  size_t cycles = 0;
+  for (uint64_t k = 1; model.size() < cap + cap / 2 && k < 4 * cap; ++k) {  // past n: cycles certain
+    const uint64_t h = fmix64(seed ^ (k * 0x9e3779b97f4a7c15ULL));
+    const uint64_t v = rng.next() & 0x7f;
+    const uint32_t a = find(uint32_t(s.index_a(h))), b = find(uint32_t(s.m_a + s.index_b(h)));
+    const Status st = c.add(h, v);
+    INFO("seed " << seed << " key " << k);
+    if (a == b) {
+      REQUIRE(st.code() == StatusCode::kFailedPrecondition);
+      ++cycles;
+    } else {
+      REQUIRE(st.ok());
+      parent[a] = b;
+      model[h] = v;
+      keys.push_back(h);
+    }
+    if (!keys.empty() && rng.below(3) == 0) {  // alters between the adds
+      const uint64_t x = keys[rng.below(keys.size())], w = rng.next() & 0x7f;
+      REQUIRE(c.alter(x, w).ok());
+      model[x] = w;
+    }
+  }
+  REQUIRE(c.check().ok());
+  for (const auto& [h, v] : model) REQUIRE(c.lookup(h) == v);
+  CHECK(cycles > 0);
+  CHECK(c.stats().reconstructions == 0);
+}
+
 TEST_CASE("othello reconstruction forced by a parallel edge", "[othello]") {
   const uint64_t seed = test_seed(14);
   const size_t n = 10;
