@@ -194,7 +194,10 @@ Status Owner::recover() {
     } else {
       m.erase(r.key);
     }
-    if (r.request_id != 0) remember(r.request_id, StatusCode::kOk, r.node);
+    if (r.request_id != 0) {
+      if (r.undo) forget(r.request_id);  // the op failed and was compensated
+      else remember(r.request_id, StatusCode::kOk, r.node);
+    }
   }));
   nsessions_ = 0;
   for (const auto& m : recs_) nsessions_ += m.size();
@@ -245,6 +248,15 @@ void Owner::remember(uint64_t request_id, StatusCode code, uint32_t node, bool i
     done_.erase(done_order_.front());
     done_order_.pop_front();
   }
+}
+
+// Failed ops are not remembered: a failure leaves no state behind (it is
+// rejected before the log, or compensated), so a retry with the same id
+// simply runs again. Remembering it would answer every retry of an op that
+// failed for a passing reason (handling node down, owner busy) with the same
+// failure forever. An in-flight entry for the id is dropped.
+void Owner::forget(uint64_t request_id) {
+  if (request_id != 0) done_.erase(request_id);
 }
 
 void Owner::reply_now(const ClientOp& op, Status st, const SessionRec* rec, uint32_t part) {
@@ -550,7 +562,7 @@ Status Owner::start_group(uint64_t now_us) {
       st = Status::Unavailable("handling node " + std::to_string(g.now.node) + " is down");
     if (!st.ok()) {
       ++stats_.ops_failed;
-      remember(op.request_id, st.code(), 0);
+      forget(op.request_id);
       reply_now(op, st, g.had_old ? &g.old : nullptr, p);
       continue;
     }
@@ -591,7 +603,7 @@ Status Owner::start_group(uint64_t now_us) {
       r.status = st;
       r.rec = g.old;
       rs.push_back(std::move(r));
-      remember(g.in.request_id, st.code(), 0);
+      forget(g.in.request_id);
       inflight_ids_.erase(g.in.request_id);
     }
     io_->reply(std::move(rs));
@@ -782,14 +794,16 @@ void Owner::finish_group(uint64_t now_us) {
       ++stats_.ops_failed;
       r.status = g.st;
       r.rec = g.had_old ? g.old : g.now;
-      remember(g.in.request_id, g.st.code(), 0);
-      // Compensate the log and undo stray FIB changes.
+      forget(g.in.request_id);
+      // Compensate the log (an UNDO record: recovery forgets the id too) and
+      // undo stray FIB changes.
       ++stats_.compensations;
       compensated = true;
       if (g.had_old)
-        wal_->append(WalRecord{WalRecord::kPut, g.old.key, g.old.node, g.old.teid_dl, g.old.enb_ip, g.old.bearer, 0});
+        wal_->append(WalRecord{WalRecord::kPut, g.old.key, g.old.node, g.old.teid_dl, g.old.enb_ip, g.old.bearer,
+                               g.in.request_id, /*undo=*/true});
       else
-        wal_->append(WalRecord{WalRecord::kDel, g.now.key, 0, 0, 0, 0, 0});
+        wal_->append(WalRecord{WalRecord::kDel, g.now.key, 0, 0, 0, 0, g.in.request_id, /*undo=*/true});
       if (g.erase) {
         // The entry may already be gone where the remove was acked: restore it.
         for (uint32_t mm = g.remove_mask; mm; mm &= mm - 1)

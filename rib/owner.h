@@ -242,6 +242,7 @@ class Owner {
   void check_converged(uint32_t partition, uint64_t now_us);
   bool converged(uint32_t partition, StreamPos pos) const;
   void remember(uint64_t request_id, StatusCode code, uint32_t node, bool in_flight = false);
+  void forget(uint64_t request_id);
   void reply_now(const ClientOp& op, Status st, const SessionRec* rec, uint32_t part);
   void repush();
 

@@ -553,6 +553,74 @@ TEST_CASE("rib sim: idempotent request ids") {
   CHECK(sim.replies[0].status.code() == StatusCode::kAlreadyExists);
 }
 
+TEST_CASE("rib sim: a failed op's request id runs again on retry, also after the owner restarts") {
+  // Two ways an op fails: before the log (the handling node is down) and
+  // after it (the FIB install times out: the owner compensates the log with
+  // an UNDO record). Neither may be remembered: a retry with the same id
+  // must run again, and after a restart it must not be answered "done" from
+  // the op's own log record while no session exists.
+  Sim sim(3, Architecture::kScaleBricks, 21);
+  sim.run_until_idle();
+  FlowKey k;
+  uint32_t o = 0;
+  for (uint32_t port = 1;; ++port) {  // a key owned by node 0, handled by node 2
+    k = FlowKey::five_tuple(7, 8, port, 9, 17);
+    o = sim.spec.owner[partition_of(hash_key(k, sim.spec.hash_seed), sim.spec.log2_partitions())];
+    if (o == 0) break;
+  }
+  ClientOp op;
+  op.kind = OpKind::kAdd;
+  op.request_id = 4242;
+  op.s.key = k;
+  op.s.node = 2;
+  // 1. Handling node down (the owner knows): rejected before the log.
+  sim.owners[0]->set_live(2, false, sim.now);
+  op.token = 1;
+  sim.owners[0]->submit(ClientOp(op));
+  sim.run_until_idle();
+  REQUIRE(sim.replies.size() == 1);
+  CHECK(sim.replies[0].status.code() == StatusCode::kUnavailable);
+  sim.owners[0]->set_live(2, true, sim.now);
+  // 2. The install is lost (node 2 unreachable, the owner still thinks it is
+  // live): logged, timed out, compensated.
+  sim.down[2] = true;
+  sim.replies.clear();
+  op.token = 2;
+  sim.owners[0]->submit(ClientOp(op));
+  for (int i = 0; i < 1000 && sim.replies.empty(); ++i) {  // past the 50 ms FIB timeout
+    sim.now += 1000;
+    sim.step();
+  }
+  REQUIRE(sim.replies.size() == 1);
+  CHECK_FALSE(sim.replies[0].status.ok());
+  CHECK(sim.owners[0]->sessions() == 0);
+  CHECK(sim.owners[0]->stats().compensations == 1);
+  sim.down[2] = false;
+  // 3. The owner restarts from its log (op record + UNDO record), then the
+  // client retries with the same id: the op runs and the session exists.
+  sim.kill(0);
+  sim.restart(0);
+  sim.run_until_idle();
+  CHECK(sim.owners[0]->sessions() == 0);
+  sim.replies.clear();
+  op.token = 3;
+  sim.owners[0]->submit(ClientOp(op));
+  sim.run_until_idle();
+  REQUIRE(sim.replies.size() == 1);
+  CHECK(sim.replies[0].status.ok());
+  CHECK(sim.owners[0]->sessions() == 1);
+  CHECK(sim.owners[0]->stats().ops_deduped == 0);
+  // 4. Now it succeeded: a further retry is answered from memory.
+  sim.replies.clear();
+  op.token = 4;
+  sim.owners[0]->submit(ClientOp(op));
+  sim.run_until_idle();
+  REQUIRE(sim.replies.size() == 1);
+  CHECK(sim.replies[0].status.ok());
+  CHECK(sim.owners[0]->stats().ops_deduped == 1);
+  CHECK(sim.owners[0]->sessions() == 1);
+}
+
 TEST_CASE("rib sim: kill -9 of an owner mid-stream keeps every acked op and nodes resync") {
   const uint64_t seed = test_seed(13);
   Sim sim(4, Architecture::kScaleBricks, seed);

@@ -28,7 +28,8 @@ const char* fsync_policy_name(FsyncPolicy p) {
 
 namespace {
 
-constexpr size_t kHdr = 8;   // len, type, pad; the checksum trails the payload
+constexpr size_t kHdr = 8;   // len, type, flags, pad; the checksum trails the payload
+constexpr uint8_t kFlagUndo = 1;
 constexpr size_t kPutLen = 16 + 4 + 4 + 4 + 1 + 8;
 constexpr size_t kDelLen = 16 + 8;
 constexpr uint64_t kSnapMagic = 0x31504e5342525342ULL;  // "BSRBSNP1"
@@ -86,7 +87,7 @@ size_t decode(const char* p, size_t n, WalRecord* r) {
   if (n < kHdr) return 0;
   const uint32_t len = get32(p);
   const uint8_t type = uint8_t(p[4]);
-  if (p[5] != 0 || p[6] != 0 || p[7] != 0) return 0;
+  if ((uint8_t(p[5]) & ~kFlagUndo) != 0 || p[6] != 0 || p[7] != 0) return 0;
   if ((type == WalRecord::kPut && len != kPutLen) || (type == WalRecord::kDel && len != kDelLen) ||
       (type != WalRecord::kPut && type != WalRecord::kDel))
     return 0;
@@ -94,6 +95,7 @@ size_t decode(const char* p, size_t n, WalRecord* r) {
   if (checksum64(p, kHdr + len) != get64(p + kHdr + len)) return 0;
   const char* q = p + kHdr;
   r->type = WalRecord::Type(type);
+  r->undo = (uint8_t(p[5]) & kFlagUndo) != 0;
   std::memcpy(r->key.bytes, q, 16);
   if (type == WalRecord::kPut) {
     r->node = get32(q + 16);
@@ -129,7 +131,8 @@ void Wal::encode(const WalRecord& r, std::string* out) {
   const uint32_t len = r.type == WalRecord::kPut ? kPutLen : kDelLen;
   put32(out, len);
   out->push_back(char(r.type));
-  out->append(3, '\0');
+  out->push_back(char(r.undo ? kFlagUndo : 0));
+  out->append(2, '\0');
   out->append(reinterpret_cast<const char*>(r.key.bytes), 16);
   if (r.type == WalRecord::kPut) {
     put32(out, r.node);

@@ -7,9 +7,14 @@
 //   epoch                      the owner's stream epoch (rib/owner.h)
 //
 // RECORD (little-endian)
-//   u32 payload_len | u8 type | u8[3] zero | payload | u64 checksum64(all bytes before it)
+//   u32 payload_len | u8 type | u8 flags | u8[2] zero | payload | u64 checksum64(all bytes before it)
 //   type 1 PUT: key[16] node u32 teid_dl u32 enb_ip u32 bearer u8 request_id u64
 //   type 2 DEL: key[16] request_id u64
+//   flags bit 0 UNDO: the record compensates the failed op request_id (it
+//   restores the state before it); replay applies it like any record and
+//   forgets request_id, so a retry of that id after a restart runs again
+//   instead of being answered "done" from the op's own record. Other flag
+//   bits must be zero.
 // Records state the RESULT of an op (not the op), so replay is assignment
 // and applying a record twice is harmless.
 //
@@ -60,6 +65,7 @@ struct WalRecord {
   uint32_t enb_ip = 0;
   uint8_t bearer = 0;
   uint64_t request_id = 0;
+  bool undo = false;  // compensates the failed op request_id (flags bit 0)
 };
 
 struct WalOptions {
