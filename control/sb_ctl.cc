@@ -9,6 +9,7 @@
 //   sb-ctl ... session load FILE [--batch N] [--window W] [--retries N] [--backoff MS] [--backoff-max MS] [--quiet]
 //   sb-ctl session gen --count N --out FILE [--nodes N] [--choose] [--seed S] [--format csv|jsonl]
 //   sb-ctl ... cluster status
+//   sb-ctl ... cluster weights [--set N=W[,N=W...]]
 //   sb-ctl ... stats
 //
 // A flow F is "SRC:SPORT>DST:DPORT/PROTO" (e.g. 198.18.0.1:1234>198.18.1.2:80/tcp)
@@ -71,6 +72,10 @@ const char* kUsageText =
     "      (still unavailable after the last retry) rows, with reasons\n"
     "  session gen --count N --out FILE [--nodes N] [--choose] [--seed S] [--format csv|jsonl]\n"
     "  cluster status                            members, partitions, epochs/seqs, lag\n"
+    "  cluster weights [--set N=W[,N=W...]]      show the weights `node: choose` uses for new\n"
+    "      sessions (from node --via), or change them cluster-wide: the listed members get\n"
+    "      weight W (>= 0, not all 0), the others keep theirs; only sessions added afterwards\n"
+    "      follow them, no session moves; the change is versioned and survives restarts\n"
     "  stats                                     the node's counters\n"
     "flows: SRC:SPORT>DST:DPORT/PROTO or ue:IP\n"
     "exit codes: 0 ok, 1 refused by the cluster (session load: some rows rejected or malformed),\n"
@@ -740,6 +745,63 @@ int cmd_status(const Opts& o) {
   return worst;
 }
 
+// N=W[,N=W...] -> (node, weight) pairs. Members and ranges are checked by
+// the cluster (unknown node, negative, non-finite, all zero): its message
+// is clearer than a second copy of the rules here.
+Result<std::vector<std::pair<uint32_t, double>>> parse_weights(const std::string& s) {
+  std::vector<std::pair<uint32_t, double>> out;
+  std::stringstream in(s);
+  std::string item;
+  while (std::getline(in, item, ',')) {
+    const size_t eq = item.find('=');
+    if (eq == std::string::npos || eq == 0 || eq + 1 == item.size())
+      return Status::InvalidArgument("--set: '" + item + "' is not N=W");
+    char* end = nullptr;
+    const std::string n = item.substr(0, eq), w = item.substr(eq + 1);
+    const unsigned long node = std::strtoul(n.c_str(), &end, 10);
+    if (*end != '\0' || n[0] == '-' || node > 31) return Status::InvalidArgument("--set: bad node id '" + n + "'");
+    const double weight = std::strtod(w.c_str(), &end);
+    if (*end != '\0' || !std::isfinite(weight)) return Status::InvalidArgument("--set: bad weight '" + w + "'");
+    for (const auto& x : out)
+      if (x.first == node) return Status::InvalidArgument("--set: node " + n + " given twice");
+    out.emplace_back(uint32_t(node), weight);
+  }
+  if (out.empty()) return Status::InvalidArgument("--set: no N=W pairs");
+  return out;
+}
+
+int cmd_weights(const Opts& o) {
+  Ctx c;
+  if (int rc = make_ctx(o, &c, true)) return rc;
+  std::vector<std::pair<uint32_t, double>> set;
+  if (o.has("--set")) {
+    auto w = parse_weights(o.get("--set"));
+    if (!w.ok()) return usage_error(w.status().message());
+    set = std::move(w.value());
+  }
+  Result<Client::Weights> r = set.empty() ? c.client->get_weights(c.entry, c.timeout_ms)
+                                          : c.client->set_weights(set, c.entry, std::max(c.timeout_ms, 10000));
+  if (!r.ok()) {
+    std::fprintf(stderr, "sb-ctl: cluster weights: %s\n", r.status().message().c_str());
+    return r.status().code() == StatusCode::kUnavailable ? kUnreachable : kRefused;
+  }
+  const Client::Weights& w = r.value();
+  std::printf("weights version %" PRIu64 "%s:", w.version, w.version == 0 ? " (the configuration's)" : "");
+  for (const auto& [n, x] : w.weights) std::printf(" %u=%g", n, x);
+  std::printf("\n");
+  if (o.has("--set")) {
+    std::printf("adopted by:");
+    for (uint32_t n : w.acked) std::printf(" %u", n);
+    std::printf("\n");
+    if (!w.missing.empty()) {
+      std::printf("not yet confirmed (they adopt it from the coordinator's heartbeats):");
+      for (uint32_t n : w.missing) std::printf(" %u", n);
+      std::printf("\n");
+    }
+  }
+  return kOk;
+}
+
 int cmd_stats(const Opts& o) {
   Ctx c;
   if (int rc = make_ctx(o, &c, false)) return rc;
@@ -772,6 +834,7 @@ int main(int argc, char** argv) {
     return usage_error("unknown session command '" + verb + "'");
   }
   if (group == "cluster" && verb == "status") return cmd_status(o);
+  if (group == "cluster" && verb == "weights") return cmd_weights(o);
   if (group == "stats") return cmd_stats(o);
   return usage_error("unknown command '" + group + (verb.empty() ? "" : " " + verb) + "'");
 }

@@ -196,3 +196,52 @@ TEST_CASE("sb-ctl session load: an owner down during the load, its rows succeed 
   INFO(problem);
   CHECK(problem.empty());
 }
+
+TEST_CASE("sb-ctl cluster weights: shows the configuration's weights, changes them cluster-wide, rejects bad input") {
+  HarnessOptions o;
+  o.sb_node = SB_NODE_BIN;
+  o.nodes = 3;
+  o.partitions = 16;
+  auto hr = Harness::start(o);
+  INFO(hr.status().to_string());
+  REQUIRE(hr.ok());
+  Harness& h = *hr.value();
+  const std::string ctl = std::string(SB_CTL_BIN) + " --config " + h.config_path(0) + " --key " + h.dir() +
+                          "/client.key ";
+  test::Run r = test::sh(ctl + "--via 1 cluster weights");
+  INFO(r.out);
+  REQUIRE(r.rc == 0);
+  CHECK(test::has(r.out, "weights version 0 (the configuration's): 0=1 1=1 2=1"));
+  r = test::sh(ctl + "--via 1 cluster weights --set 0=1,2=3");
+  INFO(r.out);
+  REQUIRE(r.rc == 0);
+  CHECK(test::has(r.out, "weights version 1: 0=1 1=1 2=3"));
+  CHECK(test::has(r.out, "adopted by:"));
+  // Every node uses the new version for new sessions (at once or from the
+  // coordinator's heartbeats).
+  for (uint32_t n = 0; n < 3; ++n) {
+    bool seen = false;
+    for (int t = 0; t < 50 && !seen; ++t) {
+      r = test::sh(ctl + "--via " + std::to_string(n) + " cluster weights");
+      seen = r.rc == 0 && test::has(r.out, "weights version 1: 0=1 1=1 2=3");
+      if (!seen) std::this_thread::sleep_for(std::chrono::milliseconds(100));
+    }
+    INFO("node " << n << ": " << r.out);
+    CHECK(seen);
+  }
+  // Refused by the cluster (exit 1): negative, all zero, unknown member.
+  for (const std::string bad : {"0=-1", "0=0,1=0,2=0", "7=1"}) {
+    r = test::sh(ctl + "cluster weights --set " + bad);
+    INFO(bad << ": " << r.out);
+    CHECK(r.rc == 1);
+  }
+  // Usage errors (exit 2): not N=W, a node twice, not a number.
+  for (const std::string bad : {"x", "0=1,0=2", "1=abc", "=1"}) {
+    r = test::sh(ctl + "cluster weights --set " + bad);
+    INFO(bad << ": " << r.out);
+    CHECK(r.rc == 2);
+  }
+  // Nothing above changed the version.
+  r = test::sh(ctl + "cluster weights");
+  CHECK(test::has(r.out, "weights version 1: "));
+}
