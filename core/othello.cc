@@ -367,12 +367,15 @@ Status OthelloControl::add(uint64_t h, uint64_t value) {
   const uint32_t va = ia, vb = vertex_b(ib);
   prefetch_head_edge(vb);  // the BFS from vb starts there; overlaps va's walk
   bool cycle = false;
-  for (uint32_t e = verts_[va].head; e != kNone; e = next_of(e, va)) {
+  // An isolated B end has no edge, so neither h nor a parallel edge can be
+  // present: skip the walk of va's list (its edge misses) in that case.
+  const bool b_isolated = verts_[vb].head == kNone;
+  for (uint32_t e = b_isolated ? kNone : verts_[va].head; e != kNone; e = next_of(e, va)) {
     if (edges_[e].h == h) return Status::AlreadyExists("othello: key hash already present");
     if (edges_[e].eb == ib) cycle = true;  // parallel edge: a 2-cycle (§IV-B1)
   }
   if (!cycle) {
-    if (verts_[vb].head == kNone) {
+    if (b_isolated) {
       set_color(vb, color(va) ^ value, true);  // isolated B end: O(1)
     } else if (verts_[va].head == kNone) {
       set_color(va, color(vb) ^ value, true);  // isolated A end: O(1)
