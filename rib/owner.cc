@@ -5,6 +5,7 @@
 
 #include <algorithm>
 #include <bit>
+#include <cerrno>
 #include <cstring>
 #include <filesystem>
 #include <cstdio>
@@ -44,6 +45,23 @@ gpt::SetSepConfig setsep_config(const ClusterSpec& spec) {
   return c;
 }
 
+// Replaces dir/name with `content` so that a crash leaves the old or the new
+// file, never a torn one: tmp file, fsync, rename, fsync of the directory.
+Status write_file_durably(const std::string& dir, const std::string& name, const std::string& content) {
+  const std::string path = dir + "/" + name, tmp = path + ".tmp";
+  const int fd = ::open(tmp.c_str(), O_WRONLY | O_CREAT | O_TRUNC, 0644);
+  if (fd < 0) return Status::Io(tmp + ": open: " + std::strerror(errno));
+  const bool ok = ::write(fd, content.data(), content.size()) == ssize_t(content.size()) && ::fsync(fd) == 0;
+  ::close(fd);
+  if (!ok || ::rename(tmp.c_str(), path.c_str()) != 0) return Status::Io(path + ": write: " + std::strerror(errno));
+  const int dfd = ::open(dir.c_str(), O_RDONLY | O_DIRECTORY);
+  if (dfd >= 0) {
+    (void)::fsync(dfd);
+    ::close(dfd);
+  }
+  return Status::Ok();
+}
+
 // Reads, bumps and syncs data_dir/epoch.
 Result<uint32_t> bump_epoch(const std::string& dir) {
   std::error_code ec;
@@ -60,42 +78,20 @@ Result<uint32_t> bump_epoch(const std::string& dir) {
   }
   if (e >= 0xfffffffeULL) return Status::Corrupt(path + ": epoch exhausted");
   ++e;
-  const std::string tmp = path + ".tmp";
-  const int fd = ::open(tmp.c_str(), O_WRONLY | O_CREAT | O_TRUNC, 0644);
-  if (fd < 0) return Status::Io(tmp + ": open");
-  const std::string s = std::to_string(e) + "\n";
-  const bool ok = ::write(fd, s.data(), s.size()) == ssize_t(s.size()) && ::fsync(fd) == 0;
-  ::close(fd);
-  if (!ok || ::rename(tmp.c_str(), path.c_str()) != 0) return Status::Io(path + ": write");
-  const int dfd = ::open(dir.c_str(), O_RDONLY | O_DIRECTORY);
-  if (dfd >= 0) {
-    (void)::fsync(dfd);
-    ::close(dfd);
-  }
+  SB_RETURN_IF_ERROR(write_file_durably(dir, "epoch", std::to_string(e) + "\n"));
   return uint32_t(e);
 }
 
 // Writes data_dir/weights durably (tmp file, fsync, rename, fsync dir).
 Status write_weights_file(const std::string& dir, uint64_t version,
                           const std::vector<std::pair<uint32_t, double>>& w) {
-  const std::string path = dir + "/weights", tmp = path + ".tmp";
   std::string s = "version " + std::to_string(version) + "\n";
   char line[64];
   for (const auto& [id, wt] : w) {
     std::snprintf(line, sizeof line, "%u %.17g\n", id, wt);
     s += line;
   }
-  const int fd = ::open(tmp.c_str(), O_WRONLY | O_CREAT | O_TRUNC, 0644);
-  if (fd < 0) return Status::Io(tmp + ": open");
-  const bool ok = ::write(fd, s.data(), s.size()) == ssize_t(s.size()) && ::fsync(fd) == 0;
-  ::close(fd);
-  if (!ok || ::rename(tmp.c_str(), path.c_str()) != 0) return Status::Io(path + ": write");
-  const int dfd = ::open(dir.c_str(), O_RDONLY | O_DIRECTORY);
-  if (dfd >= 0) {
-    (void)::fsync(dfd);
-    ::close(dfd);
-  }
-  return Status::Ok();
+  return write_file_durably(dir, "weights", s);
 }
 
 }  // namespace
