@@ -63,11 +63,29 @@ uint32_t CuckooFibT<L>::lookup_one(const FlowKey& key, uint64_t h) const {
 template <class L>
 void CuckooFibT<L>::lookup_bulk(const FlowKey* keys, const uint64_t* hashes, size_t n,
                                 uint32_t* out) const {
+  lookup_impl<false>(keys, hashes, n, out);
+}
+
+template <class L>
+void CuckooFibT<L>::lookup_keys(const FlowKey* keys, size_t n, uint32_t* out) const {
+  lookup_impl<true>(keys, nullptr, n, out);
+}
+
+// kHashHere: phase 1 hashes key i and starts its two bucket reads before it
+// hashes key i + 1, so the hashing of the burst overlaps the memory round
+// instead of preceding it.
+template <class L>
+template <bool kHashHere>
+void CuckooFibT<L>::lookup_impl(const FlowKey* keys, const uint64_t* hashes_in, size_t n,
+                                uint32_t* out) const {
   // A non-canonical query needs no test here: it can only equal the empty
   // slot's key, whose value is kFibMiss.
   uint64_t b1[kMaxBurst], b2[kMaxBurst];
+  uint64_t hbuf[kMaxBurst];
+  const uint64_t* hashes = kHashHere ? hbuf : hashes_in;
   // Phase 1: both buckets of every key, prefetched (one memory round).
   for (size_t i = 0; i < n; ++i) {
+    if constexpr (kHashHere) hbuf[i] = hash(keys[i]);
     buckets_of(hashes[i], &b1[i], &b2[i]);
     prefetch_r(&buckets_[b1[i]]);
     prefetch_r(&buckets_[b2[i]]);
