@@ -141,6 +141,36 @@ double pct(std::vector<double>& v, double p) {
 
 }  // namespace
 
+// Peak memory of one architecture's run, from peak RSS measured with
+// /usr/bin/time at 1M and 4M sessions, 4 nodes (Release build): per
+// session ~11-13 B of the harness's own arrays plus one node's copy of the
+// session (record, per-lcore counters, FIB share) of ~122 B (cuckoo) or
+// ~166 B (othello); full duplication holds N copies, hash partitioning
+// ~3.3 at N = 4 (lookup slice and handler), ScaleBricks 1; ~320 MiB of
+// fixed cost (EAL, mbufs, GPT of 1024 partitions). 10% margin, +15% per
+// copy with 2 workers per node (their counter slots).
+static uint64_t pipeline_memory_estimate(rib::Architecture arch, fib::FibKind fib, uint32_t nodes,
+                                         uint64_t sessions, unsigned cores, uint64_t bubble_mib) {
+  const double per_copy = (fib == fib::FibKind::kOthello ? 170.0 : 125.0) * (cores == 2 ? 1.15 : 1.0);
+  double copies = 1.0;
+  if (arch == rib::Architecture::kFullDuplication) copies = double(nodes);
+  else if (arch == rib::Architecture::kHashPartition) copies = std::min(double(nodes), 3.5);
+  const double bytes = (320.0 + double(bubble_mib)) * double(1 << 20) + double(sessions) * (16.0 + copies * per_copy);
+  return uint64_t(bytes * 1.1);
+}
+
+// MemAvailable of /proc/meminfo in bytes, 0 when unknown.
+static uint64_t mem_available_bytes() {
+  std::FILE* f = std::fopen("/proc/meminfo", "r");
+  if (f == nullptr) return 0;
+  char line[256];
+  uint64_t kb = 0;
+  while (std::fgets(line, sizeof line, f) != nullptr)
+    if (std::sscanf(line, "MemAvailable: %llu kB", reinterpret_cast<unsigned long long*>(&kb)) == 1) break;
+  std::fclose(f);
+  return kb * 1024;
+}
+
 int cmd_pipeline(int argc, char** argv) {
   Args args("sb-bench pipeline",
             "The sb-node pipeline (parse, GPT, FIB, GTP-U encap, fabric forward) of N nodes\n"
@@ -204,6 +234,30 @@ int cmd_pipeline(int argc, char** argv) {
   if (gpt_name != "setsep" && gpt_name != "ludo") {
     std::fprintf(stderr, "sb-bench pipeline: --gpt: setsep or ludo\n");
     return 2;
+  }
+  // Refuse a run that cannot fit before building anything: four
+  // full-duplication nodes at 32M sessions need more than 24 GiB and the
+  // kernel's OOM killer would end the process half-way, with no line out.
+  {
+    uint64_t need = 0;
+    std::string worst;
+    for (rib::Architecture a : archs)
+      for (fib::FibKind f : fibs) {
+        const uint64_t b = pipeline_memory_estimate(a, f, N, S, cores, bubble_r.value());
+        if (b > need) {
+          need = b;
+          worst = std::string(rib::architecture_name(a)) + (f == fib::FibKind::kOthello ? "/othello" : "/cuckoo");
+        }
+      }
+    const uint64_t avail = mem_available_bytes();
+    if (avail != 0 && need > avail) {
+      std::fprintf(stderr,
+                   "sb-bench pipeline: not enough memory: %s with %u nodes and %llu sessions needs about "
+                   "%.1f GiB, this machine has %.1f GiB available (MemAvailable); use fewer sessions or nodes\n",
+                   worst.c_str(), N, (unsigned long long)S, double(need) / double(1ull << 30),
+                   double(avail) / double(1ull << 30));
+      return 2;
+    }
   }
   const unsigned ncpu = unsigned(std::max(1L, sysconf(_SC_NPROCESSORS_ONLN)));
   if (cores == 2 && ncpu < 2) {

@@ -52,6 +52,9 @@ TEST_CASE("argument errors name the problem and exit 2", "[bench][cli]") {
       {"mem --mib", "--mib needs a value"},
       {"mem stray", "unexpected argument 'stray'"},
       {"fib --json=1", "takes no value"},
+      // 16 full-duplication nodes x 64M sessions: ~180 GiB, refused before
+      // anything is built (not killed by the OOM killer half-way)
+      {"pipeline --arch full-duplication --fib othello --nodes 16 --sessions 64M", "not enough memory"},
   };
   for (const auto& c : cases) {
     INFO("sb-bench " << c.args);
