@@ -109,16 +109,6 @@ struct InProc {
   }
 };
 
-uint64_t counter(Client& c, uint32_t node, const std::string& name) {
-  pb::Envelope req;
-  req.mutable_stats_request();
-  Result<pb::Envelope> r = c.call(node, req, 5000);
-  if (!r.ok()) return UINT64_MAX;
-  for (const auto& x : r.value().stats().counters())
-    if (x.name() == name) return x.value();
-  return 0;
-}
-
 // Waits until pred() holds (polling), up to timeout_ms.
 bool eventually(const std::function<bool()>& pred, int timeout_ms = 15000) {
   const auto deadline = std::chrono::steady_clock::now() + std::chrono::milliseconds(timeout_ms);

@@ -126,10 +126,27 @@ Result<Client::Weights> Client::set_weights(const std::vector<std::pair<uint32_t
   return weights_of(call(via, env, timeout_ms));
 }
 
+Result<std::map<std::string, uint64_t>> Client::stats(uint32_t node, int timeout_ms) {
+  pb::Envelope req;
+  req.mutable_stats_request();
+  Result<pb::Envelope> r = call(node, req, timeout_ms);
+  if (!r.ok()) return r.status();
+  std::map<std::string, uint64_t> out;
+  for (const auto& x : r.value().stats().counters()) out[x.name()] = x.value();
+  return out;
+}
+
 Result<Client::Weights> Client::get_weights(uint32_t node, int timeout_ms) {
   pb::Envelope env;
   env.mutable_weights_request()->set_set(false);
   return weights_of(call(node, env, timeout_ms));
+}
+
+uint64_t counter(Client& c, uint32_t node, const std::string& name) {
+  Result<std::map<std::string, uint64_t>> r = c.stats(node, 5000);
+  if (!r.ok()) return UINT64_MAX;
+  const auto it = r.value().find(name);
+  return it == r.value().end() ? 0 : it->second;
 }
 
 }  // namespace sb::control

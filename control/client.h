@@ -8,6 +8,7 @@
 #pragma once
 
 #include <cstdint>
+#include <map>
 #include <memory>
 #include <string>
 #include <vector>
@@ -55,6 +56,10 @@ class Client {
   // The weights node `node` uses for new sessions now.
   Result<Weights> get_weights(uint32_t node, int timeout_ms = 5000);
 
+  // Every counter of node's StatsReply (name -> value); kUnavailable when
+  // it did not answer within timeout_ms.
+  Result<std::map<std::string, uint64_t>> stats(uint32_t node, int timeout_ms = 5000);
+
   uint32_t owner_of(const FlowKey& k) const;
   const rib::ClusterSpec& spec() const { return spec_; }
   uint64_t next_corr() { return ++corr_; }
@@ -69,5 +74,9 @@ class Client {
   std::vector<uint32_t> item_node_;
   uint64_t corr_ = 0;
 };
+
+// One counter of node's stats (tests, scripts): its value, 0 when the reply
+// does not list it, UINT64_MAX when the node did not answer within 5 s.
+uint64_t counter(Client& c, uint32_t node, const std::string& name);
 
 }  // namespace sb::control

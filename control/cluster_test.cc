@@ -168,16 +168,6 @@ std::string verify(Harness& h, Client& c, const Model& m, int timeout_ms = 15000
   return problem;
 }
 
-uint64_t counter(Client& c, uint32_t node, const std::string& name) {
-  pb::Envelope req;
-  req.mutable_stats_request();
-  Result<pb::Envelope> r = c.call(node, req, 5000);
-  if (!r.ok()) return UINT64_MAX;
-  for (const auto& x : r.value().stats().counters())
-    if (x.name() == name) return x.value();
-  return 0;
-}
-
 }  // namespace
 
 TEST_CASE("cluster: random workload on 4 node processes converges with CURVE and forwarding") {

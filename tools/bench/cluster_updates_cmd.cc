@@ -138,13 +138,8 @@ Result<PhaseResult> run_phase(control::Client& c, const std::vector<Op>& ops, ui
 }
 
 std::map<std::string, uint64_t> stats_of(control::Client& c, uint32_t node) {
-  std::map<std::string, uint64_t> out;
-  Envelope req;
-  req.mutable_stats_request();
-  Result<Envelope> r = c.call(node, req, 10000);
-  if (!r.ok()) return out;
-  for (const auto& x : r.value().stats().counters()) out[x.name()] = x.value();
-  return out;
+  Result<std::map<std::string, uint64_t>> r = c.stats(node, 10000);
+  return r.ok() ? std::move(r).value() : std::map<std::string, uint64_t>{};
 }
 
 // Every node agrees with `live` (key -> (node, teid)); polls until the
