@@ -427,6 +427,14 @@ class OthelloControl {
     othello_detail::prefetch_line(a_.words() + (ia * shape_.value_bits >> 6));
     othello_detail::prefetch_line(b_.words() + (ib * shape_.value_bits >> 6));
   }
+  // The first edge of both ends' lists (find_edge and the BFS of add /
+  // alter start there). REQUIRES prefetch(h) a while before: it reads the
+  // vertex records.
+  void prefetch_edges(uint64_t h) const {
+    if (shape_.m_a == 0) return;
+    prefetch_head_edge(uint32_t(shape_.index_a(h)));
+    prefetch_head_edge(vertex_b(uint32_t(shape_.index_b(h))));
+  }
   bool contains(uint64_t h) const { return find_edge(h) != kNone; }
   // Switches Options::rebuild_on_cycle after construction (a caller that
   // defers Case I keys turns it on to bring them back in).

@@ -120,6 +120,15 @@ class CuckooFibT final : public Fib {
   // first pass, each key's bucket reads started before the next key is
   // hashed (what rte_hash_lookup_bulk does). Same answers as lookup_bulk.
   void lookup_keys(const FlowKey* keys, size_t n, uint32_t* out) const;
+  // Stage 0: both buckets (for writing). Stage 1: nothing.
+  void prefetch_update(const FlowKey& key, uint64_t h, unsigned stage) const override {
+    (void)key;
+    if (stage != 0) return;
+    uint64_t b1, b2;
+    buckets_of(h, &b1, &b2);
+    prefetch_w(&buckets_[b1]);
+    prefetch_w(&buckets_[b2]);
+  }
   Status build(const FlowKey* keys, const uint32_t* values, size_t n) override;
   Status insert_hashed(const FlowKey& key, uint64_t h, uint32_t value) override;
   Status update_hashed(const FlowKey& key, uint64_t h, uint32_t value) override;

@@ -70,6 +70,14 @@ class Fib {
   virtual Status insert_hashed(const FlowKey& key, uint64_t h, uint32_t value) = 0;
   virtual Status update_hashed(const FlowKey& key, uint64_t h, uint32_t value) = 0;
   virtual Status erase_hashed(const FlowKey& key, uint64_t h) = 0;
+  // Hint from a control thread that works through a batch: an operation on
+  // key (hash h) follows in a few operations. Stage 0 about 8 operations
+  // ahead starts the first lines the operation reads; stage 1 about 4
+  // ahead, after stage 0, starts the lines that depend on those (they are
+  // cached by then). Reads only; no effect on results. Default: nothing.
+  virtual void prefetch_update(const FlowKey& key, uint64_t h, unsigned stage) const {
+    (void)key, (void)h, (void)stage;
+  }
   Status insert(const FlowKey& key, uint32_t value) { return insert_hashed(key, hash(key), value); }
   Status update(const FlowKey& key, uint32_t value) { return update_hashed(key, hash(key), value); }
   Status erase(const FlowKey& key) { return erase_hashed(key, hash(key)); }

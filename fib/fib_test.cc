@@ -136,6 +136,12 @@ TEST_CASE("fib: model-based insert/update/erase vs unordered_map", "[fib]") {
     for (int round = 0; round < 40000; ++round) {
       const FlowKey& key = pool[rng.below(pool.size())];
       const uint64_t op = rng.below(3);
+      // Hints for keys present, absent and random (no effect on answers;
+      // an Othello A ^ B past the table must not be followed).
+      for (unsigned stage = 0; stage < 2; ++stage) {
+        const FlowKey& hk = (round & 1) ? pool[rng.below(pool.size())] : absent[rng.below(absent.size())];
+        e.fib->prefetch_update(hk, e.fib->hash(hk), stage);
+      }
       auto it = model.find(key);
       if (op == 0) {  // insert
         if (it != model.end()) {

@@ -59,6 +59,16 @@ uint32_t OthelloFib::find_session(const FlowKey& key) const {
   return v.ok() && table_->key_equals(decode(*v), key) ? decode(*v) : kFibMiss;
 }
 
+void OthelloFib::prefetch_update(const FlowKey&, uint64_t h, unsigned stage) const {
+  if (stage == 0) {
+    ctl_.prefetch(h);
+    q_.prefetch_entries(h);
+  } else {
+    ctl_.prefetch_edges(h);
+    table_->prefetch(decode(ctl_.lookup(h)));  // out of range: no prefetch
+  }
+}
+
 bool OthelloFib::owns(uint64_t h, const FlowKey& key) const {
   auto v = ctl_.value_of(h);
   return v.ok() && table_->key_equals(decode(*v), key);

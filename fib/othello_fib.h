@@ -109,6 +109,10 @@ class OthelloFib final : public Fib {
   // first pass, each key's A/B reads started before the next key is hashed
   // (what rte_hash_lookup_bulk does). Same answers as lookup_bulk.
   void lookup_keys(const FlowKey* keys, size_t n, uint32_t* out) const;
+  // Stage 0: the control's vertex records and array words, the query
+  // arrays' entries. Stage 1: both ends' first edges and the session
+  // record the control's A ^ B names.
+  void prefetch_update(const FlowKey& key, uint64_t h, unsigned stage) const override;
   Status build(const FlowKey* keys, const uint32_t* values, size_t n) override;
   Status insert_hashed(const FlowKey& key, uint64_t h, uint32_t value) override;
   Status update_hashed(const FlowKey& key, uint64_t h, uint32_t value) override;

@@ -45,6 +45,9 @@ class CuckooFibBench final : public FibBenchImpl {
   double index_bits_per_key() const override { return double(fib_->num_bits()) / double(n_); }
   double total_bits_per_key() const override { return index_bits_per_key(); }
   uint64_t capacity() const override { return fib_->capacity(); }
+  void prefetch_update(const FlowKey& key, unsigned stage) override {
+    fib_->prefetch_update(key, fib_->hash(key), stage);
+  }
   Status update(UpdateKind kind, const FlowKey& key, uint32_t value) override {
     switch (kind) {
       case UpdateKind::kInsert: return fib_->insert(key, value);

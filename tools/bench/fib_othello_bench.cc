@@ -70,6 +70,9 @@ class OthelloFibBench final : public FibBenchImpl {
     return double(fib_->num_bits() + table_->record_bits()) / double(n_);
   }
   uint64_t capacity() const override { return fib_->capacity(); }
+  void prefetch_update(const FlowKey& key, unsigned stage) override {
+    fib_->prefetch_update(key, fib_->hash(key), stage);
+  }
   Status update(UpdateKind kind, const FlowKey& key, uint32_t value) override {
     switch (kind) {
       case UpdateKind::kInsert: {

@@ -98,6 +98,8 @@ class FibBenchImpl {
   virtual double total_bits_per_key() const = 0;  // with the session table / key store
   virtual uint64_t capacity() const = 0;
   virtual Status update(UpdateKind kind, const FlowKey& key, uint32_t value) = 0;
+  // An update of key follows (fib::Fib::prefetch_update stages); default none.
+  virtual void prefetch_update(const FlowKey&, unsigned /*stage*/) {}
   virtual void extra_metrics(Record&) const {}
 };
 
