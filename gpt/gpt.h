@@ -118,6 +118,12 @@ class GptBuilder {
   virtual Status change(const FlowKey& key, uint8_t value, DeltaList* out) = 0;
   virtual Status erase(const FlowKey& key, DeltaList* out) = 0;
 
+  // Hint from a caller that works through a batch (the owner's group
+  // commit): an update of key follows in a few operations. Stage 0 about 8
+  // operations ahead starts the first lines it reads; stage 1 about 4
+  // ahead, after stage 0, the lines that depend on those. Reads only.
+  virtual void prefetch_update(const FlowKey& key, unsigned stage) const { (void)key, (void)stage; }
+
   // The current value of a stored key (control-plane exact answer).
   virtual Result<uint8_t> find(const FlowKey& key) const = 0;
   virtual uint64_t size() const = 0;

@@ -361,6 +361,9 @@ class LudoBuilder final : public GptBuilder {
   Status insert(const FlowKey& key, uint8_t value, DeltaList* out) override {
     return insert(key, hash_key(key, cfg_.hash_seed), value, out);
   }
+  // Stage 0: both candidate buckets and their keys, the shard Othello's
+  // vertex records and array words. Stage 1: both ends' first edges.
+  void prefetch_update(const FlowKey& key, unsigned stage) const override;
   Status change(const FlowKey& key, uint8_t value, DeltaList* out) override {
     return change(key, hash_key(key, cfg_.hash_seed), value, out);
   }

@@ -546,6 +546,17 @@ void put_node(std::vector<uint8_t>& o, uint64_t bucket, const LudoBuilder::Shard
 
 // ---- single-key maintenance (§4.4.8) ---------------------------------------------
 
+void LudoBuilder::prefetch_update(const FlowKey& key, unsigned stage) const {
+  const uint64_t h = hash_key(key, cfg_.hash_seed);
+  const Shard& S = *shards_[table_->shard_of(h)];
+  if (stage == 0) {
+    S.prefetch(S.b0(h), S.b1(h));
+    S.oth.prefetch(h);
+  } else {
+    S.oth.prefetch_edges(h);
+  }
+}
+
 Status LudoBuilder::insert(const FlowKey& key, uint64_t h, uint8_t value, DeltaList* out) {
   if (value >> cfg_.value_bits) return Status::InvalidArgument("ludo insert: value wider than value_bits");
   const uint32_t g = table_->shard_of(h);

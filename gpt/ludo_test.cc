@@ -125,6 +125,8 @@ TEST_CASE("ludo: model-based updates, remote fed only deltas agrees", "[ludo]") 
       const uint8_t v = uint8_t(r.below(1u << l));
       const auto it = model.find(k);
       const unsigned op = unsigned(r.below(3));
+      // Hints for other keys (present or not) change nothing.
+      (*b)->prefetch_update(pool[r.below(pool.size())], round & 1);
       if (it == model.end()) {
         REQUIRE((*b)->insert(k, v, &d).ok());
         model[k] = v;

@@ -76,6 +76,7 @@ class LudoBench final : public GptBenchImpl {
   uint64_t fallback_keys() const override { return table_->fallback_keys(); }
 
   bool supports_updates() const override { return true; }
+  void prefetch_update(const FlowKey& key, unsigned stage) override { builder_->prefetch_update(key, stage); }
   Status update(UpdateKind kind, const FlowKey& key, uint8_t value) override {
     if (!remote_) {
       std::vector<uint8_t> snap;

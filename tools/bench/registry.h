@@ -66,6 +66,8 @@ class GptBenchImpl {
   // (the "remote node") and returns how many deltas it applied;
   // remote_lookup_one() answers from that replica.
   virtual bool supports_updates() const { return false; }
+  // An update of key follows (gpt::GptBuilder::prefetch_update stages).
+  virtual void prefetch_update(const FlowKey&, unsigned /*stage*/) {}
   virtual Status update(UpdateKind, const FlowKey&, uint8_t /*value*/) {
     return Status::FailedPrecondition("updates not supported");
   }
