@@ -119,7 +119,7 @@ class CuckooFibT final : public Fib {
   // Raw keys in (n <= kMaxBurst): hashes them with hash_seed() inside the
   // first pass, each key's bucket reads started before the next key is
   // hashed (what rte_hash_lookup_bulk does). Same answers as lookup_bulk.
-  void lookup_keys(const FlowKey* keys, size_t n, uint32_t* out) const;
+  void lookup_keys(const FlowKey* keys, size_t n, uint32_t* out) const override;
   // Stage 0: both buckets (for writing). Stage 1: nothing.
   void prefetch_update(const FlowKey& key, uint64_t h, unsigned stage) const override {
     (void)key;

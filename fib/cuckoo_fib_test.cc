@@ -70,32 +70,6 @@ TEMPLATE_TEST_CASE("cuckoo fib: absent keys with a present key's hash miss", "[f
   for (int i = 0; i < 10; ++i) CHECK(out[i] == kFibMiss);
 }
 
-// Raw keys in: lookup_keys (hashing inside its first pass) gives the same
-// answers as lookup_bulk with precomputed hashes, hits and misses mixed.
-TEMPLATE_TEST_CASE("cuckoo fib: lookup_keys agrees with lookup_bulk", "[fib][cuckoo]", Layout3,
-                   Layout4) {
-  const uint64_t seed = test_seed(43);
-  auto fib = CuckooFibT<TestType>::create(5000, seed).value();
-  const auto keys = make_keys(4000, seed);
-  const auto absent = make_absent_keys(4000, seed);
-  for (uint32_t i = 0; i < keys.size(); ++i) REQUIRE(fib->insert(keys[i], i).ok());
-  for (size_t i = 0; i + 32 <= keys.size(); i += 32) {
-    FlowKey q[32];
-    uint64_t hs[32];
-    uint32_t a[32], b[32];
-    for (size_t j = 0; j < 32; ++j) {
-      q[j] = (j % 4 == 1) ? absent[i + j] : keys[i + j];
-      hs[j] = fib->hash(q[j]);
-    }
-    fib->lookup_keys(q, 32, a);
-    fib->lookup_bulk(q, hs, 32, b);
-    for (size_t j = 0; j < 32; ++j) {
-      REQUIRE(a[j] == b[j]);
-      REQUIRE(a[j] == (j % 4 == 1 ? kFibMiss : uint32_t(i + j)));
-    }
-  }
-}
-
 TEST_CASE("cuckoo fib: space accounting", "[fib][cuckoo]") {
   auto fib4 = CuckooFib4::create(1u << 20, 1).value();
   CHECK(double(fib4->num_bits()) / double(fib4->capacity()) < 161.0);  // 128 + 32 (+ versions)

@@ -55,6 +55,15 @@ class Fib {
   // ---- data plane ----
   virtual void lookup_bulk(const FlowKey* keys, const uint64_t* hashes, size_t n,
                            uint32_t* out) const = 0;
+  // Raw keys in (n <= kMaxBurst): the answers of lookup_bulk with
+  // hash(key) for each key. Backends override it to hash each key inside
+  // their first pass, so the hashing overlaps the first memory round (as
+  // rte_hash_lookup_bulk does with its own hash).
+  virtual void lookup_keys(const FlowKey* keys, size_t n, uint32_t* out) const {
+    uint64_t h[kMaxBurst];
+    for (size_t i = 0; i < n; ++i) h[i] = hash(keys[i]);
+    lookup_bulk(keys, h, n, out);
+  }
   uint32_t lookup(const FlowKey& key) const {
     const uint64_t h = hash(key);
     uint32_t v;

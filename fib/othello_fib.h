@@ -108,7 +108,7 @@ class OthelloFib final : public Fib {
   // Raw keys in (n <= kMaxBurst): hashes them with hash_seed() inside the
   // first pass, each key's A/B reads started before the next key is hashed
   // (what rte_hash_lookup_bulk does). Same answers as lookup_bulk.
-  void lookup_keys(const FlowKey* keys, size_t n, uint32_t* out) const;
+  void lookup_keys(const FlowKey* keys, size_t n, uint32_t* out) const override;
   // Stage 0: the control's vertex records and array words, the query
   // arrays' entries. Stage 1: both ends' first edges and the session
   // record the control's A ^ B names.
