@@ -48,6 +48,25 @@ uint64_t field(const std::string& out, const std::string& name) {
   return std::strtoull(out.c_str() + p + name.size() + 1, nullptr, 10);
 }
 
+// A cluster of `nodes` sb-node processes (control/harness.h); capacity 0
+// keeps the harness's default.
+std::unique_ptr<Harness> start_cluster(uint32_t nodes, uint32_t partitions, uint64_t capacity = 0) {
+  HarnessOptions o;
+  o.sb_node = SB_NODE_BIN;
+  o.nodes = nodes;
+  o.partitions = partitions;
+  if (capacity != 0) o.capacity = o.fib_capacity = capacity;
+  auto hr = Harness::start(o);
+  INFO(hr.status().to_string());
+  REQUIRE(hr.ok());
+  return std::move(hr).value();
+}
+
+// "sb-ctl --config <node 0's config> --key <the client key> " for h.
+std::string ctl_for(const Harness& h) {
+  return std::string(SB_CTL_BIN) + " --config " + h.config_path(0) + " --key " + h.dir() + "/client.key ";
+}
+
 }  // namespace
 
 TEST_CASE("sb-ctl session gen: its CSV and JSONL read back through the shared reader, row for row") {
@@ -79,18 +98,10 @@ TEST_CASE("sb-ctl session gen: its CSV and JSONL read back through the shared re
 }
 
 TEST_CASE("sb-ctl session load: an owner down during the load, its rows succeed once it is back, none lost or duplicated") {
-  HarnessOptions o;
-  o.sb_node = SB_NODE_BIN;
-  o.nodes = 3;
-  o.partitions = 64;
-  o.capacity = 200000;
-  o.fib_capacity = 200000;
-  auto hr = Harness::start(o);
-  INFO(hr.status().to_string());
-  REQUIRE(hr.ok());
-  Harness& h = *hr.value();
+  const std::unique_ptr<Harness> hp = start_cluster(3, 64, 200000);
+  Harness& h = *hp;
   const std::string dir = h.dir();
-  const std::string g = "--config " + h.config_path(0) + " --key " + dir + "/client.key ";
+  const std::string cli = ctl_for(h);
   const std::string file = dir + "/s.csv";
   const std::string ctl = SB_CTL_BIN;
   REQUIRE(test::sh(ctl + " session gen --count 3000 --nodes 3 --seed 4 --out " + file).rc == 0);
@@ -104,7 +115,7 @@ TEST_CASE("sb-ctl session load: an owner down during the load, its rows succeed 
   // Node 2 owns a third of the partitions and handles a third of the rows.
   REQUIRE(h.kill9(2).ok());
   auto load = std::async(std::launch::async, [&] {
-    return test::sh(ctl + " " + g + "--via 0 --timeout 1000 session load " + file +
+    return test::sh(cli + "--via 0 --timeout 1000 session load " + file +
                     " --retries 14 --backoff 100 --backoff-max 1500 --quiet");
   });
   std::this_thread::sleep_for(std::chrono::seconds(4));
@@ -128,7 +139,7 @@ TEST_CASE("sb-ctl session load: an owner down during the load, its rows succeed 
     FILE* f = std::fopen((dir + "/bad.csv").c_str(), "w");
     std::fputs("src_ip,dst_ip,src_port,dst_port,proto,node,teid,enb_ip,bearer\n", f);
     std::fclose(f);
-    const test::Run b = test::sh(ctl + " " + g + "session load " + dir + "/bad.csv --quiet");
+    const test::Run b = test::sh(cli + "session load " + dir + "/bad.csv --quiet");
     INFO(b.out);
     CHECK(b.rc == 2);
     CHECK(test::has(b.out, "bad.csv:1: CSV header: unknown column 'teid'"));
@@ -198,16 +209,8 @@ TEST_CASE("sb-ctl session load: an owner down during the load, its rows succeed 
 }
 
 TEST_CASE("sb-ctl cluster weights: shows the configuration's weights, changes them cluster-wide, rejects bad input") {
-  HarnessOptions o;
-  o.sb_node = SB_NODE_BIN;
-  o.nodes = 3;
-  o.partitions = 16;
-  auto hr = Harness::start(o);
-  INFO(hr.status().to_string());
-  REQUIRE(hr.ok());
-  Harness& h = *hr.value();
-  const std::string ctl = std::string(SB_CTL_BIN) + " --config " + h.config_path(0) + " --key " + h.dir() +
-                          "/client.key ";
+  const std::unique_ptr<Harness> hp = start_cluster(3, 16);
+  const std::string ctl = ctl_for(*hp);
   test::Run r = test::sh(ctl + "--via 1 cluster weights");
   INFO(r.out);
   REQUIRE(r.rc == 0);

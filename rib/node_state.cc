@@ -58,10 +58,9 @@ uint32_t NodeState::fib_lookup(const FlowKey& k) const {
 
 // ---- FIB ------------------------------------------------------------------
 
-Status NodeState::install(const FibEntry& e, uint32_t* teid_ul) {
+Status NodeState::install(const FibEntry& e, uint64_t h, uint32_t* teid_ul) {
   *teid_ul = 0;
   if (e.handling_node >= kMaxNodes) return Status::InvalidArgument("FIB entry: handling node out of range");
-  const uint64_t h = fib_->hash(e.key);
   uint32_t cur;
   fib_->lookup_bulk(&e.key, &h, 1, &cur);
   fib::SessionInfo info{e.key, e.teid_dl, e.enb_ip, e.bearer};
@@ -105,8 +104,7 @@ Status NodeState::bulk_load(const FibEntry* entries, size_t n) {
   return fib_->build(keys.data(), idx.data(), n).with_context("bulk_load");
 }
 
-Status NodeState::remove(const FlowKey& k) {
-  const uint64_t h = fib_->hash(k);
+Status NodeState::remove(const FlowKey& k, uint64_t h) {
   uint32_t cur;
   fib_->lookup_bulk(&k, &h, 1, &cur);
   if (cur == fib::kFibMiss) return Status::Ok();
@@ -121,25 +119,28 @@ FibAckMsg NodeState::apply_fib(const FibBatch& b) {
   a.node = self_;
   a.install_code.reserve(b.install.size());
   a.teid_ul.reserve(b.install.size());
-  // Entries 8 and 4 places ahead are hinted to the FIB (prefetch_update
-  // stages 0 and 1) so the misses of consecutive entries overlap.
-  auto hint = [&](const FlowKey& k, unsigned stage) { fib_->prefetch_update(k, fib_->hash(k), stage); };
+  // Every key is hashed once; entries 8 and 4 places ahead are hinted to
+  // the FIB (prefetch_update stages 0 and 1) so the misses of consecutive
+  // entries overlap.
   const size_t ni = b.install.size(), nr = b.remove.size();
+  std::vector<uint64_t> hs(std::max(ni, nr));
+  for (size_t j = 0; j < ni; ++j) hs[j] = fib_->hash(b.install[j].key);
   for (size_t j = 0; j < ni; ++j) {
-    if (j + 8 < ni) hint(b.install[j + 8].key, 0);
-    if (j + 4 < ni) hint(b.install[j + 4].key, 1);
+    if (j + 8 < ni) fib_->prefetch_update(b.install[j + 8].key, hs[j + 8], 0);
+    if (j + 4 < ni) fib_->prefetch_update(b.install[j + 4].key, hs[j + 4], 1);
     const FibEntry& e = b.install[j];
     uint32_t t = 0;
-    const Status st = install(e, &t);
+    const Status st = install(e, hs[j], &t);
     if (!st.ok()) ++c_.fib_errors;
     ++c_.fib_installs;
     a.install_code.push_back(st.code());
     a.teid_ul.push_back(t);
   }
+  for (size_t j = 0; j < nr; ++j) hs[j] = fib_->hash(b.remove[j]);
   for (size_t j = 0; j < nr; ++j) {
-    if (j + 8 < nr) hint(b.remove[j + 8], 0);
-    if (j + 4 < nr) hint(b.remove[j + 4], 1);
-    const Status st = remove(b.remove[j]);
+    if (j + 8 < nr) fib_->prefetch_update(b.remove[j + 8], hs[j + 8], 0);
+    if (j + 4 < nr) fib_->prefetch_update(b.remove[j + 4], hs[j + 4], 1);
+    const Status st = remove(b.remove[j], hs[j]);
     if (!st.ok()) ++c_.fib_errors;
     ++c_.fib_removes;
     a.remove_code.push_back(st.code());
@@ -152,12 +153,13 @@ FibAckMsg NodeState::apply_fib(const FibBatch& b) {
     keep.reserve(b.install.size());
     for (const FibEntry& e : b.install) keep.insert(e.key);
     const unsigned log2p = spec_.log2_partitions();
-    std::vector<FlowKey> stale;
+    std::vector<std::pair<FlowKey, uint64_t>> stale;
     fib_->for_each([&](const FlowKey& k, uint32_t) {
-      if (in[partition_of(fib_->hash(k), log2p)] && !keep.count(k)) stale.push_back(k);
+      const uint64_t h = fib_->hash(k);
+      if (in[partition_of(h, log2p)] && !keep.count(k)) stale.push_back({k, h});
     });
-    for (const FlowKey& k : stale) {
-      if (!remove(k).ok()) ++c_.fib_errors;
+    for (const auto& [k, h] : stale) {
+      if (!remove(k, h).ok()) ++c_.fib_errors;
       ++c_.fib_reconciled;
     }
   }
@@ -377,7 +379,7 @@ Status NodeState::on_snapshot(const SnapshotOut& s) {
   }
   for (const FibEntry& e : s.fib) {
     uint32_t t;
-    if (!install(e, &t).ok()) ++c_.fib_errors;
+    if (!install(e, fib_->hash(e.key), &t).ok()) ++c_.fib_errors;
   }
   ++c_.snapshots_loaded;
   p.state = kSynced;

@@ -174,8 +174,9 @@ class NodeState {
     uint32_t count = 0;
   };
   NodeState() = default;
-  Status install(const FibEntry& e, uint32_t* teid_ul);
-  Status remove(const FlowKey& k);
+  // h == fib_->hash(key): callers hash each key once.
+  Status install(const FibEntry& e, uint64_t h, uint32_t* teid_ul);
+  Status remove(const FlowKey& k, uint64_t h);
   DeltaResult apply_in_order(Part& p, const StreamDeltaView& d);
   void need_snapshot(Part& p, const StreamDeltaView* keep);
   void mark_changed(Part& p);
