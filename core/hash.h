@@ -17,7 +17,10 @@
 // reduce(x, m) = (x * m) >> 64 (Lemire's multiply-shift range reduction):
 // uniform on [0, m) for any m, no division, no power-of-two sizes. It uses
 // the HIGH bits of x, so callers that need two indices take them from two
-// remixes, not from the high and low halves of one value.
+// remixes, not from the high and low halves of one value. (Disjoint slices
+// of one remix ARE independent when no reduce() reads the second slice's
+// bits: SetSep takes its 8-bit bucket from the low byte of its block remix
+// and G1/G2 from the two halves of one remix, gpt/setsep.h.)
 //
 // WHY XXH3 (measured with `sb-bench hash`, numbers in core/README.md)
 //
@@ -89,10 +92,10 @@ inline uint32_t partition_of(uint64_t h, unsigned log2p) {
 // The salts of the hash plan. One per consumer; add new ones at the end,
 // never reuse one (values are arbitrary odd 64-bit constants).
 namespace salt {
-inline constexpr uint64_t kGptBucket = 0x8a5cd789635d2dffULL;    // SetSep bucket in block
-inline constexpr uint64_t kGptBlock = 0x121fd2155c472f97ULL;     // SetSep block in partition
-inline constexpr uint64_t kGptG1 = 0x9e6c63d0676a9a99ULL;        // SetSep G1(x)
-inline constexpr uint64_t kGptG2 = 0xe75f0e2cea8c43b3ULL;        // SetSep G2(x)
+inline constexpr uint64_t kGptBucket = 0x8a5cd789635d2dffULL;    // reserved (SetSep format 1's bucket)
+inline constexpr uint64_t kGptBlock = 0x121fd2155c472f97ULL;     // SetSep block (high bits), bucket (low 8)
+inline constexpr uint64_t kGptG1 = 0x9e6c63d0676a9a99ULL;        // SetSep G1(x) (high 32), G2(x) (low 32)
+inline constexpr uint64_t kGptG2 = 0xe75f0e2cea8c43b3ULL;        // reserved (SetSep format 1's G2)
 inline constexpr uint64_t kLudoShard = 0x5851f42d4c957f2dULL;    // Ludo shard in partition
 inline constexpr uint64_t kLudoBucket1 = 0x2545f4914f6cdd1dULL;  // Ludo cuckoo bucket 1
 inline constexpr uint64_t kLudoBucket2 = 0x14057b7ef767814fULL;  // Ludo cuckoo bucket 2

@@ -7,7 +7,7 @@
 //
 //   offset size field
 //   0      1    backend         Backend (1 = SetSep, 2 = Ludo)
-//   1      1    format_version  of the payload, per backend (SetSep: 1)
+//   1      1    format_version  of the payload, per backend (SetSep: 2)
 //   2      1    kind            backend-specific payload kind
 //   3      1    flags           0 (reserved, must be 0)
 //   4      4    partition       ARCHITECTURE.md "Partitions": top log2(P) bits of h

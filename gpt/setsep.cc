@@ -28,12 +28,9 @@ static_assert(sizeof(CandidateTable) == kBucketsPerBlock * kCandidates + kGroups
               "candidate table: 1 KiB of candidates + 2 KiB of members");
 
 struct SaltTables {
-  uint64_t g1[256], g2[256];
+  uint64_t g[256];
   SaltTables() {
-    for (unsigned s = 0; s < 256; ++s) {
-      g1[s] = salt::kGptG1 ^ seed_salt(s);
-      g2[s] = salt::kGptG2 ^ seed_salt(s);
-    }
+    for (unsigned s = 0; s < 256; ++s) g[s] = salt::kGptG1 ^ seed_salt(s);
   }
 };
 const SaltTables& salts() {
@@ -104,8 +101,7 @@ const CandidateTable& candidate_table() {
   return t;
 }
 
-uint64_t g1_salt(unsigned seed) { return salts().g1[seed & 255]; }
-uint64_t g2_salt(unsigned seed) { return salts().g2[seed & 255]; }
+uint64_t g_salt(unsigned seed) { return salts().g[seed & 255]; }
 
 Status SetSepConfig::validate() const {
   if (value_bits < 1 || value_bits > 8)
@@ -220,7 +216,9 @@ __attribute__((always_inline)) inline uint64_t read64_at(const uint64_t* w, uint
   const uint64_t* p = w + (bitpos >> 6);
   const unsigned o = unsigned(bitpos & 63);
   const uint64_t lo = seq_load(p), hi = seq_load(p + 1);
-  return o ? (lo >> o) | (hi << (64 - o)) : lo;
+  // Branch-free (o = 0 is common: a data-dependent branch on it mispredicts):
+  // (hi << 1) << (63 - o) is hi << (64 - o) for o > 0 and 0 for o = 0.
+  return (lo >> o) | ((hi << 1) << (63 - o));
 }
 
 }  // namespace
@@ -231,9 +229,8 @@ uint8_t SetSep::eval(const FlowKey& key, uint64_t h, uint32_t seed, uint64_t blk
                      unsigned g) const {
   const uint64_t pos = record_pos(blk, g);
   const uint64_t* w = groups_.data();
-  const SaltTables& st = salts();
-  const uint32_t g1 = uint32_t(remix(h, st.g1[seed & 255]) >> 32);
-  const uint32_t g2 = uint32_t(remix(h, st.g2[seed & 255]) >> 32);
+  const uint64_t gx = g_word(h, salts().g[seed & 255]);
+  const uint32_t g1 = uint32_t(gx >> 32), g2 = uint32_t(gx);
   uint32_t v = 0;
   for (unsigned j = 0; j < l_; ++j) {
     const uint32_t idx = uint32_t(read64_at(w, pos + j * x_)) & xmask_;
@@ -271,6 +268,12 @@ inline void load_record168(const uint64_t* w, uint64_t pos, uint64_t* idx_lo, ui
     *idx_lo = seq_load(r);
     *idx_hi = seq_load(r + 1);
     *arr = seq_load(r + 2);
+  } else if constexpr (L <= 2) {
+    // The whole record (24 L <= 48 bits) in one 64-bit window.
+    const uint64_t r = read64_at(w, pos);
+    *idx_lo = r;
+    *idx_hi = 0;
+    *arr = r >> (16 * L);
   } else {
     *idx_lo = read64_at(w, pos);
     *idx_hi = L > 4 ? read64_at(w, pos + 64) : 0;
@@ -316,9 +319,8 @@ inline uint8_t SetSep::eval168(const FlowKey& key, uint64_t h, uint32_t seed, ui
     fallback_.find(key, h, &fv);
     return fv;
   }
-  const SaltTables& st = salts();
-  const uint32_t g1 = uint32_t(remix(h, st.g1[seed & 255]) >> 32);
-  const uint32_t g2 = uint32_t(remix(h, st.g2[seed & 255]) >> 32);
+  const uint64_t gx = g_word(h, salts().g[seed & 255]);
+  const uint32_t g1 = uint32_t(gx >> 32), g2 = uint32_t(gx);
   return eval_bits168<L>(idx_lo, idx_hi, arr, g1, g2);
 }
 
@@ -448,16 +450,15 @@ uint32_t SetSep::bulk_generic(const FlowKey* keys, const uint64_t* hashes, size_
     } else {                                                                      \
       h = hs[i];                                                              \
     }                                                                             \
-    const uint64_t b = block_of(h);                                               \
+    const uint64_t x = place_word(h);                                             \
+    const uint64_t b = block_of_word(h, x);                                       \
     blk[i] = b;                                                                   \
+    bkt[i] = uint8_t(bucket_of_word(x));                                          \
     prefetch_r(ch + b * 8);                                                       \
     prefetch_r(meta + b);                                                         \
   }                                                                               \
-  for (size_t i = 0; i < n; ++i) {                                                \
-    const unsigned c = bucket_of(hs[i]);                                      \
-    bkt[i] = uint8_t(c);                                                          \
+  for (size_t i = 0; i < n; ++i)                                                  \
     ver[i] = __atomic_load_n(meta + blk[i], __ATOMIC_ACQUIRE);                    \
-  }                                                                               \
   for (size_t i = 0; i < n; ++i) {                                                \
     const uint64_t b = blk[i];                                                    \
     const unsigned c = bkt[i];                                                    \
@@ -469,8 +470,9 @@ uint32_t SetSep::bulk_generic(const FlowKey* keys, const uint64_t* hashes, size_
     prefetch_r(gw + ((p + W - 1) >> 6));                                          \
   }                                                                               \
   for (size_t i = 0; i < n; ++i) {                                                \
-    g1v[i] = uint32_t(remix(hs[i], st.g1[ver[i] >> 24]) >> 32);               \
-    g2v[i] = uint32_t(remix(hs[i], st.g2[ver[i] >> 24]) >> 32);               \
+    const uint64_t gx = g_word(hs[i], st.g[ver[i] >> 24]);                        \
+    g1v[i] = uint32_t(gx >> 32);                                                  \
+    g2v[i] = uint32_t(gx);                                                        \
   }                                                                               \
   for (size_t i = 0; i < n; ++i) {                                                \
     uint64_t idx_lo, idx_hi, arr;                                                 \
@@ -582,7 +584,7 @@ void SetSep::put_record(uint64_t blk, unsigned g, const uint64_t* src, uint64_t 
 
 // ---- deltas -----------------------------------------------------------------
 //
-// SetSep payloads (format version 1; kinds below), little-endian:
+// SetSep payloads (format version 2; kinds below), little-endian:
 //   kind 1, group delta: u8 seed, u8 group, record (ceil(W/8) bytes, bit 0
 //           of the record = bit 0 of byte 0), u16 n, n x {key 16, h 8, value 1}
 //           (n > 0 only when the record is a fallback record)

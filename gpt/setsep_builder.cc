@@ -162,10 +162,11 @@ Status SetSepBuilder::solve_block(const BlockKeys& bk, uint64_t blk, unsigned fi
     const bool last = a + 1 == attempts;
     Rng rng(block_rng_seed(cfg_.seed, blk, seed));
     greedy_assign(sizes, cfg_.greedy_runs, rng, img->choice, s->best_choice);
-    const uint64_t s1 = g1_salt(seed), s2 = g2_salt(seed);
+    const uint64_t gs = g_salt(seed);
     for (size_t k = 0; k < nk; ++k) {
-      s->g1[k] = uint32_t(remix(bk.h[k], s1) >> 32);
-      s->g2[k] = uint32_t(remix(bk.h[k], s2) >> 32);
+      const uint64_t gx = SetSep::g_word(bk.h[k], gs);
+      s->g1[k] = uint32_t(gx >> 32);
+      s->g2[k] = uint32_t(gx);
     }
     std::fill(img->rec.begin(), img->rec.end(), 0);
     img->fb.clear();
@@ -497,11 +498,12 @@ Status SetSepBuilder::recompute_group(uint64_t blk, unsigned bucket, DeltaList* 
     prefetch_r(&bk.h[s.members[i]]);
     prefetch_r(&bk.v[s.members[i]]);
   }
-  const uint64_t s1 = g1_salt(seed), s2 = g2_salt(seed);
+  const uint64_t gs = g_salt(seed);
   for (unsigned i = 0; i < n; ++i) {
     const uint32_t k = s.members[i];
-    s.gg1[i] = uint32_t(remix(bk.h[k], s1) >> 32);
-    s.gg2[i] = uint32_t(remix(bk.h[k], s2) >> 32);
+    const uint64_t gx = SetSep::g_word(bk.h[k], gs);
+    s.gg1[i] = uint32_t(gx >> 32);
+    s.gg2[i] = uint32_t(gx);
     s.gv[i] = bk.v[k];
   }
   GroupSolution sol;
