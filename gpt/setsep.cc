@@ -208,21 +208,6 @@ uint64_t SetSep::fallback_groups() const {
   return n;
 }
 
-namespace {
-
-// 64 bits starting at bit `bitpos` (two relaxed word loads; the structure
-// keeps a guard word so the second load stays in bounds).
-__attribute__((always_inline)) inline uint64_t read64_at(const uint64_t* w, uint64_t bitpos) {
-  const uint64_t* p = w + (bitpos >> 6);
-  const unsigned o = unsigned(bitpos & 63);
-  const uint64_t lo = seq_load(p), hi = seq_load(p + 1);
-  // Branch-free (o = 0 is common: a data-dependent branch on it mispredicts):
-  // (hi << 1) << (63 - o) is hi << (64 - o) for o > 0 and 0 for o = 0.
-  return (lo >> o) | ((hi << 1) << (63 - o));
-}
-
-}  // namespace
-
 // LookupSingleKey of Algorithm 1: evaluate the group's l hash functions.
 // Generic layout: any x, m, l.
 uint8_t SetSep::eval(const FlowKey& key, uint64_t h, uint32_t seed, uint64_t blk,
@@ -233,13 +218,13 @@ uint8_t SetSep::eval(const FlowKey& key, uint64_t h, uint32_t seed, uint64_t blk
   const uint32_t g1 = uint32_t(gx >> 32), g2 = uint32_t(gx);
   uint32_t v = 0;
   for (unsigned j = 0; j < l_; ++j) {
-    const uint32_t idx = uint32_t(read64_at(w, pos + j * x_)) & xmask_;
+    const uint32_t idx = uint32_t(read_window(w, pos + j * x_, x_)) & xmask_;
     if (j == 0 && idx == marker_) {
       uint8_t fv = 0;
       fallback_.find(key, h, &fv);  // absent: arbitrary answer (0)
       return fv;
     }
-    const uint32_t arr = uint32_t(read64_at(w, pos + l_ * x_ + j * m_)) & mmask_;
+    const uint32_t arr = uint32_t(read_window(w, pos + l_ * x_ + j * m_, m_)) & mmask_;
     const uint32_t slot = (g1 + idx * g2) >> shift_;
     v |= ((arr >> slot) & 1u) << j;
   }
@@ -251,9 +236,10 @@ uint8_t SetSep::eval(const FlowKey& key, uint64_t h, uint32_t seed, uint64_t blk
 // A 16+8 record of l bits is [l x 16-bit idx][l x 8-bit arr], 3l bytes at a
 // byte-aligned bit position. With l = 8 it is exactly 3 aligned words (24
 // bytes; block k's record g starts at word 24k + 3g), so the loads below read
-// those 3 words and nothing else: a read64_at() of the array word would also
-// load the word after the record, which for g = 7 mod 8 is the first word of
-// the next cache line, a line the lookup never prefetched.
+// those 3 words and nothing else. Other l read windows (read_window,
+// core/bit_array.h) that load the words of a field's first and last bit,
+// never the word after the record (for g = 7 mod 8 at l = 8 that would be
+// the first word of the next cache line, a line the lookup never prefetched).
 // Cache lines of an l = 8 lookup (16M keys: choices 1 MiB, records 24 MiB,
 // meta 64 KiB): the block's choice line, the record (1 line, or 2 for the
 // records g = 2, 5 mod 8 that straddle a line boundary: 1.25 on average),
@@ -270,14 +256,14 @@ inline void load_record168(const uint64_t* w, uint64_t pos, uint64_t* idx_lo, ui
     *arr = seq_load(r + 2);
   } else if constexpr (L <= 2) {
     // The whole record (24 L <= 48 bits) in one 64-bit window.
-    const uint64_t r = read64_at(w, pos);
+    const uint64_t r = read_window(w, pos, 24 * L);
     *idx_lo = r;
     *idx_hi = 0;
     *arr = r >> (16 * L);
   } else {
-    *idx_lo = read64_at(w, pos);
-    *idx_hi = L > 4 ? read64_at(w, pos + 64) : 0;
-    *arr = read64_at(w, pos + 16 * L);
+    *idx_lo = read_window(w, pos, L >= 4 ? 64 : 16 * L);
+    *idx_hi = L > 4 ? read_window(w, pos + 64, 16 * (L - 4)) : 0;
+    *arr = read_window(w, pos + 16 * L, 8 * L);
   }
 }
 
