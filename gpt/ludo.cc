@@ -267,19 +267,6 @@ uint32_t LudoTable::lookup_bulk(const FlowKey* keys, const uint64_t* hashes, siz
                     : lookup_bulk_impl<false, false>(keys, hashes, n, out);
 }
 
-namespace {
-// The W-bit bucket at bit pos, branch-free: the word of its first bit and the
-// word of its last bit (the same word unless the bucket straddles two; then
-// the second load supplies the high part, otherwise the mask drops what it
-// adds). Reading the word of the last bit rather than wi + 1 touches no line
-// the bucket does not occupy. The caller masks to W bits.
-inline uint64_t bucket_bits(const uint64_t* w, uint64_t pos, unsigned W) {
-  const uint64_t wi = pos >> 6, wj = (pos + W - 1) >> 6;
-  const unsigned off = unsigned(pos & 63);
-  return (seq_load(w + wi) >> off) | ((seq_load(w + wj) << 1) << (63 - off));
-}
-}  // namespace
-
 // Algorithm 1 over a batch, in phases so the loads of different keys
 // overlap: (1) hash-derived positions, prefetch A and B (and, kBoth, both
 // candidate buckets); (2) the bit, prefetch the chosen bucket; (3) the
@@ -366,7 +353,7 @@ uint32_t LudoTable::lookup_bulk_impl(const FlowKey* keys, const uint64_t* hashes
     const SeqVersion& vb = stripes_.at(stripe_b(q.g, q.bucket));
     const uint32_t sb = vb.read_begin();
     const unsigned W = s->W;
-    const uint64_t w = bucket_bits(s->pk, q.bucket * W, W);
+    const uint64_t w = read_window(s->pk, q.bucket * W, W);
     unsigned seed = unsigned(w & 31);
     if (seed == kLudoOverflowMark) [[unlikely]] seed = s->overflow_seed(q.bucket);
     const unsigned slot = ludo_slot(ludo_slot_word(hashes[i]), seed);
