@@ -96,8 +96,15 @@ void CuckooFibT<L>::lookup_impl(const FlowKey* keys, const uint64_t* hashes_in, 
       const uint32_t s1 = ver_begin(b1[i]), s2 = ver_begin(b2[i]);
       const uint64_t lo = keys[i].lo(), hi = keys[i].hi();
       const unsigned m1 = match(b1[i], lo, hi), m2 = match(b2[i], lo, hi);
-      uint32_t r = kFibMiss;
-      if ((m1 | m2) != 0) r = load_value(m1 ? b1[i] : b2[i], unsigned(__builtin_ctz(m1 ? m1 : m2)));
+      // Branch-free: which bucket holds a key is a coin flip per key, and
+      // a branch on it mispredicted on a large share of the hits (in cache:
+      // hits ran at 0.77x the speed of misses). A miss reads the last slot
+      // of b2 (same line) and is masked to kFibMiss.
+      const uint32_t in2 = 0u - uint32_t(m1 == 0);  // all ones: not in b1
+      const uint64_t b = b1[i] ^ ((b1[i] ^ b2[i]) & uint64_t(int64_t(int32_t(in2))));
+      const unsigned mm = m1 | (m2 & in2);
+      const uint32_t v = load_value(b, unsigned(__builtin_ctz(mm | (1u << (kSlots - 1)))));
+      uint32_t r = v | (0u - uint32_t(mm == 0));
       if (((s1 | s2) & 1u) != 0 || ver_retry(b1[i], s1) || ver_retry(b2[i], s2)) [[unlikely]] {
         count_retry();
         r = lookup_one(keys[i], hashes[i]);
