@@ -116,18 +116,27 @@ void Worker::downstream(Role in, rte_mbuf** pkts, uint16_t n) {
     } else {
       for (uint16_t i = 0; i < m; ++i) node[i] = rib::lookup_node(spec_.members, h[i]);
     }
-    uint16_t k = 0;
+    // Partition without a branch on "is it mine" (a coin flip per packet:
+    // 1 in N is local): locals are compacted in place (k <= i, so the
+    // copies never clobber an entry not yet read), remotes listed apart.
+    uint16_t k = 0, nr = 0;
+    rte_mbuf* rm[kBurst];
+    uint32_t rn[kBurst];
     for (uint16_t i = 0; i < m; ++i) {
-      if (node[i] == spec_.self) {
-        p[k] = p[i];
-        keys[k] = keys[i];
-        h[k] = h[i];
-        ++k;
-      } else if (live(node[i])) {
-        forward_plain(p[i].m, node[i]);
-      } else {
-        drop(p[i].m, Drop::k_gpt_invalid_node);
-      }
+      const bool here = node[i] == spec_.self;
+      rm[nr] = p[i].m;
+      rn[nr] = node[i];
+      p[k] = p[i];
+      keys[k] = keys[i];
+      h[k] = h[i];
+      k = uint16_t(k + here);
+      nr = uint16_t(nr + !here);
+    }
+    for (uint16_t j = 0; j < nr; ++j) {
+      if (live(rn[j])) [[likely]]
+        forward_plain(rm[j], rn[j]);
+      else
+        drop(rm[j], Drop::k_gpt_invalid_node);
     }
     bump(c_->local_hits, k);
     m = k;
