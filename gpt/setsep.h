@@ -31,7 +31,6 @@
 // finalizers is 8% of a lookup's CPU time (gpt/README.md "Lookup kernel").
 // The rule of core/hash.h (two indices from two remixes) is about two
 // reduce()s of one value, which would share their high bits: not the case.
-
 // s_b is the block's seed (0 unless the block had to be retried); it is
 // stored in the structure and carried by every delta of the block, so all
 // nodes compute the same thing. The global block id is p * B + b and the
