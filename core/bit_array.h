@@ -35,7 +35,7 @@ inline void store_relaxed(uint64_t* p, uint64_t v) { __atomic_store_n(p, v, __AT
 
 inline uint64_t low_mask(unsigned w) { return w >= 64 ? ~0ULL : (1ULL << w) - 1; }
 
-// The nb (1..64) bits at bit position pos in the low bits of the result;
+// The nb bits (REQUIRES 1 <= nb <= 64) at bit position pos in the low bits of the result;
 // the bits above nb are garbage (callers mask or shift them away).
 // Branch-free: whether a value straddles two words depends on its position,
 // a data-dependent branch that mispredicts at random (SetSep's record reads
@@ -51,7 +51,7 @@ inline uint64_t read_window(const uint64_t* words, uint64_t pos, unsigned nb) {
   return (lo >> off) | ((hi << 1) << (63 - off));
 }
 
-// Reads w bits at bit position pos from words.
+// Reads w bits (1..64) at bit position pos from words.
 inline uint64_t read_bits(const uint64_t* words, uint64_t pos, unsigned w) {
   return read_window(words, pos, w) & low_mask(w);
 }
