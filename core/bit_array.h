@@ -2,8 +2,9 @@
 //
 // Layout: value i occupies bits [i*w, i*w + w) of a little-endian stream of
 // 64-bit words; a value may straddle two words. get() reads the words of its
-// first and last bit without a branch (read_window). One guard word past the
-// end is kept (callers such as SetSep read whole 64-bit windows).
+// first and last bit without a branch (read_window), never a word past the
+// value. One guard word past the end is still allocated (space formula
+// below); no read needs it.
 //
 // Space: ceil(n*w / 64) + 1 words.
 //

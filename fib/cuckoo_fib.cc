@@ -100,9 +100,9 @@ void CuckooFibT<L>::lookup_impl(const FlowKey* keys, const uint64_t* hashes_in, 
       // a branch on it mispredicted on a large share of the hits (in cache:
       // hits ran at 0.77x the speed of misses). A miss reads the last slot
       // of b2 (same line) and is masked to kFibMiss.
-      const uint32_t in2 = 0u - uint32_t(m1 == 0);  // all ones: not in b1
-      const uint64_t b = b1[i] ^ ((b1[i] ^ b2[i]) & uint64_t(int64_t(int32_t(in2))));
-      const unsigned mm = m1 | (m2 & in2);
+      const uint64_t not1 = uint64_t(0) - uint64_t(m1 == 0);  // all ones: not in b1
+      const uint64_t b = b1[i] ^ ((b1[i] ^ b2[i]) & not1);
+      const unsigned mm = m1 | (m2 & unsigned(not1));
       const uint32_t v = load_value(b, unsigned(__builtin_ctz(mm | (1u << (kSlots - 1)))));
       uint32_t r = v | (0u - uint32_t(mm == 0));
       if (((s1 | s2) & 1u) != 0 || ver_retry(b1[i], s1) || ver_retry(b2[i], s2)) [[unlikely]] {

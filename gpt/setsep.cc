@@ -214,8 +214,8 @@ uint8_t SetSep::eval(const FlowKey& key, uint64_t h, uint32_t seed, uint64_t blk
                      unsigned g) const {
   const uint64_t pos = record_pos(blk, g);
   const uint64_t* w = groups_.data();
-  const uint64_t gx = g_word(h, salts().g[seed & 255]);
-  const uint32_t g1 = uint32_t(gx >> 32), g2 = uint32_t(gx);
+  uint32_t g1, g2;
+  g_pair(h, salts().g[seed & 255], &g1, &g2);
   uint32_t v = 0;
   for (unsigned j = 0; j < l_; ++j) {
     const uint32_t idx = uint32_t(read_window(w, pos + j * x_, x_)) & xmask_;
@@ -305,8 +305,8 @@ inline uint8_t SetSep::eval168(const FlowKey& key, uint64_t h, uint32_t seed, ui
     fallback_.find(key, h, &fv);
     return fv;
   }
-  const uint64_t gx = g_word(h, salts().g[seed & 255]);
-  const uint32_t g1 = uint32_t(gx >> 32), g2 = uint32_t(gx);
+  uint32_t g1, g2;
+  g_pair(h, salts().g[seed & 255], &g1, &g2);
   return eval_bits168<L>(idx_lo, idx_hi, arr, g1, g2);
 }
 
@@ -395,15 +395,15 @@ uint32_t SetSep::bulk_generic(const FlowKey* keys, const uint64_t* hashes, size_
 // whole batch, ordered so that the work before each prefetch is as small as
 // possible and the independent work sits between a prefetch and the load
 // that needs it (a pass per stage lets the out-of-order core run ahead):
-//   1  block of each key -> prefetch the block's choice line (the line
-//      depends on the block only, not on the bucket) and its meta word
-//   1b bucket of each key (remix) and the block's meta word (seqlock
-//      version + seed; 64 KiB at 16M keys, cache resident; 256 KiB at 64M,
-//      which the lookup traffic pushes out of L2: the prefetch in pass 1
-//      gained 6% there (median of 3 alternating runs, 41.5 -> 44.2 Mops),
-//      a tie at 16M): covers the choice-line misses
+//   1  block and bucket of each key (one remix) -> prefetch the block's
+//      choice line (the line depends on the block only, not on the
+//      bucket) and its meta word
+//   1b the block's meta word (seqlock version + seed; 64 KiB at 16M keys,
+//      cache resident; 256 KiB at 64M, which the lookup traffic pushes out
+//      of L2: the prefetch in pass 1 gained 6% there (median of 3
+//      alternating runs, 41.5 -> 44.2 Mops), a tie at 16M)
 //   2  choice -> group -> prefetch the record (both lines if it straddles)
-//   2b G1, G2 of each key (two remixes; need the seed): covers the record
+//   2b G1, G2 of each key (one remix; needs the seed): covers the record
 //      misses
 //   3  load the record, evaluate all l bits in one pass (§6.1.1)
 //   4  seqlock validation; keys whose block moved are redone one by one.
@@ -455,11 +455,7 @@ uint32_t SetSep::bulk_generic(const FlowKey* keys, const uint64_t* hashes, size_
     prefetch_r(gw + (p >> 6));                                                    \
     prefetch_r(gw + ((p + W - 1) >> 6));                                          \
   }                                                                               \
-  for (size_t i = 0; i < n; ++i) {                                                \
-    const uint64_t gx = g_word(hs[i], st.g[ver[i] >> 24]);                        \
-    g1v[i] = uint32_t(gx >> 32);                                                  \
-    g2v[i] = uint32_t(gx);                                                        \
-  }                                                                               \
+  for (size_t i = 0; i < n; ++i) g_pair(hs[i], st.g[ver[i] >> 24], &g1v[i], &g2v[i]); \
   for (size_t i = 0; i < n; ++i) {                                                \
     uint64_t idx_lo, idx_hi, arr;                                                 \
     load_record168<L>(gw, pos[i], &idx_lo, &idx_hi, &arr);                        \

@@ -279,8 +279,13 @@ class SetSep final : public GptTable {
   static unsigned bucket_of_word(uint64_t x) { return unsigned(x & 0xff); }
   uint64_t block_of(uint64_t h) const { return block_of_word(h, place_word(h)); }
   static unsigned bucket_of(uint64_t h) { return bucket_of_word(place_word(h)); }
-  // G1 (high half) and G2 (low half) of one remix under the block seed's salt.
-  static uint64_t g_word(uint64_t h, uint64_t g_salt) { return remix(h, g_salt); }
+  // G1 (high half) and G2 (low half) of one remix under the block seed's
+  // salt g_salt(s_b): the one place that splits it (hash plan above).
+  static void g_pair(uint64_t h, uint64_t g_salt, uint32_t* g1, uint32_t* g2) {
+    const uint64_t z = remix(h, g_salt);
+    *g1 = uint32_t(z >> 32);
+    *g2 = uint32_t(z);
+  }
   uint8_t block_seed(uint64_t blk) const { return uint8_t(meta_load(blk) >> 24); }
   bool group_is_fallback(uint64_t blk, unsigned g) const;
   // Prefetches everything a lookup of h touches (choice line, meta word,

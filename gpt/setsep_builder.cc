@@ -164,9 +164,7 @@ Status SetSepBuilder::solve_block(const BlockKeys& bk, uint64_t blk, unsigned fi
     greedy_assign(sizes, cfg_.greedy_runs, rng, img->choice, s->best_choice);
     const uint64_t gs = g_salt(seed);
     for (size_t k = 0; k < nk; ++k) {
-      const uint64_t gx = SetSep::g_word(bk.h[k], gs);
-      s->g1[k] = uint32_t(gx >> 32);
-      s->g2[k] = uint32_t(gx);
+      SetSep::g_pair(bk.h[k], gs, &s->g1[k], &s->g2[k]);
     }
     std::fill(img->rec.begin(), img->rec.end(), 0);
     img->fb.clear();
@@ -501,9 +499,7 @@ Status SetSepBuilder::recompute_group(uint64_t blk, unsigned bucket, DeltaList* 
   const uint64_t gs = g_salt(seed);
   for (unsigned i = 0; i < n; ++i) {
     const uint32_t k = s.members[i];
-    const uint64_t gx = SetSep::g_word(bk.h[k], gs);
-    s.gg1[i] = uint32_t(gx >> 32);
-    s.gg2[i] = uint32_t(gx);
+    SetSep::g_pair(bk.h[k], gs, &s.gg1[i], &s.gg2[i]);
     s.gv[i] = bk.v[k];
   }
   GroupSolution sol;
