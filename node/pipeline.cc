@@ -40,14 +40,19 @@ Worker::Worker(const PipelineSpec& spec, const PipelineTables& tables, unsigned 
 void Worker::process(Role r, rte_mbuf** pkts, uint16_t n) {
   live_mask_ = t_.live ? t_.live->load(std::memory_order_relaxed) & member_mask_ : member_mask_;
   // Split-phase over the burst: every mbuf header first, then (below) every
-  // packet's first data line and the headroom line the encapsulation
-  // writes, so the misses overlap instead of queuing one packet at a time.
+  // packet's first data line and, where most packets of the burst will
+  // write it, the headroom line in front of the frame (GTP-U encap, fabric
+  // shim), so the misses overlap instead of queuing one packet at a time.
+  // A ScaleBricks or hash-partition ingress sends most of its packets on
+  // unchanged (only the MACs are rewritten): there the headroom line is
+  // prefetched later, in the FIB stage, for the packets that stay.
   for (uint16_t i = 0; i < n; ++i) rte_prefetch0(pkts[i]);
+  const bool headroom = r != kExt || spec_.arch == rib::Architecture::kFullDuplication;
   uint64_t bytes = 0;
   for (uint16_t i = 0; i < n; ++i) {
     const uint8_t* d = data(pkts[i]);
     rte_prefetch0(d);
-    prefetch_w(d - kEncapHdr + 14);
+    if (headroom) prefetch_w(d - kEncapHdr + 14);
     bytes += rte_pktmbuf_pkt_len(pkts[i]);
   }
   bump(c_->rx[r], n);
@@ -151,8 +156,10 @@ void Worker::fib_stage(const Pending* p, const FlowKey* keys, const uint64_t* h,
   uint32_t idx[kBurst];
   t_.fib->lookup_bulk(keys, h, n, idx);
   fib::SessionTable& st = *t_.sessions;
-  for (uint16_t i = 0; i < n; ++i)
+  for (uint16_t i = 0; i < n; ++i) {
     if (idx[i] != fib::kFibMiss) st.prefetch_for_count(lcore_, idx[i]);
+    prefetch_w(data(p[i].m) + p[i].l3_off - kEncapHdr);  // the line encap() writes first
+  }
   for (uint16_t i = 0; i < n; ++i) {
     rte_mbuf* b = p[i].m;
     if (idx[i] == fib::kFibMiss) {
