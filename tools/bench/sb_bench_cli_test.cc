@@ -4,7 +4,9 @@
 #include <sys/wait.h>
 
 #include <catch2/catch.hpp>
+#include <cmath>
 #include <cstdio>
+#include <cstdlib>
 #include <string>
 
 #include "core/test_util.h"
@@ -19,6 +21,13 @@ using sb::test::Run;
 Run run(const std::string& args) { return sb::test::sh(std::string(SB_BENCH_BIN) + " " + args); }
 
 using sb::test::has;
+
+// The number after the first "key": in out (NaN when absent).
+double json_number(const std::string& out, const std::string& key) {
+  const size_t at = out.find("\"" + key + "\": ");
+  if (at == std::string::npos) return std::nan("");
+  return std::strtod(out.c_str() + at + key.size() + 4, nullptr);
+}
 
 }  // namespace
 
@@ -116,6 +125,24 @@ TEST_CASE("short real runs print the contract fields", "[bench][dpdk]") {
   for (const char* x : {"\"index_bits_per_key\"", "\"total_bits_per_key\"", "\"miss_lookup_mops\"",
                         "\"false_positive_rate\": 0", "\"update_kops\"", "\"correct\": true"})
     CHECK(has(f.out, x));
+  // The pipeline: both rates. With one core per node a node's time is its
+  // worker's busy time, so the two rates are one number; with two cores a
+  // node takes the time of its busier worker, which is at most the sum.
+  for (const char* cores : {"1", "2"}) {
+    const Run p = run(std::string("pipeline --arch scalebricks,full-duplication --nodes 2 --sessions 4K "
+                                  "--packets 1K --seconds 0 --json --cores-per-node ") + cores);
+    INFO(p.out);
+    REQUIRE(p.rc == 0);
+    for (const char* x : {"\"mpps_per_core\"", "\"mpps_per_node\"", "\"fabric_fraction\"",
+                          "\"correct_fraction\": 1,", "\"arch\": \"full-duplication\""})
+      CHECK(has(p.out, x));
+    const double core = json_number(p.out, "mpps_per_core"), node = json_number(p.out, "mpps_per_node");
+    CHECK(core > 0);
+    if (std::string(cores) == "1")
+      CHECK(node == Approx(core));
+    else
+      CHECK(node >= core);
+  }
   // The table form carries the same fields.
   const Run t = run("fib --impl rte_hash --keys 4K --queries 8K --updates 0 --reps 1");
   REQUIRE(t.rc == 0);
