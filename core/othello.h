@@ -332,6 +332,15 @@ class OthelloQuery {
 
   // Writer side: start the reads of the two entries of h an update will
   // rewrite (apply() does read-modify-write of packed words).
+  // Data-plane hint: starts the A/B reads of a lookup of h that follows
+  // soon. Safe while the writer applies or reloads (reads only the atomic
+  // salts and the sizes fixed at init(); a prefetch never faults).
+  void prefetch_hint(uint64_t h) const {
+    if (empty()) return;
+    const Batch b{0, salt_a_.load(std::memory_order_relaxed), salt_b_.load(std::memory_order_relaxed), shape_.m_a,
+                  shape_.m_b};
+    prefetch(pos(b, h));
+  }
   void prefetch_entries(uint64_t h) const {
     if (empty()) return;
     othello_detail::prefetch_line(a_.words() + (shape_.index_a(h) * shape_.value_bits >> 6));

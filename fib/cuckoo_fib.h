@@ -121,6 +121,12 @@ class CuckooFibT final : public Fib {
   // hashed (what rte_hash_lookup_bulk does). Same answers as lookup_bulk.
   void lookup_keys(const FlowKey* keys, size_t n, uint32_t* out) const override;
   // Stage 0: both buckets (for writing). Stage 1: nothing.
+  void prefetch_lookup(uint64_t h) const override {
+    uint64_t b1, b2;
+    buckets_of(h, &b1, &b2);
+    prefetch_r(&buckets_[b1]);
+    prefetch_r(&buckets_[b2]);
+  }
   void prefetch_update(const FlowKey& key, uint64_t h, unsigned stage) const override {
     (void)key;
     if (stage != 0) return;

@@ -87,6 +87,9 @@ class Fib {
   virtual void prefetch_update(const FlowKey& key, uint64_t h, unsigned stage) const {
     (void)key, (void)h, (void)stage;
   }
+  // Data-plane hint: a lookup_bulk() of a key with hash h follows soon;
+  // starts its first memory round. Reads only. Default: nothing.
+  virtual void prefetch_lookup(uint64_t h) const { (void)h; }
   Status insert(const FlowKey& key, uint32_t value) { return insert_hashed(key, hash(key), value); }
   Status update(const FlowKey& key, uint32_t value) { return update_hashed(key, hash(key), value); }
   Status erase(const FlowKey& key) { return erase_hashed(key, hash(key)); }

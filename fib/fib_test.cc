@@ -351,3 +351,36 @@ TEST_CASE("fib: concurrent readers with a stalled writer", "[fib][tsan]") {
     CHECK(e.fib->read_retries() > 0);
   }
 }
+
+TEST_CASE("fib: prefetch_lookup is a hint only, on an empty and a filled FIB", "[fib]") {
+  const uint64_t seed = test_seed(23);
+  INFO("seed " << seed);
+  for (Backend k : kKinds) {
+    INFO(kind_name(k));
+    Env e = make_env(k, 4096, seed);
+    // Empty: any hash, including the extremes, is safe.
+    for (uint64_t h : {uint64_t(0), ~uint64_t(0), seed}) e.fib->prefetch_lookup(h);
+    const std::vector<FlowKey> keys = make_keys(3000, seed);
+    std::vector<uint32_t> want(keys.size(), kFibMiss);
+    for (uint32_t i = 0; i < 2000; ++i) {
+      want[i] = is_othello(k) ? e.table->add({keys[i], i, 0, 5}).value() : i;
+      REQUIRE(e.fib->insert(keys[i], want[i]).ok());
+    }
+    // Hint every key, present (first 2000) and absent (last 1000), then
+    // look them up: the answers are those of a FIB that got no hint.
+    std::vector<uint64_t> h(keys.size());
+    for (size_t i = 0; i < keys.size(); ++i) {
+      h[i] = e.fib->hash(keys[i]);
+      e.fib->prefetch_lookup(h[i]);
+    }
+    std::vector<uint32_t> out(keys.size());
+    for (size_t i = 0; i < keys.size(); i += 32) {
+      const size_t n = std::min<size_t>(32, keys.size() - i);
+      e.fib->lookup_bulk(&keys[i], &h[i], n, &out[i]);
+    }
+    for (size_t i = 0; i < keys.size(); ++i) {
+      INFO("key " << i);
+      CHECK(out[i] == want[i]);
+    }
+  }
+}

@@ -112,6 +112,7 @@ class OthelloFib final : public Fib {
   // Stage 0: the control's vertex records and array words, the query
   // arrays' entries. Stage 1: both ends' first edges and the session
   // record the control's A ^ B names.
+  void prefetch_lookup(uint64_t h) const override { q_.prefetch_hint(h); }
   void prefetch_update(const FlowKey& key, uint64_t h, unsigned stage) const override;
   Status build(const FlowKey* keys, const uint32_t* values, size_t n) override;
   Status insert_hashed(const FlowKey& key, uint64_t h, uint32_t value) override;

@@ -137,6 +137,9 @@ void Worker::downstream(Role in, rte_mbuf** pkts, uint16_t n) {
       k = uint16_t(k + here);
       nr = uint16_t(nr + !here);
     }
+    // The FIB's first round for the packets that stay runs while the
+    // others are forwarded (that loop touches only lines already read).
+    for (uint16_t i = 0; i < k; ++i) t_.fib->prefetch_lookup(h[i]);
     for (uint16_t j = 0; j < nr; ++j) {
       if (live(rn[j])) [[likely]]
         forward_plain(rm[j], rn[j]);
