@@ -330,8 +330,6 @@ class OthelloQuery {
   // writes, while the versions are odd (writer-stall tests).
   void set_write_stall_hook(std::function<void()> f) { stall_ = std::move(f); }
 
-  // Writer side: start the reads of the two entries of h an update will
-  // rewrite (apply() does read-modify-write of packed words).
   // Data-plane hint: starts the A/B reads of a lookup of h that follows
   // soon. Safe while the writer applies or reloads (reads only the atomic
   // salts and the sizes fixed at init(); a prefetch never faults).
@@ -341,6 +339,8 @@ class OthelloQuery {
                   shape_.m_b};
     prefetch(pos(b, h));
   }
+  // Writer side: start the reads of the two entries of h an update will
+  // rewrite (apply() does read-modify-write of packed words).
   void prefetch_entries(uint64_t h) const {
     if (empty()) return;
     othello_detail::prefetch_line(a_.words() + (shape_.index_a(h) * shape_.value_bits >> 6));

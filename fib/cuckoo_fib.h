@@ -120,13 +120,14 @@ class CuckooFibT final : public Fib {
   // first pass, each key's bucket reads started before the next key is
   // hashed (what rte_hash_lookup_bulk does). Same answers as lookup_bulk.
   void lookup_keys(const FlowKey* keys, size_t n, uint32_t* out) const override;
-  // Stage 0: both buckets (for writing). Stage 1: nothing.
+  // Both buckets (for reading), as phase 1 of lookup_bulk does.
   void prefetch_lookup(uint64_t h) const override {
     uint64_t b1, b2;
     buckets_of(h, &b1, &b2);
     prefetch_r(&buckets_[b1]);
     prefetch_r(&buckets_[b2]);
   }
+  // Stage 0: both buckets (for writing). Stage 1: nothing.
   void prefetch_update(const FlowKey& key, uint64_t h, unsigned stage) const override {
     (void)key;
     if (stage != 0) return;

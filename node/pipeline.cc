@@ -44,8 +44,8 @@ void Worker::process(Role r, rte_mbuf** pkts, uint16_t n) {
   // write it, the headroom line in front of the frame (GTP-U encap, fabric
   // shim), so the misses overlap instead of queuing one packet at a time.
   // A ScaleBricks or hash-partition ingress sends most of its packets on
-  // unchanged (only the MACs are rewritten): there the headroom line is
-  // prefetched later, in the FIB stage, for the packets that stay.
+  // unchanged (only the MACs are rewritten): there downstream() prefetches
+  // the headroom line of the packets that stay, once it knows which.
   for (uint16_t i = 0; i < n; ++i) rte_prefetch0(pkts[i]);
   const bool headroom = r != kExt || spec_.arch == rib::Architecture::kFullDuplication;
   uint64_t bytes = 0;
@@ -137,9 +137,13 @@ void Worker::downstream(Role in, rte_mbuf** pkts, uint16_t n) {
       k = uint16_t(k + here);
       nr = uint16_t(nr + !here);
     }
-    // The FIB's first round for the packets that stay runs while the
-    // others are forwarded (that loop touches only lines already read).
-    for (uint16_t i = 0; i < k; ++i) t_.fib->prefetch_lookup(h[i]);
+    // The FIB's first round and the headroom line (not prefetched at burst
+    // start on this path) of the packets that stay run while the others
+    // are forwarded (that loop touches only lines already read).
+    for (uint16_t i = 0; i < k; ++i) {
+      t_.fib->prefetch_lookup(h[i]);
+      prefetch_w(data(p[i].m) + p[i].l3_off - kEncapHdr);  // the line encap() writes first
+    }
     for (uint16_t j = 0; j < nr; ++j) {
       if (live(rn[j])) [[likely]]
         forward_plain(rm[j], rn[j]);
@@ -159,10 +163,8 @@ void Worker::fib_stage(const Pending* p, const FlowKey* keys, const uint64_t* h,
   uint32_t idx[kBurst];
   t_.fib->lookup_bulk(keys, h, n, idx);
   fib::SessionTable& st = *t_.sessions;
-  for (uint16_t i = 0; i < n; ++i) {
+  for (uint16_t i = 0; i < n; ++i)
     if (idx[i] != fib::kFibMiss) st.prefetch_for_count(lcore_, idx[i]);
-    prefetch_w(data(p[i].m) + p[i].l3_off - kEncapHdr);  // the line encap() writes first
-  }
   for (uint16_t i = 0; i < n; ++i) {
     rte_mbuf* b = p[i].m;
     if (idx[i] == fib::kFibMiss) {
