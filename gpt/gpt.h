@@ -121,7 +121,8 @@ class GptBuilder {
   // Hint from a caller that works through a batch (the owner's group
   // commit): an update of key follows in a few operations. Stage 0 about 8
   // operations ahead starts the first lines it reads; stage 1 about 4
-  // ahead, after stage 0, the lines that depend on those. Reads only.
+  // ahead, after stage 0, the lines that depend on those; stage 2 about 2
+  // ahead, the next level. Reads only.
   virtual void prefetch_update(const FlowKey& key, unsigned stage) const { (void)key, (void)stage; }
 
   // The current value of a stored key (control-plane exact answer).

@@ -89,6 +89,29 @@ struct BfsNode {
   uint8_t slot;  // slot of the parent bucket whose key moves into `bucket`
 };
 
+// "Is this bucket already in the BFS queue?" A 512-bit filter answers "no"
+// for most buckets, so the exact scan of the queue (which grows with the
+// search) runs only on a filter hit. A path never repeats a bucket.
+class QueuedSet {
+ public:
+  void clear() { std::memset(bits_, 0, sizeof bits_); }
+  void add(uint64_t b) {
+    const unsigned x = bit(b);
+    bits_[x >> 6] |= uint64_t(1) << (x & 63);
+  }
+  bool contains(uint64_t b, const std::vector<BfsNode>& q) const {
+    const unsigned x = bit(b);
+    if (((bits_[x >> 6] >> (x & 63)) & 1u) == 0) return false;
+    for (const BfsNode& n : q)
+      if (n.bucket == b) return true;
+    return false;
+  }
+
+ private:
+  static unsigned bit(uint64_t b) { return unsigned((b * 0x9E3779B97F4A7C15ULL) >> 55); }
+  uint64_t bits_[8];
+};
+
 // Breadth-first search for a cuckoo path (§4.4.8, [40] libcuckoo; §4.5.4:
 // "by breadth-first search"). Fills chain root..free (chain[0] is one of
 // the new key's buckets, chain.back() has a free slot). False: no path
@@ -108,10 +131,14 @@ bool bfs_path(LudoBuilder::Shard& S, uint64_t h, unsigned max_nodes, std::vector
     std::reverse(chain.begin(), chain.end());
     return true;
   };
+  QueuedSet queued;
+  queued.clear();
   q.push_back({uint32_t(r0), -1, 0});
+  queued.add(r0);
   if (S.bk[r0].cnt < 4) return found(0);
   if (r1 != r0) {
     q.push_back({uint32_t(r1), -1, 0});
+    queued.add(r1);
     if (S.bk[r1].cnt < 4) return found(1);
   }
   for (size_t i = 0; i < q.size(); ++i) {
@@ -123,11 +150,9 @@ bool bfs_path(LudoBuilder::Shard& S, uint64_t h, unsigned max_nodes, std::vector
       prefetch_r(&S.bk[alt[s]]);
     }
     for (unsigned s = 0; s < 4; ++s) {
-      if (alt[s] == n.bucket) continue;
-      bool seen = false;
-      for (const BfsNode& x : q) seen |= x.bucket == alt[s];
-      if (seen) continue;
+      if (alt[s] == n.bucket || queued.contains(alt[s], q)) continue;
       q.push_back({uint32_t(alt[s]), int32_t(i), uint8_t(s)});
+      queued.add(alt[s]);
       if (S.bk[alt[s]].cnt < 4) return found(q.size() - 1);
     }
     if (q.size() >= max_nodes) return false;
@@ -136,22 +161,38 @@ bool bfs_path(LudoBuilder::Shard& S, uint64_t h, unsigned max_nodes, std::vector
 }
 
 // Brute-force slot seed (§4.4.5, Algorithm 6): the first s = 0, 1, ... such
-// that H_s is injective on the bucket's keys. -1 when none <= 255.
-int find_seed(const LudoBuilder::Shard::Bucket& B, uint64_t* tries) {
-  uint64_t x[4];
-  for (unsigned i = 0; i < B.cnt; ++i) x[i] = ludo_slot_word(B.h[i]);
-  for (unsigned s = 0; s <= kLudoMaxSeed; ++s) {
+// that H_s is injective on the bucket's keys; -1 when none is below `limit`
+// (kLudoMaxSeed + 1: the widest seed the overflow table holds; callers that
+// accept only inline seeds pass inline_seeds and stop there).
+// Each try is branch-free (all slots computed, then one test): the early
+// exit on the first collision that a loop over keys would take is a branch
+// the predictor cannot learn (a try fails ~90% of the time for a full bucket,
+// at a different key each time), and mispredictions, not the multiplies,
+// were most of the search's cost.
+int find_seed(const LudoBuilder::Shard::Bucket& B, uint64_t* tries, unsigned limit = kLudoMaxSeed + 1) {
+  const unsigned n = B.cnt;
+  if (n <= 1) {  // every seed is injective on one key: the first is s = 0
+    if (limit == 0) return -1;
     ++*tries;
+    return 0;
+  }
+  uint64_t x[4];
+  unsigned keep[4];  // lanes past cnt contribute no bit
+  for (unsigned i = 0; i < 4; ++i) {
+    x[i] = i < n ? ludo_slot_word(B.h[i]) : 0;
+    keep[i] = i < n ? ~0u : 0u;
+  }
+  for (unsigned s = 0; s < limit; ++s) {
     const uint64_t m = kLudoSlotMul[s];
     unsigned used = 0;
-    bool ok = true;
-    for (unsigned i = 0; i < B.cnt; ++i) {
-      const unsigned bit = 1u << unsigned((x[i] * m) >> 62);
-      if (used & bit) { ok = false; break; }
-      used |= bit;
+    for (unsigned i = 0; i < 4; ++i) used |= (1u << unsigned((x[i] * m) >> 62)) & keep[i];
+    // Injective on n keys <=> n distinct slot bits.
+    if (unsigned(__builtin_popcount(used)) == n) {
+      *tries += s + 1;
+      return int(s);
     }
-    if (ok) return int(s);
   }
+  *tries += limit;
   return -1;
 }
 
@@ -180,6 +221,9 @@ bool relocate_out(LudoBuilder::Shard& S, uint64_t b, unsigned inline_seeds, unsi
   using Bucket = LudoBuilder::Shard::Bucket;
   q.clear();
   q.push_back({uint32_t(b), -1, 0});
+  QueuedSet queued;
+  queued.clear();
+  queued.add(b);
   unsigned candidates = 0;
   Bucket tmp[16];
   int seeds[16];
@@ -199,11 +243,9 @@ bool relocate_out(LudoBuilder::Shard& S, uint64_t b, unsigned inline_seeds, unsi
         prefetch_r(&S.bk[alt[t]]);
       }
       for (unsigned t = 0; t < B.cnt; ++t) {
-        if (alt[t] == n.bucket) continue;
-        bool seen = false;
-        for (const BfsNode& x : q) seen |= x.bucket == alt[t];
-        if (seen) continue;
+        if (alt[t] == n.bucket || queued.contains(alt[t], q)) continue;
         q.push_back({uint32_t(alt[t]), int32_t(i - 1), uint8_t(t)});
+        queued.add(alt[t]);
         if (S.bk[alt[t]].cnt < 4) frees.push_back(uint32_t(q.size() - 1));
       }
       continue;
@@ -234,8 +276,8 @@ bool relocate_out(LudoBuilder::Shard& S, uint64_t b, unsigned inline_seeds, unsi
         ++T.cnt;
       }
       for (size_t j = 0; j <= L && ok; ++j) {
-        seeds[j] = find_seed(tmp[j], tries);
-        ok = seeds[j] >= 0 && unsigned(seeds[j]) < inline_seeds;
+        seeds[j] = find_seed(tmp[j], tries, inline_seeds);  // only an inline seed helps
+        ok = seeds[j] >= 0;
       }
       if (ok) {
         for (size_t j = L; j >= 1; --j) {
@@ -289,7 +331,17 @@ Result<std::unique_ptr<LudoBuilder>> LudoBuilder::create(const LudoConfig& cfg) 
 
 // Sets the seed of bucket b (Step 2 of §4.4.7): inline when < inline_seeds,
 // else the overflow table; no seed <= 255 marks the bucket "fallback".
+// A bucket that gained a key keeps its inline seed when that seed is still
+// injective on the new key set (an improvement on Algorithm 6, which searches
+// from s = 0 again: any injective seed is correct, the kept one is already
+// inline, and for a bucket going from 3 to 4 keys it fits 1 time in 4).
 static void settle_seed(LudoBuilder::Shard::Bucket& B, unsigned inline_seeds, uint64_t* tries) {
+  if (!B.fb && !B.ovf && B.seed < inline_seeds) {
+    unsigned used = 0;
+    for (unsigned i = 0; i < B.cnt; ++i) used |= 1u << ludo_slot(ludo_slot_word(B.h[i]), B.seed);
+    ++*tries;
+    if (unsigned(__builtin_popcount(used)) == B.cnt) return;
+  }
   const int s = find_seed(B, tries);
   B.fb = s < 0;
   B.seed = uint8_t(s < 0 ? 0 : s);
@@ -552,9 +604,32 @@ void LudoBuilder::prefetch_update(const FlowKey& key, unsigned stage) const {
   if (stage == 0) {
     S.prefetch(S.b0(h), S.b1(h));
     S.oth.prefetch(h);
-  } else {
-    S.oth.prefetch_edges(h);
+    return;
   }
+  if (stage == 1) S.oth.prefetch_edges(h);
+  // Stages 1 and 2 of an insert. Stage 0's lines have had a few updates'
+  // time to arrive. A key absent from two full candidate buckets is (nearly
+  // always) about to be inserted along a cuckoo path, and at 95% load most
+  // paths end at the first level (path_nodes_avg ~2.1):
+  //   stage 1: the alternate bucket of each of the 8 keys (the BFS's second
+  //            round of misses);
+  //   stage 2: bfs_path's choice among them (the first free one, in its
+  //            order): the moved key's Othello records (its alter) and the
+  //            keys line it is written to.
+  const uint64_t c0 = S.b0(h), c1 = S.b1(h);
+  if (S.bk[c0].cnt < 4 || S.bk[c1].cnt < 4) return;  // a free slot: no path
+  if (S.find_in(c0, key, h) >= 0 || S.find_in(c1, key, h) >= 0) return;
+  for (const uint64_t c : {c0, c1})
+    for (unsigned i = 0; i < 4; ++i) {
+      const uint64_t kh = S.bk[c].h[i], alt = S.other(kh, c);
+      if (stage == 1) {
+        prefetch_r(&S.bk[alt]);
+      } else if (alt != c && alt != c0 && alt != c1 && S.bk[alt].cnt < 4) {
+        S.oth.prefetch(kh);
+        prefetch_w(&S.keys[4 * alt]);
+        return;
+      }
+    }
 }
 
 Status LudoBuilder::insert(const FlowKey& key, uint64_t h, uint8_t value, DeltaList* out) {

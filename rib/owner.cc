@@ -729,14 +729,15 @@ void Owner::finish_group(uint64_t now_us) {
   gpt::DeltaList dl;
   std::unordered_map<uint32_t, FibBatch> cleanup;  // strays of failed ops
   bool compensated = false;
-  // GPT updates 8 and 4 ops ahead are hinted (GptBuilder::prefetch_update)
-  // so the misses of consecutive updates overlap.
+  // GPT updates 8, 4 and 2 ops ahead are hinted (GptBuilder::prefetch_update
+  // stages 0, 1, 2) so the misses of consecutive updates overlap.
   auto hint = [&](size_t j, unsigned stage) {
     if (j < ops.size() && gpt_ && ops[j].st.ok()) gpt_->prefetch_update(ops[j].now.key, stage);
   };
   for (size_t j = 0; j < ops.size(); ++j) {
     hint(j + 8, 0);
     hint(j + 4, 1);
+    hint(j + 2, 2);
     Op& g = ops[j];
     const uint32_t p = g.part;
     if (g.st.ok() && gpt_) {

@@ -213,11 +213,12 @@ int cmd_gpt(int argc, char** argv) {
       Status first_fail;
       const double tu0 = now_s();
       // The stream is a batch the owner holds (its group commit,
-      // rib/owner.cc): updates 8 and 4 places ahead are hinted
-      // (prefetch_update stages 0 and 1) so their misses overlap.
+      // rib/owner.cc): updates 8, 4 and 2 places ahead are hinted
+      // (prefetch_update stages 0, 1 and 2) so their misses overlap.
       for (size_t j = 0; j < steps.size(); ++j) {
         if (j + 8 < steps.size()) impl->prefetch_update(keys[steps[j + 8].key], 0);
         if (j + 4 < steps.size()) impl->prefetch_update(keys[steps[j + 4].key], 1);
+        if (j + 2 < steps.size()) impl->prefetch_update(keys[steps[j + 2].key], 2);
         const auto& s = steps[j];
         Status us = impl->update(s.kind, keys[s.key], s.value);
         if (!us.ok()) { if (failed++ == 0) first_fail = us; }
