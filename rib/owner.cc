@@ -441,6 +441,9 @@ void Owner::repush() {
 }
 
 Status Owner::pump(uint64_t now_us) {
+  // A log write that failed outside pump() (compensation records, a
+  // snapshot): the owner stops taking ops; the caller stops the node.
+  if (!fatal_.ok()) return fatal_;
   if (!repushed_) {
     repushed_ = true;
     repush();
@@ -829,7 +832,10 @@ void Owner::finish_group(uint64_t now_us) {
     if (lat_update_.size() < (4u << 20)) lat_update_.push_back(uint32_t(std::min<uint64_t>(lat, UINT32_MAX)));
     replies.push_back(std::move(r));
   }
-  if (compensated) (void)wal_->commit();  // best effort; replay is assignment
+  // Replay is assignment, so the compensation records only have to reach
+  // the log; a failure to write them is a failed log: fatal (pump()).
+  if (compensated)
+    if (Status c = wal_->commit(); !c.ok() && fatal_.ok()) fatal_ = c;
   stats_.deltas += deltas.size();
   if (!deltas.empty()) io_->publish(std::move(deltas));
   for (auto& [n, b] : cleanup) {
@@ -861,11 +867,15 @@ void Owner::finish_group(uint64_t now_us) {
   stats_.us_finish += mono_us() - t_fin;
   // Every committed record must be in recs_: only with nothing in flight.
   if (flight_.empty() && snapshot_due()) {
-    (void)wal_->snapshot([&](const std::function<void(const WalRecord&)>& emit) {
+    Status sn = wal_->snapshot([&](const std::function<void(const WalRecord&)>& emit) {
       for (const auto& m : recs_)
         m.for_each([&](const FlowKey& k, const SessionRec& r) {
           emit(WalRecord{WalRecord::kPut, k, r.node, r.teid_dl, r.enb_ip, r.bearer, 0});
         });
+    // The log stays whole (the new segment is opened first, the old files
+    // are removed only after the snapshot is durable), but a log that cannot
+    // rotate will not take commits for long: fatal (pump()).
+    if (!sn.ok() && fatal_.ok()) fatal_ = sn;
     });
   }
 }

@@ -133,7 +133,9 @@ class Owner {
   void submit(ClientOp&& op);
   // Starts the next group when none is in flight; fails timed-out FIB acks;
   // re-pushes FIB entries after a restart (first call). Call after every
-  // batch of incoming messages and periodically.
+  // batch of incoming messages and periodically. kIo: the write-ahead log
+  // failed (here or since the last call, e.g. a snapshot): the node must
+  // stop; every later call returns the same error.
   Status pump(uint64_t now_us);
   void on_fib_ack(const FibAckMsg& ack, uint64_t now_us);
   // A node's applied position for one partition (its applied-report).
@@ -270,6 +272,7 @@ class Owner {
   uint64_t next_group_ = 1;
   uint64_t next_batch_ = 1;
   bool repushed_ = false;
+  Status fatal_;  // a log failure outside pump(): returned by every pump()
   std::unordered_set<uint64_t> repush_batches_;
   std::unordered_map<uint64_t, std::vector<FlowKey>> repush_keys_;
 

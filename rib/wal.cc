@@ -170,11 +170,21 @@ Status Wal::sync_dir(const std::string& d) {
 }
 
 Status Wal::open_segment(uint64_t seg) {
-  if (fd_ >= 0) ::close(fd_);
+  // The new segment is opened before the current one is closed: on failure
+  // the log keeps working in the current one.
   const std::string p = opt_.dir + "/wal/" + seg_name(seg) + ".log";
-  fd_ = ::open(p.c_str(), O_WRONLY | O_CREAT | O_APPEND, 0644);
-  if (fd_ < 0) return Status::Io(p + ": open: " + std::strerror(errno));
+  const int fd = ::open(p.c_str(), O_WRONLY | O_CREAT | O_APPEND, 0644);
+  if (fd < 0) return Status::Io(p + ": open: " + std::strerror(errno));
+  struct stat st;
+  if (::fstat(fd, &st) != 0) {
+    const int e = errno;
+    ::close(fd);
+    return Status::Io(p + ": fstat: " + std::strerror(e));
+  }
+  if (fd_ >= 0) ::close(fd_);
+  fd_ = fd;
   seg_ = seg;
+  seg_bytes_ = uint64_t(st.st_size);
   if (opt_.fsync != FsyncPolicy::kNone) SB_RETURN_IF_ERROR(sync_dir(opt_.dir + "/wal"));
   return Status::Ok();
 }
@@ -190,23 +200,49 @@ Status Wal::recover(const std::function<void(const WalRecord&)>& replay) {
     const uint64_t count = get64(b.data() + 8);
     if (checksum64(b.data(), b.size() - 8) != get64(b.data() + b.size() - 8)) continue;
     size_t off = 16;
-    std::vector<WalRecord> recs;
-    recs.reserve(count);
     bool ok = true;
-    for (uint64_t i = 0; i < count; ++i) {
+    for (uint64_t i = 0; i < count && ok; ++i) {
       WalRecord r;
       const size_t used = decode(b.data() + off, b.size() - 8 - off, &r);
-      if (used == 0) { ok = false; break; }
+      ok = used != 0;
       off += used;
-      recs.push_back(r);
     }
     if (!ok) continue;
-    for (const WalRecord& r : recs) replay(r);
     base = *it;
     break;
   }
-  // 2. segments >= base
+  // 2. the log after it must be complete (see the header): checked before
+  // anything is replayed.
   const std::vector<uint64_t> segs = list_numbered(opt_.dir + "/wal", ".log");
+  const std::string where = opt_.dir + ": ";
+  if (!snaps.empty() && base == 0)
+    return Status::Corrupt(where + "no RIB snapshot in snap/ verifies (newest " +
+                           seg_name(snaps.back()) + ".snap): refusing to start with part of the RIB");
+  {
+    const uint64_t first = base == 0 ? 1 : base;
+    uint64_t expect = first;
+    for (uint64_t s : segs) {
+      if (s < base) continue;
+      if (s != expect)
+        return Status::Corrupt(where + "wal/" + seg_name(expect) + ".log is missing (next is " +
+                               seg_name(s) + ".log): refusing to start with part of the RIB");
+      ++expect;
+    }
+    if (base != 0 && expect == first)
+      return Status::Corrupt(where + "wal/" + seg_name(base) + ".log (the log after snapshot " +
+                             seg_name(base) + ") is missing: refusing to start with part of the RIB");
+  }
+  if (base != 0) {
+    std::string b;
+    SB_RETURN_IF_ERROR(read_file(opt_.dir + "/snap/" + seg_name(base) + ".snap", &b));
+    size_t off = 16;
+    for (uint64_t i = 0, n = get64(b.data() + 8); i < n; ++i) {
+      WalRecord r;
+      off += decode(b.data() + off, b.size() - 8 - off, &r);
+      replay(r);
+    }
+  }
+  // 3. segments >= base
   uint64_t last = base;
   for (size_t i = 0; i < segs.size(); ++i) {
     if (segs[i] < base) continue;
@@ -243,8 +279,22 @@ void Wal::append(const WalRecord& r) {
 
 Status Wal::commit() {
   if (fd_ < 0) return Status::FailedPrecondition("wal: recover() was not called");
+  if (!broken_.ok()) return broken_;
   if (!buf_.empty()) {
-    SB_RETURN_IF_ERROR(write_all(fd_, buf_.data(), buf_.size(), "wal"));
+    Status w = write_all(fd_, buf_.data(), buf_.size(), "wal");
+    if (!w.ok()) {
+      // Part of the buffer may be in the file: cut it back to the last whole
+      // commit so no later record follows a torn one. The records are
+      // dropped (their ops fail; the owner stops on kIo).
+      const bool cut = ::ftruncate(fd_, off_t(seg_bytes_)) == 0;
+      buf_.clear();
+      pending_n_ = 0;
+      if (cut) return Status::Io(w.message());
+      // A torn tail stays: nothing may be appended after it.
+      broken_ = Status::Io(w.message() + "; cutting the segment back failed: " + std::strerror(errno));
+      return broken_;
+    }
+    seg_bytes_ += buf_.size();
     stats_.bytes += buf_.size();
     stats_.records += pending_n_;
     since_snap_ += pending_n_;

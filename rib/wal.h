@@ -33,10 +33,22 @@
 // snapshots, so the log stays bounded.
 //
 // RECOVERY: recover() loads the newest snapshot whose checksum verifies
-// (older ones are the fallback), then replays every segment >= its number in
-// order. A torn or corrupt record in the LAST segment ends the log (the tail
-// is truncated there: it was never acknowledged under kBatch); in an
-// earlier segment it is an error (kCorrupt) and the owner refuses to start.
+// (an older one is the fallback only while the segments after it are still
+// there: a crash between a snapshot's rename and the truncation), then
+// replays every segment >= its number in order. A torn or corrupt record in
+// the LAST segment ends the log (the tail is truncated there: it was never
+// acknowledged under kBatch); in an earlier segment it is an error
+// (kCorrupt) and the owner refuses to start. So is a log that cannot be
+// complete: snapshots exist but none verifies, segment S of the snapshot
+// used is missing, segment numbers have a gap, or there is no snapshot and
+// the first segment is not 1. Starting with part of the RIB would make the
+// owner's reconciling re-push delete the missing sessions cluster-wide.
+//
+// WRITE ERRORS are kIo and leave the log as it was: a failed or short
+// write() is cut back (ftruncate) to the last whole commit, so a later
+// commit never follows a torn record; a new segment is opened before the
+// current one is closed. The owner treats kIo as fatal (sb-node stops; a
+// restart recovers from the files).
 //
 // THREAD SAFETY: one thread (the owner's) uses a Wal; no internal locking.
 #pragma once
@@ -116,11 +128,13 @@ class Wal {
   WalOptions opt_;
   int fd_ = -1;
   uint64_t seg_ = 0;
+  uint64_t seg_bytes_ = 0;  // size of the current segment after the last whole commit
   std::string buf_;
   size_t pending_n_ = 0;
   uint64_t since_snap_ = 0;
   uint64_t last_sync_ns_ = 0;
   bool dirty_ = false;
+  Status broken_;  // a torn tail that could not be cut back: every commit fails
   WalStats stats_;
 };
 

@@ -1,12 +1,18 @@
 #include "rib/wal.h"
 
+#include <fcntl.h>
+#include <sys/resource.h>
 #include <unistd.h>
+
+#include <csignal>
 
 #include <catch2/catch.hpp>
 #include <cstring>
 #include <filesystem>
 #include <fstream>
 #include <map>
+#include <vector>
+#include <algorithm>
 
 #include "core/checksum.h"
 
@@ -176,4 +182,151 @@ TEST_CASE("wal: the UNDO flag survives recovery; unknown flag bits end the log l
   const Model m = recover_model(o, &st);
   CHECK(m.count(9) == 0);
   CHECK(st.truncated_tail_bytes == extra.size());
+}
+
+namespace {
+// A data dir with a snapshot at segment 2 (records 0..99) and 5 records after it.
+void make_snapshotted_log(const WalOptions& o) {
+  auto w = Wal::open(o).value();
+  REQUIRE(w->recover([](const WalRecord&) {}).ok());
+  Model m;
+  for (uint32_t i = 0; i < 100; ++i) { w->append(put(i, 1)); m[i] = 1; }
+  REQUIRE(w->commit().ok());
+  REQUIRE(w->snapshot([&](const std::function<void(const WalRecord&)>& emit) {
+    for (auto& [k, v] : m) emit(put(k, v));
+  }).ok());
+  for (uint32_t i = 100; i < 105; ++i) w->append(put(i, 2));
+  REQUIRE(w->commit().ok());
+}
+
+std::vector<std::string> files_in(const std::string& dir) {
+  std::vector<std::string> v;
+  for (auto& e : fs::directory_iterator(dir)) v.push_back(e.path());
+  std::sort(v.begin(), v.end());
+  return v;
+}
+
+StatusCode recover_code(const WalOptions& o) {
+  auto w = Wal::open(o).value();
+  return w->recover([](const WalRecord&) {}).code();
+}
+}  // namespace
+
+TEST_CASE("wal: a log that cannot be complete refuses to start instead of losing sessions") {
+  TmpDir d;
+  WalOptions o{d.path, FsyncPolicy::kNone, 10};
+  make_snapshotted_log(o);
+  REQUIRE(recover_model(o).size() == 105);
+
+  SECTION("the only snapshot does not verify") {
+    const auto snaps = files_in(d.path + "/snap");
+    REQUIRE(snaps.size() == 1);
+    std::fstream f(snaps[0], std::ios::in | std::ios::out | std::ios::binary);
+    f.seekp(40);
+    f.put('X');
+    f.close();
+    CHECK(recover_code(o) == StatusCode::kCorrupt);
+  }
+  SECTION("the segment that starts at the snapshot is missing") {
+    const auto segs = files_in(d.path + "/wal");
+    REQUIRE(segs.size() >= 2);
+    fs::remove(segs[0]);
+    CHECK(recover_code(o) == StatusCode::kCorrupt);
+  }
+  SECTION("a gap in the segment numbers") {
+    { (void)recover_model(o); }  // one more (empty) segment after the replayed ones
+    const auto segs = files_in(d.path + "/wal");
+    REQUIRE(segs.size() >= 3);
+    fs::remove(segs[1]);
+    CHECK(recover_code(o) == StatusCode::kCorrupt);
+  }
+  SECTION("no snapshot and the log does not start at segment 1") {
+    for (const auto& s : files_in(d.path + "/snap")) fs::remove(s);
+    CHECK(recover_code(o) == StatusCode::kCorrupt);
+  }
+  SECTION("every segment gone") {
+    for (const auto& s : files_in(d.path + "/wal")) fs::remove(s);
+    CHECK(recover_code(o) == StatusCode::kCorrupt);
+  }
+}
+
+TEST_CASE("wal: an older snapshot is the fallback while the segments after it are still there") {
+  TmpDir d;
+  WalOptions o{d.path, FsyncPolicy::kNone, 10};
+  make_snapshotted_log(o);
+  REQUIRE(recover_model(o).size() == 105);  // opens a segment after the snapshot's
+  // A crash between a newer snapshot's rename and the truncation: the old
+  // files are all still there, and the newer snapshot is damaged.
+  const auto snaps = files_in(d.path + "/snap");
+  REQUIRE(snaps.size() == 1);
+  const auto segs = files_in(d.path + "/wal");
+  const std::string newer = d.path + "/snap/" + fs::path(segs.back()).filename().replace_extension(".snap").string();
+  fs::copy_file(snaps[0], newer);
+  {
+    std::fstream f(newer, std::ios::in | std::ios::out | std::ios::binary);
+    f.seekp(40);
+    f.put('X');
+  }
+  CHECK(recover_model(o).size() == 105);
+}
+
+TEST_CASE("wal: a failed write is cut back, so later commits are not lost behind a torn record") {
+  TmpDir d;
+  WalOptions o{d.path, FsyncPolicy::kNone, 10};
+  Model model;
+  auto w = Wal::open(o).value();
+  REQUIRE(w->recover([](const WalRecord&) {}).ok());
+  for (uint32_t i = 0; i < 10; ++i) { w->append(put(i, 1)); model[i] = 1; }
+  REQUIRE(w->commit().ok());
+  const std::string seg = files_in(d.path + "/wal").back();
+  const auto size = fs::file_size(seg);
+  // A file size limit the next group crosses: write() stores part of it,
+  // then fails with EFBIG (the signal it would raise is ignored here).
+  auto* old_handler = std::signal(SIGXFSZ, SIG_IGN);
+  struct rlimit old_lim;
+  REQUIRE(::getrlimit(RLIMIT_FSIZE, &old_lim) == 0);
+  struct rlimit lim = old_lim;
+  lim.rlim_cur = rlim_t(size + 100);
+  REQUIRE(::setrlimit(RLIMIT_FSIZE, &lim) == 0);
+  for (uint32_t i = 100; i < 150; ++i) w->append(put(i, 2));
+  const Status st = w->commit();
+  REQUIRE(::setrlimit(RLIMIT_FSIZE, &old_lim) == 0);
+  std::signal(SIGXFSZ, old_handler);
+  CHECK(st.code() == StatusCode::kIo);
+  CHECK(fs::file_size(seg) == size);  // the partial group is gone
+  for (uint32_t i = 200; i < 210; ++i) { w->append(put(i, 3)); model[i] = 3; }
+  REQUIRE(w->commit().ok());
+  w.reset();
+  WalStats ws;
+  CHECK(recover_model(o, &ws) == model);
+  CHECK(ws.truncated_tail_bytes == 0);
+}
+
+TEST_CASE("wal: a rotation that cannot open the next segment keeps the log working") {
+  TmpDir d;
+  WalOptions o{d.path, FsyncPolicy::kNone, 10};
+  Model model;
+  auto w = Wal::open(o).value();
+  REQUIRE(w->recover([](const WalRecord&) {}).ok());
+  for (uint32_t i = 0; i < 10; ++i) { w->append(put(i, 1)); model[i] = 1; }
+  REQUIRE(w->commit().ok());
+  // No descriptor number may be allocated, not even one closed meanwhile
+  // (the segment's own): the next open() fails with EMFILE.
+  const int lowest = ::open("/dev/null", O_RDONLY);
+  REQUIRE(lowest >= 0);
+  ::close(lowest);
+  struct rlimit old_lim;
+  REQUIRE(::getrlimit(RLIMIT_NOFILE, &old_lim) == 0);
+  struct rlimit lim = old_lim;
+  lim.rlim_cur = rlim_t(std::min(lowest, 3));
+  REQUIRE(::setrlimit(RLIMIT_NOFILE, &lim) == 0);
+  const Status st = w->snapshot([&](const std::function<void(const WalRecord&)>& emit) {
+    for (auto& [k, v] : model) emit(put(k, v));
+  });
+  REQUIRE(::setrlimit(RLIMIT_NOFILE, &old_lim) == 0);
+  CHECK(st.code() == StatusCode::kIo);
+  for (uint32_t i = 10; i < 20; ++i) { w->append(put(i, 2)); model[i] = 2; }
+  REQUIRE(w->commit().ok());
+  w.reset();
+  CHECK(recover_model(o) == model);
 }
