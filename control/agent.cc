@@ -104,6 +104,7 @@ struct Agent::Impl : rib::OwnerIo {
     vctx.partitions = spec.partitions;
     if (opt.max_frame_bytes) vctx.limits.max_frame_bytes = opt.max_frame_bytes;
     for (const auto& m : spec.members) vctx.member_mask |= 1u << m.id;
+    vctx.ue_ip_keys = spec.key_mode == KeyMode::kUeIpv4;
     std::unique_ptr<gpt::GptTable> table;
     rib::OwnerOptions oo;
     oo.self = self;

@@ -414,16 +414,26 @@ TEST_CASE("sb-ctl: commands, clear errors and exit codes") {
   CHECK(run("keys gen --out " + dir + "/new.key").first == 3);  // never overwrites
   auto r = run(g + "session add " + flow + "--node 1 --teid-dl 0x10 --enb 198.19.0.9");
   CHECK(r.first == 0);
-  r = run(g + "session add " + flow + "--node 1");
+  r = run(g + "session add " + flow + "--node 1 --teid-dl 0x11 --enb 198.19.0.9");
   CHECK(r.first == 1);
   CHECK(r.second.find("ALREADY_EXISTS") != std::string::npos);
+  r = run(g + "session add " + flow + "--node 1");  // no tunnel: refused before sending
+  CHECK(r.first == 2);
+  CHECK(r.second.find("--teid-dl T and --enb IP are required") != std::string::npos);
   r = run(g + "--via 2 session show " + flow);
   CHECK(r.first == 0);
   CHECK(r.second.find("node=1 teid_dl=0x00000010") != std::string::npos);
   CHECK(run(g + "session move " + flow + "--node 2").first == 0);
   CHECK(run(g + "session show " + flow).second.find("node=2") != std::string::npos);
+  // A modify changes only the fields it names.
   CHECK(run(g + "session modify " + flow + "--teid-dl 7").first == 0);
-  r = run(g + "session add --flow '198.18.0.2:1>198.19.0.1:80/udp' --node 9");
+  r = run(g + "session show " + flow);
+  CHECK(r.second.find("node=2 teid_dl=0x00000007 enb=198.19.0.9 bearer=5") != std::string::npos);
+  CHECK(run(g + "session modify " + flow + "--bearer 9").first == 0);
+  r = run(g + "session show " + flow);
+  CHECK(r.second.find("node=2 teid_dl=0x00000007 enb=198.19.0.9 bearer=9") != std::string::npos);
+  CHECK(run(g + "session modify " + flow).first == 2);  // nothing to change
+  r = run(g + "session add --flow '198.18.0.2:1>198.19.0.1:80/udp' --node 9 --teid-dl 1 --enb 198.19.0.9");
   CHECK(r.first == 1);
   INFO(r.second);
   CHECK(r.second.find("unknown node 9") != std::string::npos);

@@ -137,6 +137,9 @@ rib::ClientOp from_pb(const pb::SessionOp& op) {
   c.s.teid_dl = s.teid_dl();
   c.s.enb_ip = s.enb_ip();
   c.s.bearer = uint8_t(s.bearer());
+  c.s.fields = uint8_t((s.has_teid_dl() ? rib::SessionSpec::kTeidDl : 0) |
+                       (s.has_enb_ip() ? rib::SessionSpec::kEnbIp : 0) |
+                       (s.has_bearer() ? rib::SessionSpec::kBearer : 0));
   return c;
 }
 

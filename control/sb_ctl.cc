@@ -1,8 +1,8 @@
 // sb-ctl: the command-line client of the cluster's control API.
 //
 //   sb-ctl keys gen --out FILE
-//   sb-ctl [--config FILE] [--key FILE] [--via N] [--timeout MS] session add --flow F --node N|choose [--teid-dl T --enb IP --bearer B]
-//   sb-ctl ... session modify --flow F --teid-dl T [--enb IP --bearer B]
+//   sb-ctl [--config FILE] [--key FILE] [--via N] [--timeout MS] session add --flow F --node N|choose --teid-dl T --enb IP [--bearer B]
+//   sb-ctl ... session modify --flow F [--teid-dl T] [--enb IP] [--bearer B] (at least one)
 //   sb-ctl ... session move --flow F --node N
 //   sb-ctl ... session del --flow F
 //   sb-ctl ... session show --flow F
@@ -56,8 +56,8 @@ const char* kUsageText =
     "  forwards to the partition's owner)\n"
     "commands:\n"
     "  keys gen --out FILE                       new CURVE keypair (prints the public key)\n"
-    "  session add --flow F --node N|choose [--teid-dl T] [--enb IP] [--bearer B]\n"
-    "  session modify --flow F [--teid-dl T] [--enb IP] [--bearer B]\n"
+    "  session add --flow F --node N|choose --teid-dl T --enb IP [--bearer B (default 5)]\n"
+    "  session modify --flow F [--teid-dl T] [--enb IP] [--bearer B]  (changes only those given)\n"
     "  session move --flow F --node N\n"
     "  session del --flow F\n"
     "  session show --flow F\n"
@@ -291,20 +291,32 @@ int cmd_session_one(const std::string& verb, const Opts& o) {
     }
   }
   if (verb == "add" || verb == "modify") {
-    Result<uint64_t> t = num(o.get("--teid-dl", "0"), "--teid-dl", 0xffffffffULL);
-    if (!t.ok()) return usage_error(t.status().message());
-    s->set_teid_dl(uint32_t(t.value()));
+    // add: the tunnel is required (--bearer defaults to 5). modify: only
+    // the fields given are sent, and the owner keeps the others.
+    if (verb == "add" && (!o.has("--teid-dl") || !o.has("--enb")))
+      return usage_error("session add: --teid-dl T and --enb IP are required");
+    if (verb == "modify" && !o.has("--teid-dl") && !o.has("--enb") && !o.has("--bearer"))
+      return usage_error("session modify: give at least one of --teid-dl, --enb, --bearer");
+    if (o.has("--teid-dl")) {
+      Result<uint64_t> t = num(o.get("--teid-dl"), "--teid-dl", 0xffffffffULL);
+      if (!t.ok()) return usage_error(t.status().message());
+      s->set_teid_dl(uint32_t(t.value()));
+    }
     if (o.has("--enb")) {
       Result<uint32_t> ip = parse_ipv4(o.get("--enb"));
       if (!ip.ok()) return usage_error("--enb: " + ip.status().message());
       s->set_enb_ip(ip.value());
     }
-    Result<uint64_t> b = num(o.get("--bearer", "5"), "--bearer", 15);
-    if (!b.ok()) return usage_error(b.status().message());
-    s->set_bearer(uint32_t(b.value()));
+    if (verb == "add" || o.has("--bearer")) {
+      Result<uint64_t> b = num(o.get("--bearer", "5"), "--bearer", 15);
+      if (!b.ok()) return usage_error(b.status().message());
+      s->set_bearer(uint32_t(b.value()));
+    }
   }
   Ctx c;
   if (int rc = make_ctx(o, &c, false)) return rc;
+  if (c.cfg.cluster.key_mode == KeyMode::kUeIpv4 && !(k.value() == FlowKey::ue_ipv4(k.value().dst_ip())))
+    return usage_error("--flow: the cluster's key_mode is ue-ip: name the session by its UE address (ue:IP)");
   // The node id must be checked against the cluster here: a clear error
   // beats a protocol-level INVALID.
   if ((verb == "add" || verb == "move") && !s->choose() && !c.cfg.cluster.is_member(s->node())) {
@@ -353,7 +365,9 @@ class Loader {
     int backoff_ms = 100, backoff_max_ms = 5000;
     bool progress = false;
   };
-  Loader(Ctx& c, Params p) : c_(c), p_(p), base_(request_id_base()), fill_(rib::kMaxNodes), suspect_(rib::kMaxNodes) {
+  Loader(Ctx& c, Params p)
+      : c_(c), p_(p), base_(request_id_base()), ue_keys_(c.cfg.cluster.key_mode == KeyMode::kUeIpv4),
+        fill_(rib::kMaxNodes), suspect_(rib::kMaxNodes) {
     rng_.seed(base_);
   }
 
@@ -390,7 +404,9 @@ class Loader {
       op.op.set_kind(pb::ADD);
       op.op.set_request_id(base_ + ++seq_);
       auto* x = op.op.mutable_session();
-      set_key(x->mutable_key(), row.key());
+      // key_mode ue-ip: the session is its UE, the row's destination
+      // (downstream packets are keyed by their destination address).
+      set_key(x->mutable_key(), ue_keys_ ? FlowKey::ue_ipv4(row.dst_ip) : row.key());
       if (row.choose) x->set_choose(true);
       else x->set_node(row.node);
       x->set_teid_dl(row.teid_dl);
@@ -636,6 +652,7 @@ class Loader {
   Ctx& c_;
   Params p_;
   uint64_t base_, seq_ = 0;
+  bool ue_keys_;  // key_mode ue-ip: each row's key is FlowKey::ue_ipv4(dst_ip)
   std::mt19937_64 rng_;
   std::vector<Fill> fill_;
   std::vector<bool> suspect_;

@@ -16,6 +16,16 @@ namespace {
 Status check_session(const pb::Session& s, pb::OpKind kind, const ValidationContext& ctx,
                      const std::string& f) {
   SB_RETURN_IF_ERROR(check_key(s.has_key(), s.key(), f + ".key"));
+  if (ctx.ue_ip_keys) {
+    // The data plane keys every packet by its UE address alone
+    // (FlowKey::ue_ipv4): any other key would never be looked up.
+    const FlowKey k = key_of(s.key());
+    if (!(k == FlowKey::ue_ipv4(k.dst_ip())))
+      return Status::InvalidArgument(f + ".key: key_mode is ue-ip: the key is the UE address only "
+                                         "(ue:IP), got a 5-tuple");
+  }
+  if (kind == pb::MODIFY && !s.has_teid_dl() && !s.has_enb_ip() && !s.has_bearer())
+    return Status::InvalidArgument(f + ": a modify sets at least one of teid_dl, enb_ip, bearer");
   if (s.bearer() > 15)
     return Status::InvalidArgument(f + ".bearer: " + std::to_string(s.bearer()) + " > 15");
   const bool needs_node = kind == pb::ADD || kind == pb::MOVE;

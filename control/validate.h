@@ -41,6 +41,7 @@ struct Limits {
 struct ValidationContext {
   uint32_t partitions = 1024;
   uint32_t member_mask = 0;  // bit i set: node i is a member
+  bool ue_ip_keys = false;   // cluster.key_mode ue-ip: session keys are FlowKey::ue_ipv4
   Limits limits;
   bool is_member(uint32_t id) const { return id < 32 && (member_mask >> id & 1u); }
 };

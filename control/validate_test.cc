@@ -51,6 +51,24 @@ TEST_CASE("validate: session requests") {
   CHECK(why(empty).find("body") != std::string::npos);
 }
 
+TEST_CASE("validate: a modify names what it changes; ue-ip clusters take UE keys only") {
+  pb::Envelope e = add_req(1);
+  auto* op = e.mutable_session_request()->mutable_ops(0);
+  op->set_kind(pb::MODIFY);
+  CHECK(why(e).find("a modify sets at least one of teid_dl, enb_ip, bearer") != std::string::npos);
+  op->mutable_session()->set_teid_dl(0);  // explicitly 0 is a value
+  CHECK(validate(e, ctx()).ok());
+
+  ValidationContext ue = ctx();
+  ue.ue_ip_keys = true;
+  CHECK(validate(add_req(1), ctx()).ok());
+  CHECK(validate(add_req(1), ue).message().find("key_mode is ue-ip") != std::string::npos);
+  pb::Envelope u = add_req(1);
+  set_key(u.mutable_session_request()->mutable_ops(0)->mutable_session()->mutable_key(),
+          FlowKey::ue_ipv4(0xC6120001));
+  CHECK(validate(u, ue).ok());
+}
+
 TEST_CASE("validate: deltas and reports and sizes and garbage frames") {
   pb::Envelope e;
   e.set_version(1);

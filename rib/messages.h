@@ -16,12 +16,14 @@ enum class OpKind : uint8_t { kAdd = 1, kModify = 2, kMove = 3, kDelete = 4, kSh
 const char* op_kind_name(OpKind k);
 
 struct SessionSpec {
+  enum Field : uint8_t { kTeidDl = 1, kEnbIp = 2, kBearer = 4, kAllFields = 7 };
   FlowKey key{};
   uint32_t node = 0;   // handling node (ignored when choose)
   bool choose = false;
   uint32_t teid_dl = 0;
   uint32_t enb_ip = 0;
   uint8_t bearer = 0;
+  uint8_t fields = kAllFields;  // which of teid_dl, enb_ip, bearer a MODIFY sets
 };
 
 // A session record as the owner holds it.

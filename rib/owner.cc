@@ -536,10 +536,10 @@ Status Owner::start_group(uint64_t now_us) {
         break;
       case OpKind::kModify:
         if (!g.had_old) { st = Status::NotFound("unknown session " + op.s.key.to_string()); break; }
-        g.now = g.old;
-        g.now.teid_dl = op.s.teid_dl;
-        g.now.enb_ip = op.s.enb_ip;
-        g.now.bearer = op.s.bearer;
+        g.now = g.old;  // the fields the op does not set are kept
+        if (op.s.fields & SessionSpec::kTeidDl) g.now.teid_dl = op.s.teid_dl;
+        if (op.s.fields & SessionSpec::kEnbIp) g.now.enb_ip = op.s.enb_ip;
+        if (op.s.fields & SessionSpec::kBearer) g.now.bearer = op.s.bearer;
         break;
       case OpKind::kMove:
         if (!g.had_old) { st = Status::NotFound("unknown session " + op.s.key.to_string()); break; }
