@@ -21,9 +21,13 @@ Status bad(const std::string& field, const std::string& what) {
 
 Status check_keys(const YAML::Node& n, const std::string& field, const std::set<std::string>& allowed) {
   if (!n.IsMap()) return bad(field, "expected a mapping");
+  // yaml-cpp keeps both entries of a repeated key and lookups see the
+  // first: an operator's appended override would be silently ignored.
+  std::set<std::string> seen;
   for (const auto& kv : n) {
     const std::string k = kv.first.as<std::string>("");
     if (!allowed.count(k)) return bad(field + "." + k, "unknown key");
+    if (!seen.insert(k).second) return bad(field + "." + k, "appears twice");
   }
   return Status::Ok();
 }
@@ -207,7 +211,11 @@ Status parse_dataplane(const YAML::Node& n, const rib::ClusterSpec& cluster, uin
     return bad("node.file_prefix", "must be a non-empty name without '/'");
   if (const YAML::Node e = n["eal_args"]) {
     if (!e.IsSequence()) return bad("node.eal_args", "expected a list of strings");
-    for (size_t i = 0; i < e.size(); ++i) dp->eal_args.push_back(e[i].as<std::string>());
+    for (size_t i = 0; i < e.size(); ++i) {
+      if (!e[i].IsScalar())
+        return bad("node.eal_args[" + std::to_string(i) + "]", "expected a string");
+      dp->eal_args.push_back(e[i].Scalar());
+    }
   }
   SB_RETURN_IF_ERROR(get(n, "ue_fallback", "node", &dp->ue_fallback, false));
   std::string s1u;

@@ -64,6 +64,10 @@ TEST_CASE("config: errors name the field") {
   CHECK(err("curve: false", "curve: true").find("curve_public") != std::string::npos);
   CHECK(err("members:", "members: [\n").find("t.yaml") != std::string::npos);
   CHECK(err("name: lab", "name: lab\n  - x").find("t.yaml") != std::string::npos);
+  // A repeated key is refused (yaml-cpp would silently use the first).
+  CHECK(err("fsync: batch", "fsync: none\n  fsync: batch").find("node.fsync: appears twice") != std::string::npos);
+  CHECK(err("fsync: batch", "fsync: batch\n  eal_args: [[\"-l\", \"0\"]]")
+            .find("node.eal_args[0]: expected a string") != std::string::npos);
 }
 
 TEST_CASE("config: control timing and the data plane section") {

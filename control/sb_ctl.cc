@@ -117,13 +117,15 @@ Result<Opts> parse_opts(int argc, char** argv, int from) {
   return o;
 }
 
+// Decimal or 0x hex, as in session files (rib::parse_number): a leading
+// zero does not make a port or a TEID octal.
 Result<uint64_t> num(const std::string& s, const char* what, uint64_t max) {
-  char* end = nullptr;
-  errno = 0;
-  const unsigned long long v = std::strtoull(s.c_str(), &end, 0);
-  if (s.empty() || *end != '\0' || errno != 0 || v > max)
-    return Status::InvalidArgument(std::string(what) + ": bad number '" + s + "'");
-  return uint64_t(v);
+  uint64_t v = 0;
+  bool overflow = false;
+  if (!rib::parse_number(s, &v, &overflow) || overflow || v > max)
+    return Status::InvalidArgument(std::string(what) + ": bad number '" + s + "' (decimal or 0x hex, at most " +
+                                   std::to_string(max) + ")");
+  return v;
 }
 
 Result<FlowKey> parse_flow(const std::string& f) {

@@ -241,6 +241,8 @@ struct RowSax {
 
 }  // namespace
 
+bool parse_number(std::string_view s, uint64_t* v, bool* overflow) { return parse_number_text(s, v, overflow); }
+
 std::string_view session_field_name(SessionField f) { return kFieldNames[int(f)]; }
 
 std::string_view session_file_error_name(SessionFileErrorKind k) {

@@ -104,6 +104,12 @@ enum class SessionFileErrorKind : uint8_t {
 // "bad JSON", "missing field", ...
 std::string_view session_file_error_name(SessionFileErrorKind k);
 
+// The numbers of session files and of sb-ctl's flags: decimal (leading
+// zeros stay decimal) or 0x hex; no sign, no blanks, no octal. False when
+// the text is not a number; *v = the value otherwise, *overflow when it
+// does not fit in 64 bits.
+bool parse_number(std::string_view s, uint64_t* v, bool* overflow);
+
 struct SessionFileError {
   SessionFileErrorKind kind = SessionFileErrorKind::kNone;
   uint64_t line = 0;    // 1-based

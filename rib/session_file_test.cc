@@ -536,3 +536,15 @@ TEST_CASE("session file: huge inputs stream in constant memory", "[session_file]
   // the input (~200 MB).
   CHECK(max_rss_kb() - rss0 < 16 * 1024);
 }
+
+TEST_CASE("session file: numbers are decimal or 0x hex, never octal (sb-ctl's flags too)", "[session_file]") {
+  uint64_t v = 0;
+  bool over = false;
+  CHECK((parse_number("0443", &v, &over) && !over && v == 443));
+  CHECK((parse_number("010", &v, &over) && v == 10));
+  CHECK((parse_number("0x1F", &v, &over) && v == 31));
+  CHECK((parse_number("18446744073709551615", &v, &over) && !over && v == ~uint64_t(0)));
+  CHECK((parse_number("18446744073709551616", &v, &over) && over));
+  for (const char* bad : {"", "-1", "+1", " 1", "1 ", "0x", "1e3", "0b1", "08x", "0o7"})
+    CHECK_FALSE(parse_number(bad, &v, &over));
+}
