@@ -162,6 +162,9 @@ struct Agent::Impl : rib::OwnerIo {
       router->set(zmq::sockopt::sndhwm, 100000);
       router->set(zmq::sockopt::rcvhwm, 100000);
       router->set(zmq::sockopt::maxmsgsize, wire_cap());
+      // A reply to a peer that is gone or whose queue is full is an error
+      // (counted below) instead of being discarded by libzmq in silence.
+      router->set(zmq::sockopt::router_mandatory, true);
       router->bind(me.control);
       monitor(*router, kMonRouter,
               ZMQ_EVENT_DISCONNECTED | ZMQ_EVENT_HANDSHAKE_FAILED_NO_DETAIL | ZMQ_EVENT_HANDSHAKE_FAILED_PROTOCOL |
@@ -329,9 +332,15 @@ struct Agent::Impl : rib::OwnerIo {
   // ---- sending --------------------------------------------------------------
   bool send_raw(zmq::socket_t& s, const std::string& bytes, bool more = false) {
     zmq::message_t m(bytes.data(), bytes.size());
-    auto r = s.send(m, (more ? zmq::send_flags::sndmore : zmq::send_flags::none) | zmq::send_flags::dontwait);
-    if (!r) ++c["send_dropped"];
-    return bool(r);
+    try {
+      auto r = s.send(m, (more ? zmq::send_flags::sndmore : zmq::send_flags::none) | zmq::send_flags::dontwait);
+      if (!r) ++c["send_dropped"];  // queue full (EAGAIN)
+      return bool(r);
+    } catch (const zmq::error_t& e) {
+      // ROUTER_MANDATORY: the client or peer is no longer connected.
+      ++c[e.num() == EHOSTUNREACH ? "send_unroutable" : "send_failed"];
+      return false;
+    }
   }
   bool send_env(zmq::socket_t& s, pb::Envelope& env) {
     env.set_version(kProtocolVersion);
@@ -512,10 +521,21 @@ struct Agent::Impl : rib::OwnerIo {
     auto it = reqs.find(f->second.slot);
     if (it != reqs.end()) {
       const auto& idx = f->second.idx;
-      for (int j = 0; j < rep.results_size() && size_t(j) < idx.size(); ++j) {
-        *it->second.reply->mutable_session_reply()->mutable_results(int(idx[size_t(j)])) = rep.results(j);
+      for (size_t j = 0; j < idx.size(); ++j) {
+        auto* res = it->second.reply->mutable_session_reply()->mutable_results(int(idx[j]));
+        if (int(j) < rep.results_size()) {
+          *res = rep.results(int(j));
+        } else {
+          // A reply with fewer results than ops forwarded: the missing ones
+          // are answered (retry with the same id: the owner dedups) rather
+          // than left waiting for a deadline that no longer exists.
+          res->set_code(pb::OWNER_UNAVAILABLE);
+          res->set_text("owner node " + std::to_string(f->second.owner) + " answered " +
+                        std::to_string(rep.results_size()) + " of " + std::to_string(idx.size()) + " ops");
+        }
         --it->second.remaining;
       }
+      if (rep.results_size() != int(idx.size())) ++c["short_forward_replies"];
       if (it->second.remaining == 0) finish_req(it);
     }
     fwds.erase(f);

@@ -55,8 +55,10 @@
 // Heartbeats every heartbeat_ms carry the heads of this node's partitions;
 // a member unheard for dead_after_ms is not live (the owner stops waiting
 // for it; moves converge without it). The agent never blocks on a send
-// (ZMQ_DONTWAIT; a full queue is counted `send_dropped`, and the protocol's
-// timeouts and resyncs recover).
+// (ZMQ_DONTWAIT; a full queue is counted `send_dropped`, a reply to a
+// client or peer that is no longer connected `send_unroutable` (the ROUTER
+// socket is ZMQ_ROUTER_MANDATORY), and the protocol's timeouts and resyncs
+// recover).
 //
 // THREAD SAFETY: run() is the only thread that touches the agent's state;
 // stop() may be called from any thread (or a signal handler via the flag).

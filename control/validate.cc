@@ -127,7 +127,9 @@ Status validate(const pb::Envelope& env, const ValidationContext& ctx) {
       if (!ctx.is_member(a.node())) return Status::InvalidArgument("fib_ack.node: unknown node");
       if (a.install_code_size() != a.teid_ul_size())
         return Status::InvalidArgument("fib_ack: install_code and teid_ul differ in length");
-      if (size_t(a.install_code_size()) + size_t(a.remove_code_size()) > L.max_ops)
+      // The same bound as the FibUpdate it answers (a reconciling re-push
+      // batch may carry more than max_ops entries).
+      if (size_t(a.install_code_size()) + size_t(a.remove_code_size()) > L.max_ops * 256)
         return Status::InvalidArgument("fib_ack: too many entries");
       return Status::Ok();
     }

@@ -69,6 +69,21 @@ TEST_CASE("validate: a modify names what it changes; ue-ip clusters take UE keys
   CHECK(validate(u, ue).ok());
 }
 
+TEST_CASE("validate: a FIB ack may be as big as the reconciling update it answers") {
+  pb::Envelope e;
+  e.set_version(1);
+  auto* a = e.mutable_fib_ack();
+  a->set_node(1);
+  a->set_batch_id(5);
+  for (int i = 0; i < 70000; ++i) {
+    a->add_install_code(pb::OK);
+    a->add_teid_ul(uint32_t(i));
+  }
+  CHECK(validate(e, ctx()).ok());
+  a->add_install_code(pb::OK);  // codes and teids must pair up
+  CHECK(why(e).find("differ in length") != std::string::npos);
+}
+
 TEST_CASE("validate: deltas and reports and sizes and garbage frames") {
   pb::Envelope e;
   e.set_version(1);

@@ -417,18 +417,16 @@ Result<SnapshotOut> Owner::snapshot(uint32_t partition, uint32_t for_node) const
 }
 
 void Owner::repush() {
-  // One reconciling batch per member: every entry of our partitions it
-  // should hold; it drops the rest of those partitions.
-  std::vector<uint32_t> mine = spec_.partitions_of(opt_.self);
+  // Reconciling batches per member: every entry of our partitions it should
+  // hold; it drops the rest of those partitions. A batch is self-contained
+  // (it reconciles exactly the partitions whose entries it carries), so the
+  // re-push is cut at partition boundaries into batches of about
+  // OwnerOptions::repush_chunk entries: a big RIB does not become one message beyond the
+  // frame limit, and each ack stays within the acks' limit.
+  const std::vector<uint32_t> mine = spec_.partitions_of(opt_.self);
   std::unordered_map<uint32_t, FibBatch> b;
-  for (const Member& m : spec_.members) b[m.id].reconcile = mine;
-  for (const auto& m : recs_)
-    m.for_each([&](const FlowKey& k, const SessionRec& r) {
-      const uint64_t h = hash_key(k, spec_.hash_seed);
-      for (uint32_t mask = placement(r, h); mask; mask &= mask - 1)
-        b[uint32_t(std::countr_zero(mask))].install.push_back(FibEntry{k, r.node, r.teid_dl, r.enb_ip, r.bearer});
-    });
-  for (auto& [n, fb] : b) {
+  for (const Member& m : spec_.members) b[m.id];
+  auto send = [&](uint32_t n, FibBatch& fb) {
     fb.batch_id = next_batch_++;
     fb.owner = opt_.self;
     repush_batches_.insert(fb.batch_id);
@@ -436,8 +434,22 @@ void Owner::repush() {
     keys.reserve(fb.install.size());
     for (const FibEntry& e : fb.install) keys.push_back(e.key);
     repush_keys_[fb.batch_id] = std::move(keys);
+    ++stats_.repush_batches;
     io_->send_fib(n, std::move(fb));
+    fb = FibBatch{};
+  };
+  for (const uint32_t p : mine) {
+    for (auto& [n, fb] : b) fb.reconcile.push_back(p);
+    recs_[p].for_each([&](const FlowKey& k, const SessionRec& r) {
+      const uint64_t h = hash_key(k, spec_.hash_seed);
+      for (uint32_t mask = placement(r, h); mask; mask &= mask - 1)
+        b[uint32_t(std::countr_zero(mask))].install.push_back(FibEntry{k, r.node, r.teid_dl, r.enb_ip, r.bearer});
+    });
+    for (auto& [n, fb] : b)
+      if (fb.install.size() >= std::max<uint32_t>(1, opt_.repush_chunk)) send(n, fb);
   }
+  for (auto& [n, fb] : b)
+    if (!fb.reconcile.empty()) send(n, fb);
 }
 
 Status Owner::pump(uint64_t now_us) {

@@ -109,6 +109,11 @@ struct OwnerOptions {
   uint32_t fib_timeout_ms = 3000;
   uint64_t dedup_window = 1 << 21;     // request ids remembered
   unsigned build_threads = 1;
+  // Entries per reconciling re-push batch after a restart (Owner::repush):
+  // half the validator's max_ops, so the acks stay within their limit; a
+  // partition's entries are never split (a batch holds at most one
+  // partition more).
+  uint32_t repush_chunk = 1 << 15;
   GptBuilderFactory make_gpt;          // required for scalebricks
 };
 
@@ -118,6 +123,7 @@ struct OwnerStats {
   uint64_t removes_after_converge = 0, compensations = 0, max_group = 0;
   uint64_t max_in_flight = 0;  // most groups in flight at once
   uint64_t wrong_owner = 0;
+  uint64_t repush_batches = 0;  // reconciling FIB batches sent after a restart
   // Where a group's time goes (sums, microseconds).
   uint64_t us_wal = 0, us_fib_wait = 0, us_finish = 0, us_start = 0;
 };

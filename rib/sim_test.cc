@@ -99,6 +99,7 @@ struct Sim {
     o.max_group_ops = 64;
     o.max_groups_in_flight = groups_in_flight;
     o.fib_timeout_ms = 50;
+    o.repush_chunk = 8;  // a restart's re-push comes in many batches
     o.make_gpt = make_setsep_builder;
     return o;
   }
@@ -649,6 +650,9 @@ TEST_CASE("rib sim: kill -9 of an owner mid-stream keeps every acked op and node
   sim.restart(2);
   CHECK(sim.owners[2]->epoch() == epoch0 + 1);
   sim.run_until_idle([&] { c.drain(&busy); });
+  // The reconciling re-push (first pump) was cut into batches of about 8
+  // entries, each reconciling only its own partitions.
+  CHECK(sim.owners[2]->stats().repush_batches > 4);
   c.drain(&busy);
   REQUIRE(c.outstanding.empty());
   // Unacked ops of node 2 may or may not have happened: resync the model
