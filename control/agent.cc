@@ -55,7 +55,9 @@ struct Agent::Impl : rib::OwnerIo {
   zmq::context_t ctx{1};
   std::unique_ptr<zmq::socket_t> zap, router, pub, sub;
   std::vector<std::unique_ptr<zmq::socket_t>> dealer;  // by node id
-  std::set<std::string> allowed_keys;                  // binary CURVE public keys
+  // Binary CURVE public key -> the ZAP User-Id its connections get:
+  // "member:<id>" or "client:<name>" (on_router checks it per message).
+  std::map<std::string, std::string> allowed_keys;
   std::unique_ptr<rib::Owner> owner;
   std::unique_ptr<rib::NodeState> state;
 
@@ -138,12 +140,12 @@ struct Agent::Impl : rib::OwnerIo {
         for (const auto& m : spec.members) {
           Result<std::string> k = z85_to_bin(m.curve_public);
           if (!k.ok()) return k.status().with_context("member " + std::to_string(m.id));
-          allowed_keys.insert(k.value());
+          allowed_keys[k.value()] = "member:" + std::to_string(m.id);
         }
         for (const auto& cl : spec.clients) {
           Result<std::string> k = z85_to_bin(cl.curve_public);
           if (!k.ok()) return k.status().with_context("client " + cl.name);
-          allowed_keys.insert(k.value());
+          allowed_keys.emplace(k.value(), "client:" + cl.name);  // a member's key stays a member's
         }
         zap = std::make_unique<zmq::socket_t>(ctx, zmq::socket_type::rep);
         zap->set(zmq::sockopt::linger, 0);
@@ -559,7 +561,23 @@ struct Agent::Impl : rib::OwnerIo {
     }
   }
 
-  void on_router(const std::string& routing, const zmq::message_t& payload) {
+  // Messages only cluster members send: a client key (sb-ctl, an
+  // operator's tool) must not rewrite a node's FIB, fake progress reports,
+  // read snapshots or push weights.
+  static bool member_only(pb::Envelope::BodyCase b) {
+    switch (b) {
+      case pb::Envelope::kFibUpdate:
+      case pb::Envelope::kApplied:
+      case pb::Envelope::kSnapshotRequest:
+      case pb::Envelope::kSnapshotChunk:
+      case pb::Envelope::kWeightsUpdate: return true;
+      default: return false;
+    }
+  }
+
+  // user: the connection's ZAP User-Id ("member:N" / "client:NAME"; empty
+  // without CURVE, where every peer is trusted).
+  void on_router(const std::string& routing, const zmq::message_t& payload, const std::string& user) {
     if (payload.size() > vctx.limits.max_frame_bytes) ++c["oversized_frames"];
     google::protobuf::Arena arena;
     pb::Envelope& env = *google::protobuf::Arena::CreateMessage<pb::Envelope>(&arena);
@@ -567,6 +585,12 @@ struct Agent::Impl : rib::OwnerIo {
     if (!st.ok()) {
       ++c["bad_message"];
       error_reply(routing, env.corr(), to_code(st), st.message());
+      return;
+    }
+    if (spec.curve && member_only(env.body_case()) && user.rfind("member:", 0) != 0) {
+      ++c["forbidden_messages"];
+      error_reply(routing, env.corr(), pb::INVALID,
+                  "only cluster members may send this message (this key is " + (user.empty() ? "unknown" : user) + ")");
       return;
     }
     switch (env.body_case()) {
@@ -954,10 +978,12 @@ struct Agent::Impl : rib::OwnerIo {
     if (parts.size() < 6) return;
     const std::string mech = parts[5].to_string();
     bool ok = false;
-    std::string who;
+    std::string who, user;
     if (mech == "CURVE" && parts.size() >= 7) {
       const std::string key = parts[6].to_string();
-      ok = allowed_keys.count(key) > 0;
+      const auto k = allowed_keys.find(key);
+      ok = k != allowed_keys.end();
+      if (ok) user = k->second;
       who = bin_to_z85(key);
     }
     if (!ok) {
@@ -972,7 +998,7 @@ struct Agent::Impl : rib::OwnerIo {
     send(parts[1].to_string(), true);
     send(ok ? "200" : "400", true);
     send(ok ? "OK" : "unknown key", true);
-    send(who, true);
+    send(ok ? user : who, true);  // User-Id: messages of this connection carry it
     send("", false);
   }
 
@@ -1180,7 +1206,10 @@ struct Agent::Impl : rib::OwnerIo {
                 extra = x.more();
                 m = zmq::message_t("", 0);
               }
-              on_router(id.to_string(), m);
+              std::string user;
+              if (spec.curve)
+                if (const char* u = zmq_msg_gets(m.handle(), "User-Id")) user = u;
+              on_router(id.to_string(), m, user);
             } else if (kind[i] == 2) {
               zmq::message_t m;
               if (!sub->recv(m, zmq::recv_flags::dontwait)) break;

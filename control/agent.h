@@ -54,7 +54,11 @@
 //
 // Heartbeats every heartbeat_ms carry the heads of this node's partitions;
 // a member unheard for dead_after_ms is not live (the owner stops waiting
-// for it; moves converge without it). The agent never blocks on a send
+// for it; moves converge without it). With CURVE, a connection's key
+// decides what it may send: FibUpdate, Applied, SnapshotRequest,
+// SnapshotChunk and WeightsUpdate only from a member key (others are
+// refused and counted `forbidden_messages`); clients send session, stats,
+// status, lookup and weights requests. The agent never blocks on a send
 // (ZMQ_DONTWAIT; a full queue is counted `send_dropped`, a reply to a
 // client or peer that is no longer connected `send_unroutable` (the ROUTER
 // socket is ZMQ_ROUTER_MANDATORY), and the protocol's timeouts and resyncs

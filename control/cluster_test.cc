@@ -365,7 +365,22 @@ TEST_CASE("cluster: malformed frames and unknown CURVE keys are rejected and cou
     REQUIRE(e.ParseFromArray(r.data(), int(r.size())));
     CHECK(e.error().code() == pb::INVALID);
     CHECK(e.error().text().find("node") != std::string::npos);
+    // A client key may not send members' messages: a reconciling FIB update
+    // with no entries would empty node 0's FIB of every partition.
+    pb::Envelope fu;
+    fu.set_version(1);
+    fu.mutable_fib_update()->set_owner(1);
+    fu.mutable_fib_update()->set_batch_id(99);
+    for (uint32_t p = 0; p < h.value()->spec().partitions; ++p) fu.mutable_fib_update()->add_reconcile(p);
+    const std::string fb = fu.SerializeAsString();
+    s.send(zmq::buffer(fb));
+    REQUIRE(s.recv(r));
+    REQUIRE(e.ParseFromArray(r.data(), int(r.size())));
+    CHECK(e.has_error());
+    CHECK(e.error().code() == pb::INVALID);
+    CHECK(e.error().text().find("only cluster members") != std::string::npos);
   }
+  CHECK(counter(*c.value(), 0, "forbidden_messages") == 1);
   CHECK(counter(*c.value(), 0, "bad_message") >= 2);
   // A client with a key the cluster does not know gets nothing.
   {
