@@ -33,12 +33,23 @@
 // counters next to 512 MiB of records).
 //
 // THREAD SAFETY: one control thread calls add/modify/remove; any number of
-// data-plane threads call read/key_equals/prefetch/teid_dl...; lcore c is the
-// only caller of count(c, ...). counters() may run anywhere (sums relaxed
-// loads; a concurrent increment may or may not be included). After remove()
-// an index may be reused at once: callers must have removed every FIB entry
-// pointing to it first (the FIBs verify the key anyway, so a stale index
-// answers "miss", never another session's record).
+// data-plane threads call read/key_equals/read_verified/prefetch/...; lcore
+// c is the only caller of count(c, ...). counters() may run anywhere (sums
+// relaxed loads; a concurrent increment may or may not be included).
+//
+// INDEX REUSE: after remove() an index may be reused at once (the free list
+// is LIFO, so the next add() takes it). Callers remove every FIB entry
+// pointing to an index first, but a data-plane thread may hold an index a
+// lookup answered just BEFORE that: the FIB verified the key at lookup
+// time, and the record can be freed (tunnel word 0, live bit clear) or
+// rewritten with another session between the lookup and the next read of
+// the record. So the data plane reads a looked-up record only through
+// read_verified(), which reads key, tunnel and meta in ONE seqlock window
+// and answers false unless the record is live and holds the looked-up key
+// (the caller counts a miss). tunnel()/meta() are unversioned single-word
+// loads for the control thread and for callers that already know the
+// record cannot change; they never validate that idx still belongs to any
+// particular session.
 #pragma once
 
 #include <cstdint>
@@ -121,12 +132,42 @@ class SessionTable {
       if (!v.read_retry(s)) return eq;
     }
   }
+  // The data plane's read of the record a FIB lookup of `key` answered:
+  // true iff idx < capacity and the record is live and holds exactly
+  // `key`, and then *tunnel (teid_dl | enb_ip << 32) and *meta (word 3)
+  // are THAT record's words, read in the same version window as the key.
+  // false: the session was removed after the lookup (its index may already
+  // belong to another session); *tunnel/*meta are then meaningless and the
+  // caller drops and counts the packet (fib_miss). The record line is the
+  // one key_equals()/prefetch_for_count() already brought in: a version
+  // load and four word loads, no extra miss. Never blocks the writer.
+  bool read_verified(uint32_t idx, const FlowKey& key, uint64_t* tunnel, uint64_t* meta) const {
+    if (idx >= capacity_) return false;
+    const uint64_t* w = words(idx);
+    const SeqVersion& v = ver_.at(idx);
+    for (;;) {
+      const uint32_t s = v.read_begin();
+      const uint64_t k0 = seq_load(w), k1 = seq_load(w + 1);
+      const uint64_t t = seq_load(w + 2), m = seq_load(w + 3);
+      if (v.read_retry(s)) [[unlikely]]
+        continue;
+      *tunnel = t;
+      *meta = m;
+      // The canonical test keeps a non-canonical query (the poison) from
+      // matching a free record; the live bit is checked as well.
+      return (k0 == key.lo()) & (k1 == key.hi()) & ((key.hi() >> 40) == 0) & meta_live(m);
+    }
+  }
   // teid_dl | enb_ip << 32 of a record: one 64-bit load, so the pair is
-  // always consistent (no version needed). REQUIRES idx < capacity.
+  // consistent, but NOT validated against any key or liveness: see INDEX
+  // REUSE above (data plane: read_verified()). REQUIRES idx < capacity.
   uint64_t tunnel(uint32_t idx) const { return load_relaxed(words(idx) + 2); }
   // Word 3 of a record (teid_ul, bearer, flags, generation): one load, the
-  // same line as tunnel(). REQUIRES idx < capacity.
+  // same line as tunnel(). The live bit and teid_ul are in this one word,
+  // so a caller that checks meta_live() and teid_ul on the value it loaded
+  // (upstream TEID validation) needs no version. REQUIRES idx < capacity.
   uint64_t meta(uint32_t idx) const { return load_relaxed(words(idx) + 3); }
+  static bool meta_live(uint64_t m) { return (m >> 40) & 1; }
   static bool meta_copy(uint64_t m) { return (m >> 41) & 1; }
   static uint32_t meta_handler(uint64_t m) { return uint32_t(m >> 42) & 31; }
   void prefetch(uint32_t idx) const {

@@ -17,7 +17,7 @@ namespace sb::node {
   X(ttl, "IPv4 TTL expired (<= 1) before forwarding")                                         \
   X(frag_no_l4, "non-first IPv4 fragment in 5-tuple key mode (no ports)")                     \
   X(gpt_invalid_node, "GPT answer is not a live member (unknown key, N not a power of two)")  \
-  X(fib_miss, "handling node has no FIB entry for the key")                                   \
+  X(fib_miss, "handling node has no FIB entry for the key (or it was removed during the lookup)") \
   X(node_down, "the handling node (or the node a TEID names) is not a live member")          \
   X(not_gtpu, "S1-U packet that is not GTP-U (not UDP 2152 to our address)")                 \
   X(gtpu_bad, "GTP-U header invalid (version, PT, length, extension chain)")                  \

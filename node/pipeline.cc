@@ -171,8 +171,15 @@ void Worker::fib_stage(const Pending* p, const FlowKey* keys, const uint64_t* h,
       drop(b, Drop::k_fib_miss);
       continue;
     }
-    const uint64_t meta = st.meta(idx[i]);
-    const uint64_t tun = st.tunnel(idx[i]);
+    // The FIB verified the key at lookup time; the record may have been
+    // freed and its index reused since (remove + add on the control
+    // thread). Key, live bit, tunnel and meta are read in one version
+    // window, so the tunnel used is the looked-up key's live record's.
+    uint64_t tun, meta;
+    if (!st.read_verified(idx[i], keys[i], &tun, &meta)) [[unlikely]] {
+      drop(b, Drop::k_fib_miss);
+      continue;
+    }
     const uint32_t teid = uint32_t(tun), enb = uint32_t(tun >> 32);
     st.count(lcore_, idx[i], p[i].ip_len);
     if (fib::SessionTable::meta_copy(meta)) {
@@ -378,12 +385,14 @@ void Worker::upstream(rte_mbuf* m, bool steered) {
     return;
   }
   const uint32_t idx = u.teid & uint32_t(low_mask(st.index_bits()));
-  if (idx >= st.capacity() || !st.live(idx)) {
+  if (idx >= st.capacity()) {
     drop(m, Drop::k_unknown_teid);
     return;
   }
+  // One load: live bit, copy flag and teid_ul (with the generation) of the
+  // same record state, so a session removed meanwhile is never accepted.
   const uint64_t meta = st.meta(idx);
-  if (fib::SessionTable::meta_copy(meta)) {
+  if (!fib::SessionTable::meta_live(meta) || fib::SessionTable::meta_copy(meta)) {
     drop(m, Drop::k_unknown_teid);
     return;
   }

@@ -7,10 +7,13 @@
 //              full-duplication: this node resolves every key
 //              h/L == self -> FIB stage; other live member -> fabric (MACs
 //              rewritten, frame unchanged); not live -> gpt_invalid_node.
-//   FIB stage  FIB bulk lookup -> session index; prefetch the records ->
+//   FIB stage  FIB bulk lookup -> session index; prefetch the records; read
+//              each record with its key and live bit re-checked in the
+//              same version window (SessionTable::read_verified: an index
+//              freed and reused since the lookup is never used) ->
 //              handled here: GTP-U encap -> enb
 //              a copy (baselines): shim {teid_dl, enb_ip} -> its handler
-//              miss: fib_miss
+//              miss, or the session removed since the lookup: fib_miss
 //   fabric rx  L2 mine -> shim: encap from the shim (no lookup)
 //                       -> plain IPv4: FIB stage (scalebricks second hop,
 //                          hash-partition lookup node)

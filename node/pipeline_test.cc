@@ -7,11 +7,14 @@
 
 #include <catch2/catch.hpp>
 
+#include <atomic>
+#include <chrono>
 #include <cstdio>
 #include <cstring>
 #include <fstream>
 #include <map>
 #include <string>
+#include <thread>
 #include <unistd.h>
 #include <vector>
 
@@ -529,4 +532,82 @@ TEST_CASE("pipeline: tshark decodes the encapsulated output as GTP-U with the ri
   // Outer and inner ip.dst/src are both listed (outer first).
   CHECK(out.find("0x00001001,198.18.200.1,198.18.100.1,198.18.1.2,198.19.0.1,2152,40000") != std::string::npos);
   CHECK(out.find("0x00001002,198.18.200.2,198.18.100.2,198.18.1.1,198.19.0.1,2152,40000") != std::string::npos);
+}
+
+// The control thread frees records and hands their indexes to other
+// sessions (LIFO free list) while the worker forwards: the FIB verified
+// the key at lookup time, so the pipeline must not use a record that is no
+// longer the looked-up key's (reproduced before the fix: packets sent to
+// 0.0.0.0/TEID 0 or in another subscriber's tunnel). The writer removes 64
+// of node 0's sessions in one FIB batch and installs them again in the
+// next, so every index changes owner every round; every encapsulated frame
+// must carry its own key's TEID and eNodeB address.
+TEST_CASE("pipeline: index reuse by the control thread never sends a packet in another session's tunnel",
+          "[tsan]") {
+  for (fib::FibKind fk : {fib::FibKind::kCuckoo, fib::FibKind::kOthello}) {
+    INFO((fk == fib::FibKind::kOthello ? "othello" : "cuckoo"));
+    ClusterFixture fx(rib::Architecture::kScaleBricks, 4, fk);
+    std::vector<rib::FibEntry> mine;  // sessions handled by node 0 (teid_dl 0x2000 + i, kEnb0)
+    for (const rib::FibEntry& e : sessions(4))
+      if (e.handling_node == 0 && e.teid_dl >= 0x2000 && mine.size() < 64) mine.push_back(e);
+    REQUIRE(mine.size() == 64);
+    rib::FibBatch del, add;
+    del.batch_id = 1;
+    add.batch_id = 2;
+    for (const rib::FibEntry& e : mine) {
+      del.remove.push_back(e.key);
+      add.install.push_back(e);
+    }
+    rib::NodeState& st = fx.c->state(0);
+    std::atomic<bool> stop{false};
+    std::atomic<uint64_t> rounds{0}, errors{0};
+    std::thread writer([&] {
+      while (!stop.load(std::memory_order_relaxed)) {
+        for (const rib::FibBatch* b : {&del, &add}) {
+          const rib::FibAckMsg a = st.apply_fib(*b);
+          for (StatusCode c : a.install_code) errors += c != StatusCode::kOk;
+          for (StatusCode c : a.remove_code) errors += c != StatusCode::kOk;
+        }
+        ++rounds;
+      }
+    });
+    const auto before = totals(*fx.c);
+    Rng rng(7);
+    uint64_t sent = 0, good = 0, wrong = 0;
+    const auto t0 = std::chrono::steady_clock::now();
+    while (std::chrono::steady_clock::now() - t0 < std::chrono::milliseconds(800)) {
+      rte_mbuf* m[32];
+      for (auto& x : m) {
+        const FlowKey& k = mine[rng.below(mine.size())].key;
+        x = mbuf_of(PacketBuilder().eth(rc_mac(0, kExt), rc_ext_next_hop()).ipv4(k.src_ip(), k.dst_ip(), k.proto())
+                        .udp(k.src_port(), k.dst_port()).payload(20).build());
+      }
+      REQUIRE(fx.c->inject(0, kExt, m, 32) == 32);
+      sent += 32;
+      while (fx.c->poll(0, 0, kExt) != 0) {
+      }
+      rte_mbuf* o[64];
+      uint32_t n;
+      while ((n = fx.c->drain(0, kEnb, o, 64)) != 0) {
+        for (uint32_t j = 0; j < n; ++j) {
+          const uint8_t* f = rte_pktmbuf_mtod(o[j], const uint8_t*);
+          const uint32_t i = rd32(f + 50 + 16) - 0xc6127000;  // the inner UE address names the session
+          const bool ok = rd32(f + 14 + 16) == kEnb0 && rd32(f + 46) == 0x2000 + i;
+          good += ok;
+          wrong += !ok;
+          rte_pktmbuf_free(o[j]);
+        }
+      }
+    }
+    stop = true;
+    writer.join();
+    const auto d = delta(before, totals(*fx.c));
+    const uint64_t miss = d.count("drop_fib_miss") ? d.at("drop_fib_miss") : 0;
+    INFO("writer rounds " << rounds << ", sent " << sent << ", encapsulated " << good << ", fib_miss " << miss);
+    CHECK(errors == 0);
+    CHECK(rounds > 0);
+    CHECK(wrong == 0);
+    CHECK(good > 0);
+    CHECK(good + wrong + miss == sent);  // every packet either in its own tunnel or counted
+  }
 }
