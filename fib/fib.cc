@@ -42,7 +42,12 @@ Status Fib::deserialize(std::string_view bytes) {
   if (hd.format != kFormat) return Status::Corrupt("fib image: unknown format " + std::to_string(hd.format));
   if (hd.kind != uint32_t(kind())) return Status::Corrupt("fib image: written by another backend");
   if (hd.hash_seed != hash_seed_) return Status::InvalidArgument("fib image: different hash seed");
-  if (bytes.size() != sizeof hd + hd.count * kPair + 8) return Status::Corrupt("fib image: length mismatch");
+  // The pair bytes present bound the count BEFORE it is multiplied: a
+  // count near 2^64 / kPair would wrap `count * kPair` to the real length.
+  const uint64_t body = bytes.size() - sizeof hd - 8;
+  if (hd.count > body / kPair || hd.count * kPair != body)
+    return Status::Corrupt("fib image: length mismatch (" + std::to_string(hd.count) + " pairs in " +
+                           std::to_string(body) + " bytes)");
   if (size() != 0) return Status::FailedPrecondition("fib image: target fib is not empty");
   std::vector<FlowKey> keys(hd.count);
   std::vector<uint32_t> vals(hd.count);

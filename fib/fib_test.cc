@@ -10,6 +10,7 @@
 #include <unordered_map>
 #include <vector>
 
+#include "core/checksum.h"
 #include "core/keygen.h"
 #include "core/test_util.h"
 #include "fib/cuckoo_fib.h"
@@ -235,6 +236,58 @@ TEST_CASE("fib: serialization round trip, corrupt input rejected", "[fib]") {
     else
       other = OthelloFib::create(e.table.get(), seed).value();
     CHECK(other->deserialize(img).code() == StatusCode::kCorrupt);
+  }
+}
+
+namespace {
+// A FIB image in the format of Fib::serialize() (magic, format 1, kind,
+// hash seed, count, pairs, XXH3 checksum) with any count and pairs: the
+// checksum is valid, so only the content checks can reject it.
+std::string craft_image(FibKind kind, uint64_t hash_seed, uint64_t count,
+                        const std::vector<std::pair<FlowKey, uint32_t>>& pairs) {
+  struct {
+    uint32_t magic, format, kind, reserved;
+    uint64_t hash_seed, count;
+  } hd{0x42494653u, 1, uint32_t(kind), 0, hash_seed, count};
+  std::string out(reinterpret_cast<const char*>(&hd), sizeof hd);
+  for (const auto& [k, v] : pairs) {
+    out.append(reinterpret_cast<const char*>(k.bytes), 16);
+    out.append(reinterpret_cast<const char*>(&v), 4);
+  }
+  const uint64_t sum = checksum64(out.data(), out.size());
+  out.append(reinterpret_cast<const char*>(&sum), 8);
+  return out;
+}
+}  // namespace
+
+// Images with a valid checksum whose count the bytes do not hold: count *
+// 20 wraps 64 bits to the length present. Rejected with a status (no
+// allocation of 2^62 pairs, no exception), and a good image loads after.
+TEST_CASE("fib: checksum-valid images that cannot be built are rejected and leave the fib empty", "[fib]") {
+  const uint64_t seed = test_seed(27);
+  for (Backend kind : kKinds) {
+    INFO(kind_name(kind));
+    const size_t n = 500;
+    Env e = make_env(kind, uint32_t(n + 8), seed);
+    const auto keys = make_keys(n + 1, seed);
+    std::vector<std::pair<FlowKey, uint32_t>> good;
+    for (size_t i = 0; i < n; ++i) good.push_back({keys[i], e.table->add({keys[i], uint32_t(i), 0, 5}).value()});
+    const FibKind fk = is_othello(kind) ? FibKind::kOthello : FibKind::kCuckoo;
+    auto fresh = [&](uint64_t cap) -> std::unique_ptr<Fib> {
+      if (is_othello(kind)) return OthelloFib::create(e.table.get(), seed, othello_options(kind)).value();
+      if (kind == Backend::kCuckoo) return CuckooFib::create(cap, seed).value();
+      return CuckooFib4::create(cap, seed).value();
+    };
+    std::unique_ptr<Fib> g = fresh(n + 8);
+    // count * 20 wraps to the length of the pairs present: 2^62 with no
+    // pair, 2^62 + 1 with one.
+    CHECK(g->deserialize(craft_image(fk, seed, uint64_t(1) << 62, {})).code() == StatusCode::kCorrupt);
+    CHECK(g->deserialize(craft_image(fk, seed, (uint64_t(1) << 62) + 1, {good[0]})).code() ==
+          StatusCode::kCorrupt);
+    CHECK(g->deserialize(craft_image(fk, seed, ~uint64_t(0), {good[0]})).code() == StatusCode::kCorrupt);
+    CHECK(g->size() == 0);
+    REQUIRE(g->deserialize(craft_image(fk, seed, good.size(), good)).ok());
+    CHECK(g->size() == n);
   }
 }
 
