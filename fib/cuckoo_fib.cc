@@ -161,7 +161,15 @@ void CuckooFibT<L>::store_slot(uint64_t b, unsigned s, uint64_t lo, uint64_t hi,
 template <class L>
 Status CuckooFibT<L>::build(const FlowKey* keys, const uint32_t* values, size_t n) {
   if (n_ != 0) return Status::FailedPrecondition("cuckoo fib: build needs an empty fib");
-  for (size_t i = 0; i < n; ++i) SB_RETURN_IF_ERROR(insert(keys[i], values[i]));
+  for (size_t i = 0; i < n; ++i) {
+    const Status st = insert(keys[i], values[i]);
+    if (!st.ok()) {
+      // All or nothing: keys 0..i-1 went in (so they are distinct); take
+      // them out again, through the readers' protocol, and leave it empty.
+      for (size_t j = 0; j < i; ++j) (void)erase(keys[j]);
+      return st.with_context("cuckoo fib build, pair " + std::to_string(i));
+    }
+  }
   return Status::Ok();
 }
 

@@ -1,6 +1,8 @@
 #include "fib/fib.h"
 
+#include <algorithm>
 #include <cstring>
+#include <utility>
 #include <vector>
 
 #include "core/checksum.h"
@@ -49,14 +51,30 @@ Status Fib::deserialize(std::string_view bytes) {
     return Status::Corrupt("fib image: length mismatch (" + std::to_string(hd.count) + " pairs in " +
                            std::to_string(body) + " bytes)");
   if (size() != 0) return Status::FailedPrecondition("fib image: target fib is not empty");
-  std::vector<FlowKey> keys(hd.count);
-  std::vector<uint32_t> vals(hd.count);
+  if (hd.count > capacity())
+    return Status::Capacity("fib image: " + std::to_string(hd.count) + " pairs, this fib holds " +
+                            std::to_string(capacity()));
+  const size_t n = size_t(hd.count);
+  std::vector<FlowKey> keys(n);
+  std::vector<uint32_t> vals(n);
   const char* p = bytes.data() + sizeof hd;
-  for (uint64_t i = 0; i < hd.count; ++i, p += kPair) {
+  for (size_t i = 0; i < n; ++i, p += kPair) {
     std::memcpy(keys[i].bytes, p, 16);
     std::memcpy(&vals[i], p + 16, 4);
+    if (!keys[i].canonical())
+      return Status::Corrupt("fib image: pair " + std::to_string(i) + ": key bytes 13..15 are not zero");
+    if (vals[i] == kFibMiss)
+      return Status::Corrupt("fib image: pair " + std::to_string(i) + ": value 0xffffffff is the miss marker");
   }
-  return build(keys.data(), vals.data(), keys.size());
+  // A key twice would make build() fail part-way: refuse the image first.
+  std::vector<std::pair<uint64_t, uint64_t>> sorted(n);
+  for (size_t i = 0; i < n; ++i) sorted[i] = {keys[i].lo(), keys[i].hi()};
+  std::sort(sorted.begin(), sorted.end());
+  if (std::adjacent_find(sorted.begin(), sorted.end()) != sorted.end())
+    return Status::Corrupt("fib image: a key appears twice");
+  // build() is all-or-nothing (a backend-specific refusal, e.g. an Othello
+  // value that is not a live record of its key, leaves the fib empty).
+  return build(keys.data(), vals.data(), n).with_context("fib image");
 }
 
 }  // namespace sb::fib

@@ -23,7 +23,12 @@
 //     versions and fallback tables), at the structure's capacity.
 //   - serialize(): magic, format version, backend kind, hash seed, the
 //     (key, value) pairs and an XXH3 checksum; deserialize() rejects a bad
-//     magic, kind, version, length or checksum with kCorrupt and rebuilds.
+//     magic, kind, version, length or checksum with kCorrupt, and so an
+//     image whose checksum is valid but whose content cannot be loaded (a
+//     count the bytes do not hold, a duplicate or non-canonical key, the
+//     value kFibMiss) before anything is built; more pairs than capacity()
+//     is kCapacity. Then it builds (all or nothing, see build()): on any
+//     error the fib is left empty.
 #pragma once
 
 #include <atomic>
@@ -72,7 +77,9 @@ class Fib {
   }
 
   // ---- control thread ----
-  // Bulk load into an EMPTY fib (faster than n inserts).
+  // Bulk load into an EMPTY fib (faster than n inserts). All or nothing:
+  // on any error (invalid pair, duplicate key, table full) the fib is left
+  // empty, so a later build or deserialize can run.
   virtual Status build(const FlowKey* keys, const uint32_t* values, size_t n) = 0;
   // The *_hashed forms take the key's hash (tests use them to force
   // collisions); REQUIRES h == hash(key) in production.
@@ -105,7 +112,8 @@ class Fib {
   uint64_t read_retries() const { return retries_.load(std::memory_order_relaxed); }
 
   std::string serialize() const;
-  // Into an EMPTY fib of the same kind and hash seed.
+  // Into an EMPTY fib of the same kind and hash seed; on any error the fib
+  // stays empty (see CONTRACT).
   Status deserialize(std::string_view bytes);
 
  protected:

@@ -74,32 +74,61 @@ bool OthelloFib::owns(uint64_t h, const FlowKey& key) const {
   return v.ok() && table_->key_equals(decode(*v), key);
 }
 
-Status OthelloFib::build(const FlowKey* keys, const uint32_t* values, size_t n) {
-  if (ctl_.shape().m_a != 0 && size() != 0) return Status::FailedPrecondition("othello fib: build needs an empty fib");
-  std::vector<uint64_t> h(n), v(n);
-  for (size_t i = 0; i < n; ++i) {
-    SB_RETURN_IF_ERROR(check_record(keys[i], values[i]));
-    h[i] = hash(keys[i]);
-    v[i] = encode(h[i], values[i]);
-  }
+OthelloControl::Options OthelloFib::control_options() const {
   OthelloControl::Options o;
   o.capacity = table_->capacity();
   o.value_bits = table_->index_bits() + opt_.check_bits;
   o.seed = opt_.othello_seed;
+  return o;
+}
+
+// All or nothing: every pair is checked before anything changes, and a
+// failure after that (no acyclic seed, a duplicate key met by the
+// one-by-one path) leaves an empty, published structure.
+Status OthelloFib::build(const FlowKey* keys, const uint32_t* values, size_t n) {
+  if (ctl_.shape().m_a != 0 && size() != 0) return Status::FailedPrecondition("othello fib: build needs an empty fib");
+  std::vector<uint64_t> h(n), v(n);
+  for (size_t i = 0; i < n; ++i) {
+    SB_RETURN_IF_ERROR(check_record(keys[i], values[i]).with_context("othello fib build, pair " + std::to_string(i)));
+    h[i] = hash(keys[i]);
+    v[i] = encode(h[i], values[i]);
+  }
+  const OthelloControl::Options o = control_options();
   Status st = ctl_.construct(o, h.data(), v.data(), n);
   if (st.code() == StatusCode::kAlreadyExists) {
-    // Two keys share a 64-bit hash: build empty, then insert one by one so
-    // the collision goes to the fallback table.
+    // Two keys share a 64-bit hash (or one key is there twice): build
+    // empty, then insert one by one so a collision goes to the fallback
+    // table.
     SB_RETURN_IF_ERROR(ctl_.construct(o, nullptr, nullptr, 0));
     ctl_.set_rebuild_on_cycle(opt_.defer_cycles == 0);
     ctl_.publish(&q_);
-    for (size_t i = 0; i < n; ++i) SB_RETURN_IF_ERROR(insert(keys[i], values[i]));
+    for (size_t i = 0; i < n; ++i) {
+      st = insert(keys[i], values[i]);
+      if (!st.ok()) {
+        reset_empty();
+        return st.with_context("othello fib build, pair " + std::to_string(i));
+      }
+    }
     return Status::Ok();
   }
-  SB_RETURN_IF_ERROR(st);
+  if (!st.ok()) {
+    reset_empty();
+    return st;
+  }
   ctl_.set_rebuild_on_cycle(opt_.defer_cycles == 0);
   ctl_.publish(&q_);
   return Status::Ok();
+}
+
+void OthelloFib::reset_empty() {
+  for (unsigned i = 0; i < kFallbackMax; ++i)
+    if (fallback_[i].value != kFibMiss) fallback_write(int(i), ~0ULL, ~0ULL, kFibMiss);
+  fallback_n_.store(0, std::memory_order_relaxed);
+  deferred_ = 0;
+  // Empty, with the parameters create() already validated: cannot fail.
+  (void)ctl_.construct(control_options(), nullptr, nullptr, 0);
+  ctl_.set_rebuild_on_cycle(opt_.defer_cycles == 0);
+  ctl_.publish(&q_);
 }
 
 int OthelloFib::fallback_find(const FlowKey& key) const {

@@ -148,6 +148,8 @@ class OthelloFib final : public Fib {
   Status check_record(const FlowKey& key, uint32_t value) const;
   Status fallback_add(const FlowKey& key, uint64_t h, uint32_t value);
   Status readmit_deferred();  // reconstruction with the parked Case I keys
+  OthelloControl::Options control_options() const;
+  void reset_empty();  // after a failed build: empty arrays and fallback, published
   bool owns(uint64_t h, const FlowKey& key) const;  // ctl holds key under hash h
 
   // Othello value = session index | check(h) << index_bits (check_bits = 0:
