@@ -98,6 +98,7 @@ Result<std::unique_ptr<DataPlane>> DataPlane::init(const control::Config& cfg) {
   s.enb_next_hop = to_mac(dp.enb_next_hop);
   s.s1u_ip = dp.s1u_ip;
   s.mtu = uint16_t(dp.mtu);
+  s.workers = unsigned(d->lcores_.size());
   s.mtu_policy = dp.mtu_policy == control::MtuPolicyCfg::kDrop ? MtuPolicy::kDrop : MtuPolicy::kFragment;
 
   SB_RETURN_IF_ERROR(d->configure_ports());

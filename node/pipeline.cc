@@ -28,7 +28,8 @@ inline bool contiguous(rte_mbuf* m) { return m->nb_segs == 1 || rte_pktmbuf_line
 
 Worker::Worker(const PipelineSpec& spec, const PipelineTables& tables, unsigned lcore_index,
                const TxTarget tx[kRoles], rte_mempool* pool, LcoreCounters* counters)
-    : spec_(spec), t_(tables), lcore_(lcore_index), pool_(pool), c_(counters) {
+    : spec_(spec), t_(tables), lcore_(lcore_index), pool_(pool), c_(counters),
+      ip_id_(lcore_index, spec.workers > lcore_index ? spec.workers : lcore_index + 1) {
   for (uint32_t id : spec_.members) member_mask_ |= 1u << id;
   live_mask_ = member_mask_;
   for (int r = 0; r < kRoles; ++r) {
@@ -244,7 +245,7 @@ void Worker::encap(rte_mbuf* m, uint16_t l3_off, uint16_t ip_len, uint8_t tos, u
   ep.dst_ip = enb_ip;
   ep.teid = teid;
   ep.src_port = udp_src;
-  ep.ip_id = ip_id_++;
+  ep.ip_id = ip_id_.take();
   write_gtpu_encap(hdr, ep, ip_len, tos);
   bump(c_->gtpu_out);
   if (uint32_t(ip_len) + kGtpOverhead > spec_.mtu) {

@@ -74,6 +74,28 @@ struct PipelineSpec {
   uint32_t s1u_ip = 0;          // our S1-U address (host order)
   uint16_t mtu = 1500;          // outer IPv4 MTU on the enb side
   MtuPolicy mtu_policy = MtuPolicy::kFragment;
+  unsigned workers = 1;         // workers of this node (they split the outer IPv4 IDs)
+};
+
+// The outer IPv4 identification values of worker w of a node with n
+// workers: w, w + n, w + 2n, ..., back to w before 65536, so no two workers
+// of a node ever send the same ID (same S1-U source address, same eNodeB,
+// UDP checksum 0: a shared ID could splice fragments of two packets at
+// the receiver's reassembly). Each worker cycles through the IDs equal to
+// w mod n. REQUIRES w < n < 65536.
+class IpIdSequence {
+ public:
+  IpIdSequence(unsigned w, unsigned n)
+      : next_(uint16_t(w)), first_(uint16_t(w)), last_(uint16_t(w + n * ((65536u - 1 - w) / n))),
+        step_(uint16_t(n)) {}
+  uint16_t take() {
+    const uint16_t id = next_;
+    next_ = id == last_ ? first_ : uint16_t(id + step_);
+    return id;
+  }
+
+ private:
+  uint16_t next_, first_, last_, step_;
 };
 
 struct PipelineTables {
@@ -94,7 +116,8 @@ class Worker {
   static constexpr uint16_t kTxBuf = 128;
 
   // tx[r]: the (port, queue) this worker sends role r's frames on.
-  // lcore_index < sessions->lcores(). counters: this worker's block.
+  // lcore_index < sessions->lcores() and < spec.workers: the worker's
+  // index in its node. counters: this worker's block.
   Worker(const PipelineSpec& spec, const PipelineTables& tables, unsigned lcore_index,
          const TxTarget tx[kRoles], rte_mempool* pool, LcoreCounters* counters);
   Worker(const Worker&) = delete;
@@ -145,7 +168,7 @@ class Worker {
   LcoreCounters* c_;
   uint32_t member_mask_ = 0;
   uint32_t live_mask_ = 0;
-  uint16_t ip_id_ = 0;
+  IpIdSequence ip_id_;
   TxBuf tx_[kRoles];
 };
 

@@ -7,6 +7,7 @@
 
 #include <catch2/catch.hpp>
 
+#include <algorithm>
 #include <atomic>
 #include <chrono>
 #include <cstdio>
@@ -610,4 +611,52 @@ TEST_CASE("pipeline: index reuse by the control thread never sends a packet in a
     CHECK(good > 0);
     CHECK(good + wrong + miss == sent);  // every packet either in its own tunnel or counted
   }
+}
+
+TEST_CASE("pipeline: the workers of a node use disjoint outer IPv4 ID sequences") {
+  // Every ID of a full cycle, for worker counts that do and do not divide
+  // 2^16: together the workers use each of the 65536 IDs exactly once.
+  for (unsigned n : {1u, 2u, 3u, 7u}) {
+    INFO(n << " workers");
+    std::vector<int> owner(65536, -1);
+    for (unsigned w = 0; w < n; ++w) {
+      IpIdSequence s(w, n);
+      const unsigned cycle = (65535 - w) / n + 1;  // the IDs = w (mod n)
+      const uint16_t first = s.take();
+      CHECK(first == w);
+      owner[first] = int(w);
+      for (unsigned k = 1; k < cycle; ++k) {
+        const uint16_t id = s.take();
+        REQUIRE(id % n == w % n);
+        REQUIRE(owner[id] == -1);  // never another worker's, never twice per cycle
+        owner[id] = int(w);
+      }
+      CHECK(s.take() == first);  // wrapped to its own first ID
+    }
+    CHECK(std::count(owner.begin(), owner.end(), -1) == 0);
+  }
+  // Through the pipeline: two workers of node 0 encapsulate the same flow.
+  RingClusterOptions o;
+  o.name = "ipid";
+  o.nodes = 2;
+  o.workers_per_node = 2;
+  o.ring_size = 256;
+  o.capacity = 4096;
+  auto r = RingCluster::create(o, sessions(2), pool());
+  REQUIRE(r.ok());
+  RingCluster& c = *r.value();
+  std::vector<uint16_t> ids[2];
+  for (unsigned w = 0; w < 2; ++w)
+    for (int i = 0; i < 20; ++i) {
+      rte_mbuf* m = mbuf_of(downstream_frame(0, kUe1));  // handled by node 0
+      REQUIRE(c.inject(0, kExt, &m, 1) == 1);
+      REQUIRE(c.poll(0, w, kExt) == 1);
+      rte_mbuf* out[4];
+      REQUIRE(c.drain(0, kEnb, out, 4) == 1);
+      ids[w].push_back(rd16(rte_pktmbuf_mtod(out[0], const uint8_t*) + 14 + 4));
+      rte_pktmbuf_free(out[0]);
+    }
+  for (uint16_t a : ids[0])
+    for (uint16_t b : ids[1]) REQUIRE(a != b);
+  CHECK(ids[0][0] != ids[0][1]);  // a sequence, not a constant
 }

@@ -107,6 +107,7 @@ Result<std::unique_ptr<RingCluster>> RingCluster::create(const RingClusterOption
     }
     s.s1u_ip = opt.s1u_base + i + 1;
     s.mtu = opt.mtu;
+    s.workers = opt.workers_per_node;
     s.mtu_policy = opt.mtu_policy;
 
     for (int r = 0; r < kRoles; ++r) {
