@@ -29,10 +29,10 @@ inline constexpr const char* kRoleNames[kRoles] = {"ext", "fabric", "enb"};
   X(fabric_in, "frames received from the fabric for this node")                            \
   X(fabric_out, "frames sent to another node over the fabric")                             \
   X(fabric_shim_in, "baseline frames with a resolved session (no lookup here)")            \
-  X(gtpu_out, "downstream packets GTP-U encapsulated toward the eNodeB side")              \
+  X(gtpu_out, "downstream packets sent GTP-U encapsulated toward the eNodeB side (once per packet, fragmented or not)")   \
   X(gtpu_in, "upstream G-PDUs decapsulated toward the Internet side")                      \
   X(echo_replies, "GTP-U Echo Responses sent")                                             \
-  X(fragments_out, "outer IPv4 fragments sent (MTU policy fragment)")                      \
+  X(fragments_out, "outer IPv4 fragments sent (MTU policy fragment; each packet also counts once in gtpu_out)") \
   X(local_hits, "downstream packets whose handling node is this node at the ingress")      \
   X(bursts, "non-empty rx bursts processed")                                               \
   X(busy_cycles, "TSC cycles spent on non-empty bursts")                                   \

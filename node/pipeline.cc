@@ -247,7 +247,8 @@ void Worker::encap(rte_mbuf* m, uint16_t l3_off, uint16_t ip_len, uint8_t tos, u
   ep.src_port = udp_src;
   ep.ip_id = ip_id_.take();
   write_gtpu_encap(hdr, ep, ip_len, tos);
-  bump(c_->gtpu_out);
+  // gtpu_out counts packets that leave encapsulated (one per packet, also
+  // when sent as fragments), never one that is dropped here.
   if (uint32_t(ip_len) + kGtpOverhead > spec_.mtu) {
     if (spec_.mtu_policy == MtuPolicy::kDrop) {
       drop(m, Drop::k_too_big);
@@ -256,6 +257,7 @@ void Worker::encap(rte_mbuf* m, uint16_t l3_off, uint16_t ip_len, uint8_t tos, u
     send_enb_fragmented(m);
     return;
   }
+  bump(c_->gtpu_out);
   send(kEnb, m);
 }
 
@@ -303,6 +305,7 @@ void Worker::send_enb_fragmented(rte_mbuf* m) {
   wr16(f + 14 + 10, ipv4_checksum(f + 14, 20));
   rte_pktmbuf_trim(m, uint16_t(rte_pktmbuf_pkt_len(m) - (34 + step)));
   for (uint32_t i = 0; i < nfrag; ++i) send(kEnb, out[i]);
+  bump(c_->gtpu_out);
   bump(c_->fragments_out, nfrag);
 }
 

@@ -366,6 +366,8 @@ TEST_CASE("pipeline: MTU policy fragments the outer packet or drops it") {
     const auto d = delta(before, totals(*fx.c));
     REQUIRE(out.size() == 2);
     CHECK(d.at("fragments_out") == 2);
+    CHECK(d.at("gtpu_out") == 1);  // one packet, sent as two fragments
+    CHECK(drops(d) == 0);
     // Reassemble: offsets, MF, lengths, checksums; the payload is the tunnel packet.
     std::vector<uint8_t> payload;
     for (size_t i = 0; i < 2; ++i) {
@@ -386,10 +388,40 @@ TEST_CASE("pipeline: MTU policy fragments the outer packet or drops it") {
   }
   {
     ClusterFixture fx(rib::Architecture::kScaleBricks, 4, fib::FibKind::kCuckoo, MtuPolicy::kDrop);
-    const auto before = totals(*fx.c);
+    auto before = totals(*fx.c);
     CHECK(run(*fx.c, 0, kExt, downstream_frame(0, kUe1, 1452)).empty());
-    CHECK(delta(before, totals(*fx.c)).at("drop_too_big") == 1);
+    auto d = delta(before, totals(*fx.c));
+    CHECK(d.at("drop_too_big") == 1);
+    CHECK(drops(d) == 1);
+    CHECK(d.count("gtpu_out") == 0);  // dropped, not sent
+    before = totals(*fx.c);
     CHECK(run(*fx.c, 0, kExt, downstream_frame(0, kUe1, 1436)).size() == 1);  // exactly 1500
+    CHECK(delta(before, totals(*fx.c)).at("gtpu_out") == 1);
+  }
+  {
+    // No mbuf for the second fragment: the packet is a no_mbuf drop, not
+    // also a gtpu_out. The worker's pool is a small one the test empties.
+    rte_mempool* tiny = rte_pktmbuf_pool_create("pipetest_tiny", 15, 0, 0, RTE_MBUF_DEFAULT_BUF_SIZE, SOCKET_ID_ANY);
+    REQUIRE(tiny != nullptr);
+    RingClusterOptions o;
+    o.name = "tiny";
+    o.ring_size = 256;
+    o.capacity = 4096;
+    auto r = RingCluster::create(o, sessions(4), tiny);
+    REQUIRE(r.ok());
+    RingCluster& c = *r.value();
+    std::vector<rte_mbuf*> held;
+    while (rte_mbuf* x = rte_pktmbuf_alloc(tiny)) held.push_back(x);
+    const auto before = totals(c);
+    CHECK(run(c, 0, kExt, downstream_frame(0, kUe1, 1452)).empty());
+    const auto d = delta(before, totals(c));
+    CHECK(d.at("drop_no_mbuf") == 1);
+    CHECK(drops(d) == 1);
+    CHECK(d.count("gtpu_out") == 0);
+    CHECK(d.count("fragments_out") == 0);
+    for (rte_mbuf* x : held) rte_pktmbuf_free(x);
+    r.value().reset();
+    rte_mempool_free(tiny);
   }
 }
 
