@@ -33,7 +33,7 @@ inline constexpr const char* kRoleNames[kRoles] = {"ext", "fabric", "enb"};
   X(gtpu_in, "upstream G-PDUs decapsulated toward the Internet side")                      \
   X(echo_replies, "GTP-U Echo Responses sent")                                             \
   X(fragments_out, "outer IPv4 fragments sent (MTU policy fragment; each packet also counts once in gtpu_out)") \
-  X(local_hits, "downstream packets whose handling node is this node at the ingress")      \
+  X(local_hits, "downstream packets resolved at this ingress node and handled here (no fabric hop)") \
   X(bursts, "non-empty rx bursts processed")                                               \
   X(busy_cycles, "TSC cycles spent on non-empty bursts")                                   \
   X(idle_polls, "polls that received nothing")

@@ -151,17 +151,20 @@ void Worker::downstream(Role in, rte_mbuf** pkts, uint16_t n) {
       else
         drop(rm[j], Drop::k_gpt_invalid_node);
     }
-    bump(c_->local_hits, k);
     m = k;
     if (m == 0) return;
-  } else if (in == kExt) {
-    bump(c_->local_hits, m);
   }
-  fib_stage(p, keys, h, m);
+  fib_stage(p, keys, h, m, in == kExt);
 }
 
-void Worker::fib_stage(const Pending* p, const FlowKey* keys, const uint64_t* h, uint16_t n) {
+// ingress: the packets arrived on ext here, so the ones whose record says
+// "handled here" are local_hits: resolved at the ingress and handled there,
+// in every architecture (scalebricks: GPT said here and the FIB confirms;
+// full duplication: the record is not a copy for another node;
+// hash partitioning: this node is the lookup node and the handler).
+void Worker::fib_stage(const Pending* p, const FlowKey* keys, const uint64_t* h, uint16_t n, bool ingress) {
   uint32_t idx[kBurst];
+  uint32_t local = 0;
   t_.fib->lookup_bulk(keys, h, n, idx);
   fib::SessionTable& st = *t_.sessions;
   for (uint16_t i = 0; i < n; ++i)
@@ -195,8 +198,10 @@ void Worker::fib_stage(const Pending* p, const FlowKey* keys, const uint64_t* h,
         continue;
       }
     }
+    ++local;
     encap(b, p[i].l3_off, p[i].ip_len, p[i].tos, teid, enb, udp_src_of(h[i]));
   }
+  if (ingress) bump(c_->local_hits, local);
 }
 
 void Worker::fabric_shim(rte_mbuf* m, const uint8_t* f, uint32_t len) {

@@ -144,7 +144,7 @@ class Worker {
   };
 
   void downstream(Role in, rte_mbuf** pkts, uint16_t n);
-  void fib_stage(const Pending* p, const FlowKey* keys, const uint64_t* hashes, uint16_t n);
+  void fib_stage(const Pending* p, const FlowKey* keys, const uint64_t* hashes, uint16_t n, bool ingress);
   void upstream(rte_mbuf* m, bool steered);
   void fabric_shim(rte_mbuf* m, const uint8_t* frame, uint32_t len);
   void encap(rte_mbuf* m, uint16_t l3_off, uint16_t ip_len, uint8_t tos, uint32_t teid,

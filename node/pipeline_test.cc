@@ -214,6 +214,10 @@ TEST_CASE("pipeline: a remote session reaches its handling node, encapsulated, i
       check_encap(out[0].frame, 1, 0x1001, kEnb0, f, fx.s1u(1));
       CHECK(drops(d) == 0);
       CHECK(d.at("gtpu_out") == 1);
+      // Handled by node 1, entered at node 0: no node's local hit, in any
+      // architecture (not the baselines' resolving node 0, not a
+      // hash-partition lookup node).
+      CHECK(d.count("local_hits") == 0);
       const uint64_t hops = d.at("fabric_out");
       const uint32_t lookup = rib::lookup_node(fx.c->state(0).spec(), hash_key(key_of(kUe0), 42));
       switch (a) {
@@ -275,6 +279,41 @@ TEST_CASE("pipeline: a session handled at the ingress is encapsulated there") {
     check_encap(out[0].frame, 0, 0x1002, kEnb1, f, fx.s1u(0));
     if (a == rib::Architecture::kHashPartition && lookup != 0) CHECK(d.at("fabric_out") == 2);
     else CHECK(d.count("fabric_out") == 0);
+    // The ingress is the handling node. It knows so at the ingress (a
+    // local hit) unless another node does the lookup (hash partitioning
+    // with a lookup node other than 0: the packet crosses the fabric
+    // twice, and node 0 only learns it is the handler from the shim).
+    const uint64_t want = a == rib::Architecture::kHashPartition && lookup != 0 ? 0 : 1;
+    CHECK(fx.c->sum(0).local_hits == want);
+    uint64_t all = 0;
+    for (uint32_t i = 0; i < fx.c->nodes(); ++i) all += fx.c->sum(i).local_hits;
+    CHECK(all == want);
+  }
+}
+
+TEST_CASE("pipeline: local_hits counts packets resolved at the ingress and handled there") {
+  // Hash partitioning: sessions whose lookup node is the ingress (0), one
+  // handled by node 0 and one by node 2. Only the first is a local hit.
+  ClusterFixture fx(rib::Architecture::kHashPartition);
+  const auto ss = sessions(4);
+  for (uint32_t handler : {0u, 2u}) {
+    INFO("handler " << handler);
+    const rib::FibEntry* e = nullptr;
+    for (const auto& s : ss)
+      if (s.handling_node == handler && rib::lookup_node(fx.c->state(0).spec(), hash_key(s.key, 42)) == 0) {
+        e = &s;
+        break;
+      }
+    REQUIRE(e != nullptr);
+    const FlowKey& k = e->key;
+    const auto f = PacketBuilder().eth(rc_mac(0, kExt), rc_ext_next_hop()).ipv4(k.src_ip(), k.dst_ip(), k.proto())
+                       .udp(k.src_port(), k.dst_port()).payload(20).build();
+    const auto before = totals(*fx.c);
+    const auto out = run(*fx.c, 0, kExt, f);
+    const auto d = delta(before, totals(*fx.c));
+    REQUIRE(out.size() == 1);
+    CHECK(out[0].node == handler);
+    CHECK(d.count("local_hits") == (handler == 0 ? 1u : 0u));
   }
 }
 
