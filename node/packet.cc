@@ -152,7 +152,9 @@ Drop parse_upstream(const uint8_t* f, uint32_t len, const Mac& mine, uint32_t s1
   const uint8_t flags = g[0];
   if ((flags >> 5) != 1 || (flags & 0x10) == 0) return Drop::k_gtpu_bad;  // version 1, PT 1
   const uint32_t gl = rd16(g + 2);  // bytes after the first 8
-  if (8 + gl > glen) return Drop::k_gtpu_bad;
+  // The length must account for the whole UDP payload: longer runs past
+  // it, shorter leaves bytes that belong to no GTP-U message.
+  if (8 + gl != glen) return Drop::k_gtpu_bad;
   out->msg_type = g[1];
   out->teid = rd32(g + 4);
   out->outer_ip_off = uint16_t(l3);

@@ -142,6 +142,12 @@ TEST_CASE("upstream parse: fixtures", "[packet]") {
   struct UpCase { const char* what; std::vector<uint8_t> frame; Drop expect; uint8_t type; };
   std::vector<uint8_t> bad_len = s1u().gtpu(0x30, kGtpGpdu, 7).raw(ip).build();
   wr16(&bad_len[14 + 20 + 8 + 2], uint16_t(ip.size() + 9));  // GTP length beyond UDP payload
+  // GTP length shorter than the UDP payload: 4 bytes after the message
+  // that belong to no GTP-U message (the inner packet itself is whole).
+  std::vector<uint8_t> short_len = s1u().gtpu(0x30, kGtpGpdu, 7).raw(ip).payload(4).build();
+  wr16(&short_len[14 + 20 + 8 + 2], uint16_t(ip.size()));
+  std::vector<uint8_t> short_echo = s1u().gtpu(0x32, kGtpEchoRequest, 0, 42).payload(2).build();
+  wr16(&short_echo[14 + 20 + 8 + 2], 4);
   std::vector<uint8_t> trunc_inner = s1u().gtpu(0x30, kGtpGpdu, 7).raw(std::vector<uint8_t>(ip.begin(), ip.begin() + 10)).build();
   std::vector<uint8_t> zero_ext = s1u().gtpu(0x34, kGtpGpdu, 7, 1, {{0x85, 1}}).raw(ip).build();
   zero_ext[14 + 20 + 8 + 12] = 0;  // extension length 0: invalid
@@ -160,6 +166,8 @@ TEST_CASE("upstream parse: fixtures", "[packet]") {
       {"GTP version 2", s1u().gtpu(0x48, kGtpGpdu, 7).raw(ip).build(), Drop::k_gtpu_bad, 0},
       {"PT = 0 (GTP')", s1u().gtpu(0x20, kGtpGpdu, 7).raw(ip).build(), Drop::k_gtpu_bad, 0},
       {"length beyond the UDP payload", bad_len, Drop::k_gtpu_bad, 0},
+      {"length shorter than the UDP payload (G-PDU)", short_len, Drop::k_gtpu_bad, 0},
+      {"length shorter than the UDP payload (echo)", short_echo, Drop::k_gtpu_bad, 0},
       {"extension length 0", zero_ext, Drop::k_gtpu_bad, 0},
       {"extension chain cut short (next type set, no extension)", trunc_chain, Drop::k_gtpu_bad, 0},
       {"G-PDU with a truncated inner packet", trunc_inner, Drop::k_gtpu_bad, 0},

@@ -528,6 +528,13 @@ TEST_CASE("pipeline: malformed GTP-U and DNS on port 2152 are counted, never cra
   auto f = uplink(0, fx.s1u(0), 0x30, t1);
   wr16(&f[14 + 20 + 8 + 2], uint16_t(rd16(&f[14 + 20 + 8 + 2]) + 4));  // GTP length beyond UDP
   bad.push_back(f);
+  f = uplink(0, fx.s1u(0), 0x30, t1);
+  f.insert(f.end(), 4, 0xee);  // 4 bytes after the G-PDU inside UDP: the GTP length is short
+  wr16(&f[14 + 2], uint16_t(rd16(&f[14 + 2]) + 4));
+  wr16(&f[14 + 20 + 4], uint16_t(rd16(&f[14 + 20 + 4]) + 4));
+  wr16(&f[14 + 10], 0);
+  wr16(&f[14 + 10], ipv4_checksum(&f[14], 20));
+  bad.push_back(f);
   f = uplink(0, fx.s1u(0), 0x34, t1, kGtpGpdu, {{0x85, 1}});
   f[14 + 20 + 8 + 12] = 0;  // extension length 0
   bad.push_back(f);
