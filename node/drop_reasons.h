@@ -20,6 +20,7 @@ namespace sb::node {
   X(fib_miss, "handling node has no FIB entry for the key (or it was removed during the lookup)") \
   X(node_down, "the handling node (or the node a TEID names) is not a live member")          \
   X(not_gtpu, "S1-U packet that is not GTP-U (not UDP 2152 to our address)")                 \
+  X(gtpu_fragment, "outer IPv4 fragment of S1-U UDP to our address (not reassembled)")        \
   X(gtpu_bad, "GTP-U header invalid (version, PT, length, extension chain)")                  \
   X(gtpu_unsupported, "GTP-U message type the gateway does not handle")                       \
   X(unknown_teid, "uplink TEID names no live session here")                                   \

@@ -32,6 +32,8 @@ int main(int argc, char** argv) {
       {"up_echo", s1().gtpu(0x32, kGtpEchoRequest, 0, 42).build()},
       {"up_end_marker", s1().gtpu(0x30, 254, 7).build()},
       {"up_dns_on_2152", s1().payload(30, 0x01).build()},
+      {"up_frag_first", PacketBuilder().eth(mine, peer).ipv4(enb, s1u, 17, 64, 0, 0x2000).udp(2152, kGtpuPort)
+                            .gtpu(0x30, kGtpGpdu, 7).raw(inner).build()},
       {"arp", PacketBuilder().eth(mine, peer, 0x0806).payload(28).build()},
   };
   for (const auto& [name, bytes] : seeds) {

@@ -140,7 +140,18 @@ Drop parse_upstream(const uint8_t* f, uint32_t len, const Mac& mine, uint32_t s1
   d = parse_ipv4(ip, len - l3, &ihl, &tl);
   if (d != Drop::kNone) return d;
   if (ip[9] != 17 || rd32(ip + 16) != s1u_ip) return Drop::k_not_gtpu;
-  if ((rd16(ip + 6) & 0x3fff) != 0) return Drop::k_not_gtpu;  // fragmented S1-U: not reassembled here
+  const uint16_t frag = rd16(ip + 6);
+  if ((frag & 0x3fff) != 0) {
+    // An outer fragment (MF set or offset != 0): not reassembled here, and
+    // counted apart from not_gtpu. A first fragment shows its destination
+    // port (another port: not GTP-U); a later one has no UDP header, but
+    // UDP to our S1-U address is GTP-U traffic.
+    if ((frag & 0x1fff) == 0) {
+      if (tl < ihl + 4) return Drop::k_parse;
+      if (rd16(ip + ihl + 2) != kGtpuPort) return Drop::k_not_gtpu;
+    }
+    return Drop::k_gtpu_fragment;
+  }
   if (tl < ihl + 8) return Drop::k_parse;
   const uint8_t* udp = ip + ihl;
   if (rd16(udp + 2) != kGtpuPort) return Drop::k_not_gtpu;

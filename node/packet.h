@@ -108,11 +108,14 @@ struct Upstream {
 };
 
 // Parses GTP-U over UDP over IPv4 addressed to (mine, s1u_ip): not UDP to
-// port 2152 at our address -> not_gtpu; GTP version != 1, PT != 1, a
-// length field that disagrees with the UDP payload (8 + length != UDP
-// length - 8: longer or shorter), a truncated optional part or extension
-// chain (4-byte units, length 0 invalid) -> gtpu_bad; a G-PDU whose
-// payload is not a whole IPv4 packet -> gtpu_bad.
+// port 2152 at our address -> not_gtpu; an outer IPv4 fragment of UDP to
+// our address (MF set or offset != 0: a first fragment to port 2152, or a
+// later fragment, which has no ports) -> gtpu_fragment (never reassembled
+// here); GTP version != 1, PT != 1, a length field that disagrees with the
+// UDP payload (8 + length != UDP length - 8: longer or shorter), a
+// truncated optional part or extension chain (4-byte units, length 0
+// invalid) -> gtpu_bad; a G-PDU whose payload is not a whole IPv4 packet
+// -> gtpu_bad.
 // Message types other than G-PDU are returned with kNone for the caller
 // to handle (echo) or count (gtpu_unsupported).
 Drop parse_upstream(const uint8_t* frame, uint32_t len, const Mac& mine, uint32_t s1u_ip,

@@ -177,6 +177,27 @@ TEST_CASE("upstream parse: fixtures", "[packet]") {
       {"GTP-U to another address", PacketBuilder().eth(kMine, kPeer).ipv4(kEnb, kS1u + 1, 17).udp(2152, kGtpuPort)
                                         .gtpu(0x30, kGtpGpdu, 7).raw(ip).build(), Drop::k_not_gtpu, 0},
       {"TCP to our address", PacketBuilder().eth(kMine, kPeer).ipv4(kEnb, kS1u, 6).tcp(1, 2152).build(), Drop::k_not_gtpu, 0},
+      {"first outer fragment of a G-PDU (MF set)", PacketBuilder().eth(kMine, kPeer).ipv4(kEnb, kS1u, 17, 64, 0, 0x2000)
+                                                       .udp(2152, kGtpuPort).gtpu(0x30, kGtpGpdu, 7).raw(ip).build(),
+       Drop::k_gtpu_fragment, 0},
+      {"first outer fragment, DF and MF set", PacketBuilder().eth(kMine, kPeer).ipv4(kEnb, kS1u, 17, 64, 0, 0x6000)
+                                                  .udp(2152, kGtpuPort).gtpu(0x30, kGtpGpdu, 7).raw(ip).build(),
+       Drop::k_gtpu_fragment, 0},
+      {"later outer fragment (offset 8, no ports)", PacketBuilder().eth(kMine, kPeer).ipv4(kEnb, kS1u, 17, 64, 0, 0x0001)
+                                                        .raw(ip).build(),
+       Drop::k_gtpu_fragment, 0},
+      {"last outer fragment (offset, MF clear)", PacketBuilder().eth(kMine, kPeer).ipv4(kEnb, kS1u, 17, 64, 0, 0x0100)
+                                                     .payload(20).build(),
+       Drop::k_gtpu_fragment, 0},
+      {"first fragment of UDP to another port", PacketBuilder().eth(kMine, kPeer).ipv4(kEnb, kS1u, 17, 64, 0, 0x2000)
+                                                    .udp(2152, 53).payload(30).build(),
+       Drop::k_not_gtpu, 0},
+      {"first fragment too short for the port", PacketBuilder().eth(kMine, kPeer).ipv4(kEnb, kS1u, 17, 64, 0, 0x2000)
+                                                    .payload(2).build(),
+       Drop::k_parse, 0},
+      {"fragment of TCP to our address", PacketBuilder().eth(kMine, kPeer).ipv4(kEnb, kS1u, 6, 64, 0, 0x2000)
+                                             .tcp(1, 2152).build(),
+       Drop::k_not_gtpu, 0},
       {"truncated GTP header", s1u().payload(4, 0x30).build(), Drop::k_gtpu_bad, 0},
   };
   for (const auto& c : cases) {

@@ -17,7 +17,9 @@
 //   fabric rx  L2 mine -> shim: encap from the shim (no lookup)
 //                       -> plain IPv4: FIB stage (scalebricks second hop,
 //                          hash-partition lookup node)
-//   enb rx     GTP-U: echo -> Echo Response; G-PDU: teid_ul names another
+//   enb rx     outer IPv4 fragments of S1-U UDP: gtpu_fragment (never
+//              reassembled here).
+//              GTP-U: echo -> Echo Response; G-PDU: teid_ul names another
 //              node -> shim kind upstream to it; here: validated against the
 //              record (unknown_teid, stale_teid), decapsulated -> ext.
 //

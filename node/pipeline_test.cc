@@ -495,6 +495,15 @@ TEST_CASE("pipeline: upstream G-PDUs are validated, decapsulated, steered to the
       {"stale TEID (older generation)", 0, uplink(0, fx.s1u(0), 0x30, t1 ^ (1u << 20)), -1, "drop_stale_teid"},
       {"TEID naming no member", 0, uplink(0, fx.s1u(0), 0x30, (20u << 27) | 1), -1, "drop_unknown_teid"},
       {"GTP-U for another address", 0, uplink(0, fx.s1u(3), 0x30, t1), -1, "drop_not_gtpu"},
+      {"outer IPv4 fragment of a G-PDU", 0,
+       [&] {
+         auto f = uplink(0, fx.s1u(0), 0x30, t1);
+         wr16(&f[14 + 6], 0x2000);  // MF: the first of several fragments
+         wr16(&f[14 + 10], 0);
+         wr16(&f[14 + 10], ipv4_checksum(&f[14], 20));
+         return f;
+       }(),
+       -1, "drop_gtpu_fragment"},
       {"unsupported message type", 0, uplink(0, fx.s1u(0), 0x30, t1, 26), -1, "drop_gtpu_unsupported"},
   };
   for (const Case& k : cases) {
