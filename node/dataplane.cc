@@ -16,14 +16,17 @@ namespace sb::node {
 
 namespace {
 
-bool is_pci(const std::string& dev) {
-  static const std::regex re("^([0-9a-fA-F]{4}:)?[0-9a-fA-F]{2}:[0-9a-fA-F]{2}\\.[0-7]$");
-  return std::regex_match(dev, re);
-}
-
 // The ethdev name of a device string: the vdev's name before the first ','
-// ("net_af_packet0,iface=x" -> "net_af_packet0"), or the PCI address.
+// ("net_af_packet0,iface=x" -> "net_af_packet0"), or the PCI address
+// ("0000:3b:00.0,rxq_cqe_comp_en=0" -> "0000:3b:00.0").
 std::string dev_name(const std::string& dev) { return dev.substr(0, dev.find(',')); }
+
+// A PCI address (DBDF or BDF), without device arguments: callers pass
+// dev_name(device), since a PCI device string may carry ",key=value".
+bool is_pci(const std::string& name) {
+  static const std::regex re("^([0-9a-fA-F]{4}:)?[0-9a-fA-F]{2}:[0-9a-fA-F]{2}\\.[0-7]$");
+  return std::regex_match(name, re);
+}
 
 const char* kRoleField[kRoles] = {"node.ports.ext", "node.ports.fabric", "node.ports.enb"};
 
@@ -44,7 +47,7 @@ std::vector<std::string> eal_args(const control::Config& cfg) {
   if (!dp.hugepages) a.push_back("--no-huge");
   bool pci = false;
   for (const auto& p : dp.ports) {
-    if (is_pci(p.device)) {
+    if (is_pci(dev_name(p.device))) {  // "-a 0000:3b:00.0,rxq_cqe_comp_en=0" keeps its arguments
       a.push_back("-a");
       pci = true;
     } else {

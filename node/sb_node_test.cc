@@ -193,3 +193,23 @@ TEST_CASE("sb-node: runs the pipeline on net_null ports, serves /health, /metric
   CHECK(out.find("drop_l2_not_mine=") != std::string::npos);
   CHECK(out.find("stopped") != std::string::npos);
 }
+
+TEST_CASE("sb-node --print-eal: PCI devices, with or without device arguments, are allowed with -a") {
+  TempDir d;
+  const std::string pfx = "sb-nt-eal-" + std::to_string(getpid());
+  const std::string ports =
+      "  ports:\n"
+      "    ext: {device: \"0000:3b:00.0,rxq_cqe_comp_en=0\"}\n"
+      "    fabric: {device: \"3b:00.1\"}\n"
+      "    enb: {device: \"net_af_packet0,iface=veth0\"}\n"
+      "  s1u_ip: 198.18.1.1\n"
+      "  next_hops: {ext: \"02:00:00:00:00:fe\", enb: \"02:00:00:00:00:fd\"}\n";
+  const auto [rc, out] = run_node(d, config(d, ports, pfx), " --print-eal");
+  INFO(out);
+  REQUIRE(rc == 0);
+  CHECK(out.find("-a\n0000:3b:00.0,rxq_cqe_comp_en=0\n") != std::string::npos);
+  CHECK(out.find("-a\n3b:00.1\n") != std::string::npos);
+  CHECK(out.find("--vdev\nnet_af_packet0,iface=veth0\n") != std::string::npos);
+  CHECK(out.find("--vdev\n0000:3b") == std::string::npos);
+  CHECK(out.find("--no-pci") == std::string::npos);
+}
