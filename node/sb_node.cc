@@ -78,6 +78,17 @@ int main(int argc, char** argv) {
     return 3;
   }
   const uint32_t id = cfg.value().node.id;
+  // node.metrics is only a string to the config loader; its ADDR:PORT form
+  // is checked here, before EAL init or the agent, so a typo is a
+  // configuration error (exit 3) and not a failure after the ports started
+  // (binding it can still fail at run time: exit 4).
+  if (const std::string& m = cfg.value().node.dp.metrics; !m.empty()) {
+    const sb::Status st = sb::metrics::HttpServer::check_listen(m);
+    if (!st.ok()) {
+      std::fprintf(stderr, "sb-node: %s: node.metrics: %s\n", config.c_str(), st.message().c_str());
+      return 3;
+    }
+  }
   if (!control_only && !cfg.value().node.dp.has_ports) {
     std::fprintf(stderr, "sb-node: %s: node.ports: missing (required unless --control-only)\n", config.c_str());
     return 3;

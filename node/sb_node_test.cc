@@ -97,6 +97,8 @@ TEST_CASE("sb-node: configuration errors exit 3 and name the field, before any p
       {kPorts + "  mtu_policy: shrink\n", "node.mtu_policy: 'shrink'"},
       {kPorts + "  fib: btree\n", "node.fib: 'btree'"},
       {kPorts + "  lcores: \"zero\"\n", "node.lcores"},
+      {kPorts + "  metrics: \"127.0.0.1:notaport\"\n", "node.metrics: HTTP listen address \"127.0.0.1:notaport\""},
+      {kPorts + "  metrics: \"localhost:9100\"\n", "node.metrics: HTTP listen address \"localhost:9100\""},
       {"  ports:\n    ext: {device: net_null0}\n    fabric: {device: net_null1}\n    enb: {device: net_null2}\n"
        "  s1u_ip: 198.18.1.1\n  next_hops: {ext: \"02:00:00:00:00:zz\", enb: \"02:00:00:00:00:fd\"}\n",
        "node.next_hops.ext: not a MAC address"},
@@ -116,6 +118,7 @@ TEST_CASE("sb-node: configuration errors exit 3 and name the field, before any p
     INFO(out);
     CHECK(rc == 3);
     CHECK(out.find(c.expect) != std::string::npos);
+    CHECK(out.find("data plane:") == std::string::npos);  // no port was started
   }
 }
 

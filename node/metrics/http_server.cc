@@ -278,6 +278,8 @@ HttpServer::HttpServer(std::unique_ptr<Impl> impl) : impl_(std::move(impl)) {}
 
 HttpServer::~HttpServer() { stop(); }
 
+Status HttpServer::check_listen(const std::string& listen) { return parse_listen(listen).status(); }
+
 Result<std::unique_ptr<HttpServer>> HttpServer::start(const std::string& listen, Handlers h, Options opts) {
   if (!h.metrics || !h.health) {
     return Status::InvalidArgument("HTTP server: both handlers (metrics, health) are required");

@@ -95,6 +95,10 @@ class HttpServer {
   // address cannot be bound (in use, not local, privileged port), naming it.
   static Result<std::unique_ptr<HttpServer>> start(const std::string& listen, Handlers h,
                                                    Options opts = {});
+  // The listen-string check start() makes, without binding: Ok or the same
+  // kInvalidArgument. sb-node validates node.metrics with it before EAL
+  // init, so a malformed address is a configuration error (exit 3).
+  static Status check_listen(const std::string& listen);
 
   ~HttpServer();
   HttpServer(const HttpServer&) = delete;

@@ -487,6 +487,14 @@ TEST_CASE("metrics http: malformed listen strings are rejected, naming the value
     REQUIRE_FALSE(r.ok());
     CHECK(r.status().code() == StatusCode::kInvalidArgument);
     CHECK(r.status().message().find("\"" + std::string(listen) + "\"") != std::string::npos);
+    // The check without binding (sb-node's config validation) agrees.
+    const Status c = HttpServer::check_listen(listen);
+    CHECK(c.code() == StatusCode::kInvalidArgument);
+    CHECK(c.message() == r.status().message());
+  }
+  for (const char* listen : {"127.0.0.1:0", "0.0.0.0:9100", "198.18.16.1:65535"}) {
+    INFO("listen = '" << listen << "'");
+    CHECK(HttpServer::check_listen(listen).ok());
   }
 }
 
