@@ -90,18 +90,27 @@ Status NodeState::bulk_load(const FibEntry* entries, size_t n) {
   if (fib_->size() != 0 || sessions_->size() != 0) return Status::InvalidArgument("bulk_load: the node is not empty");
   std::vector<FlowKey> keys(n);
   std::vector<uint32_t> idx(n);
+  size_t added = 0;
+  // All or nothing: on any failure the records added so far are removed
+  // again (the FIB's build() leaves it empty), so the node is as before.
+  auto undo = [&](Status st) {
+    for (size_t i = 0; i < added; ++i) (void)sessions_->remove(idx[i]);
+    return st.with_context("bulk_load");
+  };
   for (size_t i = 0; i < n; ++i) {
     const FibEntry& e = entries[i];
-    if (e.handling_node >= kMaxNodes) return Status::InvalidArgument("bulk_load: handling node out of range");
+    if (e.handling_node >= kMaxNodes) return undo(Status::InvalidArgument("handling node out of range"));
     fib::SessionInfo info{e.key, e.teid_dl, e.enb_ip, e.bearer};
     info.copy = e.handling_node != self_;
     info.handler = uint8_t(e.handling_node);
     Result<uint32_t> r = sessions_->add(info);
-    if (!r.ok()) return r.status().with_context("bulk_load");
+    if (!r.ok()) return undo(r.status());
     keys[i] = e.key;
     idx[i] = r.value();
+    added = i + 1;
   }
-  return fib_->build(keys.data(), idx.data(), n).with_context("bulk_load");
+  Status st = fib_->build(keys.data(), idx.data(), n);
+  return st.ok() ? st : undo(st);
 }
 
 Status NodeState::remove(const FlowKey& k, uint64_t h) {

@@ -951,3 +951,25 @@ TEST_CASE("rib sim: pipelined groups keep per-key order; several groups are in f
   sim.replies.clear();
   check_converged_state(sim, c);
 }
+
+TEST_CASE("node state: a bulk load that fails leaves the node empty, and a good one loads after it") {
+  Sim sim(2, Architecture::kScaleBricks, test_seed(71));
+  auto ns = NodeState::create(sim.spec, 1, 20000, make_setsep_table(sim.spec).value());
+  REQUIRE(ns.ok());
+  NodeState& n = *ns.value();
+  std::vector<FibEntry> e;
+  for (uint32_t i = 0; i < 100; ++i)
+    e.push_back(FibEntry{FlowKey::five_tuple(i, 7, 1, 2, 17), 1, i + 1, 0xc6130001u, 5});
+  std::vector<FibEntry> dup = e;
+  dup.push_back(e[10]);  // the FIB build refuses a duplicate key
+  CHECK_FALSE(n.bulk_load(dup.data(), dup.size()).ok());
+  CHECK(n.sessions().size() == 0);
+  CHECK(n.fib().size() == 0);
+  std::vector<FibEntry> bad = e;
+  bad[50].handling_node = 99;  // refused half-way through the records
+  CHECK_FALSE(n.bulk_load(bad.data(), bad.size()).ok());
+  CHECK(n.sessions().size() == 0);
+  REQUIRE(n.bulk_load(e.data(), e.size()).ok());
+  CHECK(n.sessions().size() == 100);
+  CHECK(n.fib().size() == 100);
+}
