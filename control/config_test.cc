@@ -73,7 +73,7 @@ TEST_CASE("config: errors name the field") {
 TEST_CASE("config: control timing and the data plane section") {
   std::string y = kGood;
   y.replace(y.find("  fsync: batch\n"), 14,
-            "  fsync: batch\n  dead_after_ms: 5000\n  heartbeat_ms: 200\n"
+            "  fsync: batch\n  dead_after_ms: 5000\n  heartbeat_ms: 200\n  outer_df: true\n"
             "  fib: othello\n  lcores: \"0@(0-1)\"\n  s1u_ip: 198.18.9.1\n"
             "  next_hops: {ext: \"02:00:00:00:00:fe\", enb: \"02:00:00:00:00:fd\"}\n"
             "  ports:\n    ext: {device: \"net_af_packet0,iface=ext\", queues: 2}\n"
@@ -84,6 +84,7 @@ TEST_CASE("config: control timing and the data plane section") {
   REQUIRE(r.ok());
   const NodeSpec& n = r.value().node;
   CHECK(n.dead_after_ms == 5000);
+  CHECK(n.dp.outer_df);
   CHECK(n.heartbeat_ms == 200);
   CHECK(n.dp.has_ports);
   CHECK(n.dp.fib_othello);

@@ -103,6 +103,7 @@ Result<std::unique_ptr<DataPlane>> DataPlane::init(const control::Config& cfg) {
   s.mtu = uint16_t(dp.mtu);
   s.workers = unsigned(d->lcores_.size());
   s.mtu_policy = dp.mtu_policy == control::MtuPolicyCfg::kDrop ? MtuPolicy::kDrop : MtuPolicy::kFragment;
+  s.outer_df = dp.outer_df;
 
   SB_RETURN_IF_ERROR(d->configure_ports());
   return d;

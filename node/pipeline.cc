@@ -251,6 +251,7 @@ void Worker::encap(rte_mbuf* m, uint16_t l3_off, uint16_t ip_len, uint8_t tos, u
   ep.teid = teid;
   ep.src_port = udp_src;
   ep.ip_id = ip_id_.take();
+  ep.df = spec_.outer_df;
   write_gtpu_encap(hdr, ep, ip_len, tos);
   // gtpu_out counts packets that leave encapsulated (one per packet, also
   // when sent as fragments), never one that is dropped here.
@@ -270,6 +271,10 @@ void Worker::encap(rte_mbuf* m, uint16_t l3_off, uint16_t ip_len, uint8_t tos, u
 // outer Ethernet + IPv4 header; payload slices are multiples of 8 bytes.
 // The first fragment stays in m; the others are copies from the pool.
 void Worker::send_enb_fragmented(rte_mbuf* m) {
+  // We are the source of the outer packet: it is fragmented here whatever
+  // DF says, and with node.outer_df its fragments carry DF (no router
+  // fragments them further).
+  const uint16_t df = spec_.outer_df ? 0x4000 : 0;
   uint8_t* f = data(m);
   const uint32_t total = rd16(f + 14 + 2);             // outer IPv4 total length
   const uint32_t payload = total - 20;
@@ -299,13 +304,13 @@ void Worker::send_enb_fragmented(rte_mbuf* m) {
     std::memcpy(d, f, 34);
     std::memcpy(d + 34, f + 34 + off, len);
     wr16(d + 14 + 2, uint16_t(20 + len));
-    wr16(d + 14 + 6, uint16_t((i + 1 < nfrag ? 0x2000 : 0) | (off / 8)));
+    wr16(d + 14 + 6, uint16_t(df | (i + 1 < nfrag ? 0x2000 : 0) | (off / 8)));
     wr16(d + 14 + 10, 0);
     wr16(d + 14 + 10, ipv4_checksum(d + 14, 20));
     out[i] = x;
   }
   wr16(f + 14 + 2, uint16_t(20 + step));
-  wr16(f + 14 + 6, 0x2000);
+  wr16(f + 14 + 6, uint16_t(df | 0x2000));
   wr16(f + 14 + 10, 0);
   wr16(f + 14 + 10, ipv4_checksum(f + 14, 20));
   rte_pktmbuf_trim(m, uint16_t(rte_pktmbuf_pkt_len(m) - (34 + step)));

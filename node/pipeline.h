@@ -76,6 +76,7 @@ struct PipelineSpec {
   uint32_t s1u_ip = 0;          // our S1-U address (host order)
   uint16_t mtu = 1500;          // outer IPv4 MTU on the enb side
   MtuPolicy mtu_policy = MtuPolicy::kFragment;
+  bool outer_df = false;        // DF on the outer IPv4 header (node.outer_df)
   unsigned workers = 1;         // workers of this node (they split the outer IPv4 IDs)
 };
 

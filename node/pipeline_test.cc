@@ -747,3 +747,34 @@ TEST_CASE("pipeline: the workers of a node use disjoint outer IPv4 ID sequences"
     for (uint16_t b : ids[1]) REQUIRE(a != b);
   CHECK(ids[0][0] != ids[0][1]);  // a sequence, not a constant
 }
+
+TEST_CASE("pipeline: node.outer_df sets DF on the outer header, fragments included") {
+  for (bool df : {false, true}) {
+    INFO("outer_df " << df);
+    RingClusterOptions o;
+    o.name = df ? "df1" : "df0";
+    o.nodes = 2;
+    o.ring_size = 256;
+    o.capacity = 4096;
+    o.mtu = 576;  // a 1000-byte inner packet needs outer fragments
+    o.outer_df = df;
+    auto r = RingCluster::create(o, sessions(2), pool());
+    INFO(r.status().to_string());
+    REQUIRE(r.ok());
+    RingCluster& c = *r.value();
+    for (size_t payload : {size_t(18), size_t(1000)}) {
+      rte_mbuf* m = mbuf_of(downstream_frame(0, kUe1, payload));  // handled by node 0
+      REQUIRE(c.inject(0, kExt, &m, 1) == 1);
+      REQUIRE(c.poll(0, 0, kExt) == 1);
+      rte_mbuf* out[8];
+      const uint32_t n = c.drain(0, kEnb, out, 8);
+      REQUIRE(n == (payload > 500 ? 2u : 1u));
+      for (uint32_t i = 0; i < n; ++i) {
+        const uint16_t flags = rd16(rte_pktmbuf_mtod(out[i], const uint8_t*) + 14 + 6);
+        CHECK(((flags & 0x4000) != 0) == df);
+        CHECK(((flags & 0x2000) != 0) == (i + 1 < n));  // MF on all but the last
+      }
+      rte_pktmbuf_free_bulk(out, n);
+    }
+  }
+}
