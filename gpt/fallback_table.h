@@ -47,6 +47,14 @@ class FallbackTable {
 
   // Reader: true and *value when key is present.
   bool find(const FlowKey& key, uint64_t h, uint8_t* value) const;
+  // Reader: the table's version (core/seqlock.h), bumped around every
+  // writer operation. A reader that combines find() with reads of another
+  // structure the same writer updates (Ludo: a key leaves a shard for the
+  // fallback table or comes back) takes read_begin() before its first read
+  // of the other structure, calls find() after its last one, and retries
+  // when read_retry() says the table changed in between: the answer then
+  // belongs to one moment of the writer's order.
+  const SeqVersion& version() const { return ver_; }
 
   // Writer: inserts or overwrites key.
   void put(const FlowKey& key, uint64_t h, uint32_t group, uint8_t value);

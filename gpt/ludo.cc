@@ -215,11 +215,37 @@ uint64_t LudoTable::num_bits() const {
 
 // ---- lookups (Algorithm 1 + the version checks of A.2.1 Algorithm 4) --------
 
+// A key lives in its shard or in the fallback table, and the writer moves
+// it make-before-break (into the fallback table before a shard rewrite
+// drops it, out of it only after the shard holds it; builder rebuilds and
+// load_range keep that order). A reader must then see the shard and the
+// fallback table at one moment of the writer's order: the fallback
+// table's version is taken before the shard read and the table is probed
+// after it; if the version moved, the key is redone. (Probing the fallback
+// first, or deciding from a count read before the shard read, misses a key
+// that moves between the two reads: gpt/README.md "Fallback consistency".)
 uint8_t LudoTable::lookup_counted(const FlowKey& key, uint64_t h, uint32_t* retries) const {
-  if (fallback_n_.load(std::memory_order_relaxed) != 0 && fb_maybe(h)) {
-    uint8_t v;
-    if (fallback_.find(key, h, &v)) return v;
+  const SeqVersion& fv = fallback_.version();
+  for (;;) {
+    const uint32_t f0 = fv.read_begin();
+    if (f0 & 1u) {
+      ++*retries;
+      cpu_relax();
+      continue;
+    }
+    uint8_t v = shard_value(h, retries);
+    if (fallback_n_.load(std::memory_order_acquire) != 0 && fb_maybe(h)) {
+      uint8_t f;
+      if (fallback_.find(key, h, &f)) v = f;
+    }
+    if (!fv.read_retry(f0)) [[likely]] return v;
+    ++*retries;
   }
+}
+
+// The shard's answer for h (Algorithm 1 with the checks of A.2.1), retried
+// until the shard epoch and both stripes were stable around the reads.
+uint8_t LudoTable::shard_value(uint64_t h, uint32_t* retries) const {
   const uint32_t g = shard_of(h);
   const uint64_t x = ludo_slot_word(h);
   const uint64_t mask = low_mask(l_);
@@ -288,7 +314,9 @@ uint32_t LudoTable::lookup_bulk_impl(const FlowKey* keys, const uint64_t* hashes
   Pos p[kMaxBurst];
   uint32_t retries = 0;
   const uint64_t mask = low_mask(l_);
-  const bool fb = fallback_n_.load(std::memory_order_relaxed) != 0;
+  // The fallback table's version before any shard read (lookup_counted).
+  const SeqVersion& fv = fallback_.version();
+  const uint32_t f0 = fv.read_begin();
   // kOne: the batch's shard view.
   const LudoShard* s1 = nullptr;
   uint32_t e1 = 0;
@@ -363,10 +391,20 @@ uint32_t LudoTable::lookup_bulk_impl(const FlowKey* keys, const uint64_t* hashes
       out[i] = lookup_counted(keys[i], hashes[i], &retries);
     }
   }
-  if (fb) {
-    for (size_t i = 0; i < n; ++i) {
-      uint8_t v;
-      if (fb_maybe(hashes[i]) && fallback_.find(keys[i], hashes[i], &v)) out[i] = v;
+  // After every shard read: the fallback count (acquire: a count stored
+  // after a fallback change comes with that change's version bump) and the
+  // version. Nothing in the fallback table and no change since f0: done.
+  if (fallback_n_.load(std::memory_order_acquire) != 0 || fv.read_retry(f0)) [[unlikely]] {
+    if ((f0 & 1u) == 0)
+      for (size_t i = 0; i < n; ++i) {
+        uint8_t v;
+        if (fb_maybe(hashes[i]) && fallback_.find(keys[i], hashes[i], &v)) out[i] = v;
+      }
+    // The fallback table changed during the batch: a key may have moved
+    // between its shard read and the probe. Redo every key on its own.
+    if (fv.read_retry(f0)) {
+      ++retries;
+      for (size_t i = 0; i < n; ++i) out[i] = lookup_counted(keys[i], hashes[i], &retries);
     }
   }
   return retries;
@@ -471,12 +509,12 @@ void LudoTable::fb_put(const FlowKey& key, uint64_t h, uint32_t g, uint8_t v) {
   uint64_t* w = &fb_filter_[b >> 6];
   seq_store(w, seq_load(w) | (1ULL << (b & 63)));  // the bit before the entry
   fallback_.put(key, h, g, v);
-  fallback_n_.store(fallback_.size(), std::memory_order_relaxed);
+  fallback_n_.store(fallback_.size(), std::memory_order_release);
 }
 
 void LudoTable::fb_erase(const FlowKey& key, uint64_t h) {
   if (fallback_.erase(key, h)) fb_refilter();
-  fallback_n_.store(fallback_.size(), std::memory_order_relaxed);
+  fallback_n_.store(fallback_.size(), std::memory_order_release);
 }
 
 void LudoTable::fb_refilter() {
@@ -939,8 +977,12 @@ Status LudoTable::load_range(std::span<const uint8_t> bytes, bool whole) {
     fb.push_back(e);
   }
   if (!r.ok() || r.remaining() != 0) return Status::Corrupt("ludo snapshot: truncated or trailing bytes");
-  for (uint32_t i = 0; i < v.ns; ++i) publish(v.first + i, std::move(shards[i]));
+  // Make-before-break, as the builder's rebuild: the snapshot's fallback
+  // entries first (a key the new shards hold only there is findable before
+  // they are installed), then the shards, then the old entries the
+  // snapshot does not hold (keys the new shards hold) leave.
   for (const auto& e : fb) fb_put(e.key, e.h, e.group, e.value);
+  for (uint32_t i = 0; i < v.ns; ++i) publish(v.first + i, std::move(shards[i]));
   // Entries of these shards that the snapshot does not hold leave the table.
   {
     std::vector<FallbackTable::Entry> drop;
@@ -953,7 +995,7 @@ Status LudoTable::load_range(std::span<const uint8_t> bytes, bool whole) {
     for (const auto& e : drop) fallback_.erase(e.key, e.h);
     if (!drop.empty()) fb_refilter();
   }
-  fallback_n_.store(fallback_.size(), std::memory_order_relaxed);
+  fallback_n_.store(fallback_.size(), std::memory_order_release);
   return Status::Ok();
 }
 

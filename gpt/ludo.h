@@ -23,7 +23,8 @@
 //     (§4.4.6 "Insertion fallback table"). Expected empty; counted.
 // Lookup (Algorithm 1): b = A[ha] ^ B[hb]; bucket = h_b(k); seed = field
 // (or overflow); value = slot[H_seed(k)]. When the fallback table is not
-// empty it is probed first (§4.4.6 "fallback bit"). Three dependent-ish memory loads
+// empty it is probed (§4.4.6 "fallback bit"), after the shard read and
+// inside one fallback version (THREAD SAFETY); its answer wins. Three dependent-ish memory loads
 // (A and B in parallel, then the bucket); the bulk path overlaps them
 // across the batch: phase 1 derives every position and prefetches A, B and
 // BOTH candidate buckets (the bucket load then does not wait for the bit),
@@ -115,6 +116,14 @@
 // then re-checks all three: a node that moved a key changed that key's
 // A-region, so a reader that followed the old bit into a bucket rewritten
 // later fails its A-stripe check (acquire data loads, core/seqlock.h).
+// FALLBACK CONSISTENCY: a key is in its shard or in the fallback table, and
+// the writer moves it make-before-break (put into the fallback table before
+// a shard rewrite drops it; erased from it only after the shard holds it:
+// the builder's rebuild, load_partition). A reader takes the fallback
+// table's version before its shard reads, probes the table after them
+// (the count fallback_n_ is read after them too), and redoes the key when
+// that version moved, so its shard read and its fallback probe belong to
+// one moment of the writer's order (as fib/othello_fib.cc does).
 // Whole-shard rewrites in place run under the shard's epoch; a new shard is
 // published with a release store of the pointer and the old one is retired
 // (kept until the table is destroyed: growth is geometric, so retired
@@ -295,6 +304,7 @@ class LudoTable final : public GptTable {
  private:
   friend class LudoBuilder;
   LudoTable() = default;
+  uint8_t shard_value(uint64_t h, uint32_t* retries) const;  // the shard's answer, no fallback
   template <bool kBoth, bool kOne>
   uint32_t lookup_bulk_impl(const FlowKey* keys, const uint64_t* hashes, size_t n, uint8_t* out) const;
   Status init(const LudoConfig& cfg);

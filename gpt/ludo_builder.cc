@@ -510,7 +510,7 @@ Status LudoBuilder::build_hashed(const FlowKey* keys, const uint64_t* hashes, co
           T.fb_put(S.keys[4 * b + i], S.bk[b].h[i], g, S.bk[b].v[i]);
   }
   size_ += fb_.size();
-  T.fallback_n_.store(T.fallback_.size(), std::memory_order_relaxed);
+  T.fallback_n_.store(T.fallback_.size(), std::memory_order_release);
   T.retired_.clear();  // REQUIRES (build): no concurrent readers of the builder's table
   return Status::Ok();
 }

@@ -6,11 +6,13 @@
 
 #include <atomic>
 #include <chrono>
+#include <cstring>
 #include <random>
 #include <thread>
 #include <unordered_map>
 #include <vector>
 
+#include "core/checksum.h"
 #include "core/keygen.h"
 #include "core/test_util.h"
 #include "gpt/gpt.h"
@@ -46,6 +48,43 @@ void apply_all(LudoTable* t, const DeltaList& d) {
     INFO(st.to_string());
     REQUIRE(st.ok());
   }
+}
+
+// The blob of shard `sub` of `partition` (the payload of a shard_replace
+// delta), cut out of a partition snapshot: 64-byte header, then per shard
+// u64 length + blob.
+std::vector<uint8_t> shard_blob(const LudoTable& t, uint32_t partition, uint32_t sub) {
+  std::vector<uint8_t> ps;
+  REQUIRE(t.serialize_partition(partition, &ps).ok());
+  size_t at = 64;
+  for (uint32_t i = 0;; ++i) {
+    const uint64_t len = get_u64(ps.data() + at);
+    if (i == sub) return std::vector<uint8_t>(ps.begin() + long(at + 8), ps.begin() + long(at + 8 + len));
+    at += 8 + len;
+  }
+}
+
+// A sealed delta of `kind` for shard g of t's geometry.
+std::vector<uint8_t> make_delta(const LudoTable& t, LudoDelta kind, uint32_t g,
+                                std::span<const uint8_t> payload) {
+  DeltaHeader hd;
+  hd.backend = Backend::kLudo;
+  hd.format_version = kLudoFormatVersion;
+  hd.kind = uint8_t(kind);
+  hd.partition = g / t.sub_ids_per_partition();
+  hd.sub_id = g % t.sub_ids_per_partition();
+  hd.shape = t.shape();
+  DeltaList d;
+  d.add(hd, payload);
+  return std::vector<uint8_t>(d[0].begin(), d[0].end());
+}
+
+std::vector<uint8_t> fb_payload(const FlowKey& k, uint64_t h, int v) {
+  std::vector<uint8_t> p(v < 0 ? 24 : 25);
+  std::memcpy(p.data(), k.bytes, 16);
+  put_u64(p.data() + 16, h);
+  if (v >= 0) p[24] = uint8_t(v);
+  return p;
 }
 
 }  // namespace
@@ -450,6 +489,139 @@ TEST_CASE("ludo: writer stall: readers retry, never answer wrong", "[ludo][tsan]
   CHECK(retries.load() > 0);
   for (size_t i = 0; i < n + 300; ++i)
     REQUIRE(remote->lookup(keys[i], hash_key(keys[i], c.hash_seed)) == final_val[i]);
+}
+
+// A key that moves between the fallback table and its shard (an Othello
+// rebuild takes cycle keys back in; a resync loads a snapshot) must be
+// answered right at every moment: the writer keeps it in one or the other
+// (make-before-break), and a reader must not combine a shard read from
+// before a move with a fallback probe from after it. The writer loops
+// exactly: shard_replace (with K), fallback erase K, fallback put K,
+// shard_replace (without K); in the shard without K, K reads a wrong value.
+// Readers on both lookup paths (single, bulk); one-shard and multi-shard
+// tables (the bulk path differs); same geometry (in place, under the shard
+// epoch) and another geometry (pointer swap, retired shards).
+TEST_CASE("ludo: a key moving between fallback table and shard is never answered wrong", "[ludo][tsan]") {
+  const uint64_t seed = test_seed(23);
+  struct Variant { unsigned log2p; uint32_t k; bool swap; };
+  for (const Variant var : {Variant{0, 1, false}, Variant{1, 2, false}, Variant{0, 1, true}}) {
+    LudoConfig c = small_config(4, var.log2p, var.k);
+    const size_t n = 2000;
+    auto keys = make_keys(n, seed);
+    std::vector<uint8_t> vals(n);
+    Rng r(seed + 1);
+    for (auto& v : vals) v = uint8_t(r.below(16));
+    // Without K: S = keys[1..n). The shard without K answers x for K;
+    // K's value is x + 1 (mod 16), so a read of that shard alone is wrong.
+    LudoConfig c2 = c;
+    if (var.swap) c2.build_load = 0.70;  // another bucket count: pointer swap
+    auto b2 = LudoBuilder::create(c2);
+    REQUIRE(b2.ok());
+    REQUIRE((*b2)->build(keys.data() + 1, vals.data() + 1, n - 1, 1).ok());
+    // K = an absent key whose shard has the same geometry with and without
+    // it (one more key may add a bucket), unless the variant wants a swap.
+    auto extra = make_absent_keys(64, seed + 2);
+    std::unique_ptr<LudoBuilder> b1;
+    FlowKey K{};
+    uint64_t hK = 0;
+    uint32_t g = 0;
+    uint8_t vK = 0;
+    for (const FlowKey& cand : extra) {
+      hK = hash_key(cand, c.hash_seed);
+      g = (*b2)->ludo().shard_of(hK);
+      vK = uint8_t(((*b2)->ludo().lookup(cand, hK) + 1) & 15);
+      std::vector<FlowKey> ks(keys);
+      std::vector<uint8_t> vs(vals);
+      ks[0] = cand;
+      vs[0] = vK;
+      auto b = LudoBuilder::create(c);
+      REQUIRE(b.ok());
+      REQUIRE((*b)->build(ks.data(), vs.data(), n, 1).ok());
+      const bool same = (*b)->ludo().shard(g).nb == (*b2)->ludo().shard(g).nb;
+      if (same != var.swap) {
+        K = cand;
+        b1 = std::move(b.value());
+        break;
+      }
+    }
+    REQUIRE(b1 != nullptr);
+    vals[0] = vK;
+    keys[0] = K;
+    const LudoTable& t1 = b1->ludo();
+    auto table = LudoTable::create(c);
+    REQUIRE(table.ok());
+    LudoTable& T = **table;
+    const auto with_k = make_delta(T, LudoDelta::kShardReplace, g, shard_blob(t1, g / c.shards_per_partition, g % c.shards_per_partition));
+    const auto without_k = make_delta(T, LudoDelta::kShardReplace, g,
+                                      shard_blob((*b2)->ludo(), g / c.shards_per_partition, g % c.shards_per_partition));
+    const auto fb_erase = make_delta(T, LudoDelta::kFallbackErase, g, fb_payload(K, hK, -1));
+    const auto fb_put = make_delta(T, LudoDelta::kFallbackPut, g, fb_payload(K, hK, vK));
+    // Start: every shard of the table with K (the other shards hold S only).
+    for (uint32_t p = 0; p < T.num_shards() / c.shards_per_partition; ++p) {
+      std::vector<uint8_t> ps;
+      REQUIRE(t1.serialize_partition(p, &ps).ok());
+      REQUIRE(T.load_partition(ps).ok());
+    }
+    // Sanity: the shard without K answers K wrong on its own.
+    REQUIRE(T.apply(without_k).ok());
+    REQUIRE(T.lookup(K, hK) != vK);
+    REQUIRE(T.apply(fb_put).ok());
+    REQUIRE(T.lookup(K, hK) == vK);
+    // Keys of K's shard (S keeps its values in both shard versions).
+    std::vector<size_t> mine;
+    for (size_t i = 1; i < n; ++i)
+      if (T.shard_of(hash_key(keys[i], c.hash_seed)) == g) mine.push_back(i);
+    REQUIRE(!mine.empty());
+    std::atomic<bool> stop{false};
+    std::atomic<uint64_t> wrong{0}, wrong_k{0}, reads{0};
+    std::thread single([&] {
+      Rng rr(seed + 3);
+      uint32_t retries = 0;
+      while (!stop.load(std::memory_order_relaxed)) {
+        wrong_k += T.lookup_counted(K, hK, &retries) != vK;
+        const size_t i = mine[rr.below(mine.size())];
+        wrong += T.lookup(keys[i], hash_key(keys[i], c.hash_seed)) != vals[i];
+        reads += 2;
+      }
+    });
+    std::thread bulk([&] {
+      Rng rr(seed + 4);
+      uint64_t h[32];
+      uint8_t out[32];
+      FlowKey ks[32];
+      size_t idx[32];
+      while (!stop.load(std::memory_order_relaxed)) {
+        for (int j = 0; j < 32; ++j) {
+          idx[j] = (j % 4 == 0) ? 0 : mine[rr.below(mine.size())];  // K 8 times a batch
+          ks[j] = keys[idx[j]];
+          h[j] = hash_key(ks[j], c.hash_seed);
+        }
+        T.lookup_bulk(ks, h, 32, out);
+        for (int j = 0; j < 32; ++j) (idx[j] == 0 ? wrong_k : wrong) += out[j] != vals[idx[j]];
+        reads += 32;
+      }
+    });
+    // The writer: time-bounded for in-place installs; count-bounded when
+    // every replace swaps the shard (each swap retires one).
+    const auto t0 = std::chrono::steady_clock::now();
+    uint64_t loops = 0;
+    while (var.swap ? loops < 2000 : std::chrono::steady_clock::now() - t0 < std::chrono::milliseconds(1500)) {
+      REQUIRE(T.apply(with_k).ok());
+      REQUIRE(T.apply(fb_erase).ok());
+      REQUIRE(T.apply(fb_put).ok());
+      REQUIRE(T.apply(without_k).ok());
+      ++loops;
+    }
+    stop = true;
+    single.join();
+    bulk.join();
+    std::printf("[ludo fallback move] log2p %u k %u swap %d: %llu writer loops, %llu reads, %llu wrong (K), %llu wrong (others)\n",
+                var.log2p, var.k, int(var.swap), (unsigned long long)loops, (unsigned long long)reads.load(),
+                (unsigned long long)wrong_k.load(), (unsigned long long)wrong.load());
+    CHECK(reads.load() > 0);
+    CHECK(wrong_k.load() == 0);
+    CHECK(wrong.load() == 0);
+  }
 }
 
 }  // namespace sb::gpt
