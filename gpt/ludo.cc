@@ -5,6 +5,7 @@
 #include <immintrin.h>
 
 #include <algorithm>
+#include <chrono>
 #include <cmath>
 #include <cstring>
 #include <cstdlib>
@@ -302,7 +303,8 @@ uint32_t LudoTable::lookup_bulk(const FlowKey* keys, const uint64_t* hashes, siz
 // before every data load of the batch and re-checked after each key's
 // loads, so the seqlock argument (§4.4.8, A.2.1) is unchanged, and a shard
 // swapped during the batch stays readable (replaced shards are retired, not
-// freed) and self-consistent, as for a per-key read that started earlier.
+// freed for the retire grace, ludo.h) and self-consistent, as for a
+// per-key read that started earlier.
 template <bool kBoth, bool kOne>
 uint32_t LudoTable::lookup_bulk_impl(const FlowKey* keys, const uint64_t* hashes, size_t n,
                                      uint8_t* out) const {
@@ -498,10 +500,32 @@ void LudoTable::ovf_erase(LudoShard* s, uint64_t bucket) {
   }
 }
 
+// Pointer swap (another geometry). The old shard is retired, stamped after
+// the swap: a reader that can still be inside it loaded the pointer before
+// the swap, so it has left within retire_grace_ of the stamp (ludo.h,
+// THREAD SAFETY). Older retired shards whose grace is over are freed here.
 void LudoTable::publish(uint32_t g, std::unique_ptr<LudoShard> s) {
+  reclaim_retired();
   shards_[g].store(s.get(), std::memory_order_release);
-  if (owned_[g]) retired_.push_back(std::move(owned_[g]));
+  if (owned_[g]) retired_.push_back({std::move(owned_[g]), std::chrono::steady_clock::now()});
   owned_[g] = std::move(s);
+}
+
+// retired_ is in stamp order: free its prefix whose grace is over (O(freed
+// + 1), so a build() that swaps every shard stays linear).
+size_t LudoTable::reclaim_retired() {
+  if (retired_.empty()) return 0;
+  const auto now = std::chrono::steady_clock::now();
+  size_t n = 0;
+  while (n < retired_.size() && now - retired_[n].at >= retire_grace_) ++n;
+  retired_.erase(retired_.begin(), retired_.begin() + long(n));
+  return n;
+}
+
+uint64_t LudoTable::retired_bits() const {
+  uint64_t bits = 0;
+  for (const Retired& r : retired_) bits += r.shard->num_bits();
+  return bits;
 }
 
 void LudoTable::fb_put(const FlowKey& key, uint64_t h, uint32_t g, uint8_t v) {
@@ -759,8 +783,21 @@ Status LudoTable::install_shard(uint32_t g, std::unique_ptr<LudoShard> n) {
         seq_store32(rep + 1 + j, e);
       }
   } else if (nrep != nullptr) {
-    s->ovf.store(const_cast<uint32_t*>(nrep), std::memory_order_release);
-    for (auto& r : n->ovf_reps) s->ovf_reps.push_back(std::move(r));
+    // A new array with room to spare (need <= 0.6 cap), so installing the
+    // same shard again (a resync) fits the current array instead of
+    // retiring one more each time; growth of it is geometric (x >= 4/3).
+    const uint32_t cap = std::max<uint32_t>(16, uint32_t(std::ceil(double(need) / 0.6)));
+    std::unique_ptr<uint32_t[]> rep(new uint32_t[cap + 1]());
+    rep[0] = cap;
+    for (uint32_t i = 0; i < nrep[0]; ++i) {
+      const uint32_t e = nrep[1 + i];
+      if (e == 0 || e == kTomb) continue;
+      uint32_t j = ovf_home((e >> 8) - 1, cap);
+      while (rep[1 + j] != 0) j = j + 1 == cap ? 0 : j + 1;
+      rep[1 + j] = e;
+    }
+    s->ovf.store(rep.get(), std::memory_order_release);
+    s->ovf_reps.push_back(std::move(rep));
   } else if (crep != nullptr) {
     uint32_t* rep = const_cast<uint32_t*>(crep);
     for (uint32_t i = 0; i < rep[0]; ++i) seq_store32(rep + 1 + i, 0);
@@ -980,9 +1017,12 @@ Status LudoTable::load_range(std::span<const uint8_t> bytes, bool whole) {
   // Make-before-break, as the builder's rebuild: the snapshot's fallback
   // entries first (a key the new shards hold only there is findable before
   // they are installed), then the shards, then the old entries the
-  // snapshot does not hold (keys the new shards hold) leave.
+  // snapshot does not hold (keys the new shards hold) leave. A shard of the
+  // same geometry is rewritten in place under its epoch (a resync retires
+  // nothing); another geometry is swapped in and the old one retired.
+  reclaim_retired();
   for (const auto& e : fb) fb_put(e.key, e.h, e.group, e.value);
-  for (uint32_t i = 0; i < v.ns; ++i) publish(v.first + i, std::move(shards[i]));
+  for (uint32_t i = 0; i < v.ns; ++i) SB_RETURN_IF_ERROR(install_shard(v.first + i, std::move(shards[i])));
   // Entries of these shards that the snapshot does not hold leave the table.
   {
     std::vector<FallbackTable::Entry> drop;

@@ -83,9 +83,10 @@
 //   erase    nothing on the lookup side (the old value stays; one-sided
 //            error), except for keys in the fallback table.
 //   shard_replace  the whole shard: on growth (new bucket count; pointer
-//            swap, lookups use the old shard until it is applied) and on an
-//            Othello reconstruction (same geometry: rewritten in place under
-//            the shard epoch).
+//            swap, lookups use the old shard until it is applied; the old
+//            one is retired, THREAD SAFETY) and on an Othello
+//            reconstruction (same geometry: rewritten in place under the
+//            shard epoch).
 //   fallback put / erase  full key, h, value.
 // An insert whose Othello add would close a cycle (Case I) does not
 // reconstruct the shard's Othello (O(shard) each time, about once per n/20
@@ -124,10 +125,23 @@
 // (the count fallback_n_ is read after them too), and redoes the key when
 // that version moved, so its shard read and its fallback probe belong to
 // one moment of the writer's order (as fib/othello_fib.cc does).
-// Whole-shard rewrites in place run under the shard's epoch; a new shard is
-// published with a release store of the pointer and the old one is retired
-// (kept until the table is destroyed: growth is geometric, so retired
-// memory is less than the live size). All shared words use seq_load /
+// WHOLE-SHARD REWRITES: same geometry (Othello reconstruction, a partition
+// snapshot of the same shape: every resync of a partition that did not
+// grow) in place under the shard's epoch, nothing retired. Another
+// geometry (growth; a snapshot whose shard grew or was rebuilt smaller):
+// the new shard is published with a release store of the pointer and the
+// old one is RETIRED, since readers may still be inside it. A retired shard
+// is freed by the first publish / load_partition / reclaim_retired() that
+// runs at least the retire grace (kLudoRetireGrace = 1 s,
+// set_retire_grace()) after the swap. REQUIRES of readers: no thread stays
+// inside one lookup()/lookup_bulk()/lookup_counted() call longer than the
+// grace (a batch takes microseconds; the hazard is a reader thread
+// descheduled mid-call for a second while the writer swaps the same shard
+// again and reclaims). Retired memory is therefore bounded by the shards
+// swapped out during the last grace period, plus those swapped out before
+// the writer's last publish / load_partition / reclaim_retired() call (a
+// control thread that swaps rarely and wants them gone calls
+// reclaim_retired() from its timer). All shared words use seq_load /
 // seq_store (TSan-clean). serialize*(), num_bits() must not run
 // concurrently with a writer.
 // LudoBuilder: one thread (the RIB owner's); build() may use `threads`
@@ -135,6 +149,7 @@
 #pragma once
 
 #include <array>
+#include <chrono>
 #include <cstddef>
 #include <atomic>
 #include <cstdint>
@@ -161,6 +176,9 @@ inline constexpr unsigned kLudoOverflowMark = 31;  // field value: seed in the o
 inline constexpr unsigned kLudoMaxSeed = 255;      // largest seed (overflow entries hold 8 bits)
 inline constexpr uint32_t kLudoStripes = 8192;     // §4.4.8 lock striping
 inline constexpr uint64_t kLudoMaxBuckets = (1ULL << 24) - 2;  // per shard (overflow entry)
+// A swapped-out shard is freed no earlier than this after the swap
+// (THREAD SAFETY): the longest a reader may stay inside one lookup call.
+inline constexpr std::chrono::steady_clock::duration kLudoRetireGrace = std::chrono::seconds(1);
 
 // Delta kinds (DeltaHeader::kind) of the Ludo backend.
 enum class LudoDelta : uint8_t {
@@ -289,6 +307,16 @@ class LudoTable final : public GptTable {
   // in full. Writer thread only (it reads the writer's shard pointers).
   void prefetch_delta(std::span<const uint8_t> delta) const;
 
+  // Retired shards (see THREAD SAFETY). Writer thread only.
+  // reclaim_retired() frees the ones retired at least the grace period ago
+  // (publish and load_partition call it too) and returns how many.
+  // REQUIRES for a shorter grace: no reader stays inside one lookup call
+  // that long.
+  void set_retire_grace(std::chrono::nanoseconds g) { retire_grace_ = g; }
+  size_t reclaim_retired();
+  size_t retired_shards() const { return retired_.size(); }
+  uint64_t retired_bits() const;
+
   // Test hook: called by apply() inside a write section (versions odd),
   // after the Othello changes and before the bucket word of each node.
   using WriteHook = void (*)(void* arg);
@@ -334,7 +362,12 @@ class LudoTable final : public GptTable {
   std::unique_ptr<std::atomic<LudoShard*>[]> shards_;
   uint32_t nshards_ = 0;
   std::vector<std::unique_ptr<LudoShard>> owned_;    // owned_[g] is current
-  std::vector<std::unique_ptr<LudoShard>> retired_;  // replaced shards (readers may be inside)
+  struct Retired {
+    std::unique_ptr<LudoShard> shard;             // swapped out (readers may be inside)
+    std::chrono::steady_clock::time_point at;     // after the swap
+  };
+  std::vector<Retired> retired_;
+  std::chrono::steady_clock::duration retire_grace_ = kLudoRetireGrace;
   SeqStripes stripes_{kLudoStripes};
   FallbackTable fallback_;
   std::atomic<uint64_t> fallback_n_{0};

@@ -624,4 +624,80 @@ TEST_CASE("ludo: a key moving between fallback table and shard is never answered
   }
 }
 
+// A resync loads a partition snapshot into a table that has the partition
+// already: same geometry is rewritten in place (nothing retired, memory
+// flat however many times); another geometry retires the old shards, which
+// are freed once the retire grace has passed.
+TEST_CASE("ludo: reloading partition snapshots keeps retired memory bounded", "[ludo]") {
+  const uint64_t seed = test_seed(31);
+  auto c = small_config(2, 2, 2);
+  c.inline_seeds = 3;  // overflow entries too (their arrays must not pile up either)
+  c.fix_overflow = false;
+  auto b = LudoBuilder::create(c);
+  REQUIRE(b.ok());
+  auto keys = make_keys(8000, seed);
+  std::vector<uint8_t> v(keys.size());
+  for (size_t i = 0; i < v.size(); ++i) v[i] = uint8_t(i % 4);
+  REQUIRE((*b)->build(keys.data(), v.data(), keys.size(), 1).ok());
+  REQUIRE((*b)->ludo().overflow_entries() > 0);
+  auto e = LudoTable::create(c);
+  REQUIRE(e.ok());
+  LudoTable& T = **e;
+  std::vector<std::vector<uint8_t>> ps(4);
+  for (uint32_t p = 0; p < 4; ++p) {
+    REQUIRE((*b)->ludo().serialize_partition(p, &ps[p]).ok());
+    REQUIRE(T.load_partition(ps[p]).ok());
+  }
+  // The first load replaced the empty table's shards (another geometry).
+  CHECK(T.retired_shards() == 8);
+  auto ovf_arrays = [&] {
+    size_t n = 0;
+    for (uint32_t g = 0; g < T.num_shards(); ++g) n += T.shard(g).ovf_reps.size();
+    return n;
+  };
+  for (uint32_t p = 0; p < 4; ++p) REQUIRE(T.load_partition(ps[p]).ok());
+  const uint64_t bits = T.num_bits();
+  const size_t arrays = ovf_arrays();
+  for (int round = 0; round < 300; ++round) REQUIRE(T.load_partition(ps[round & 3]).ok());
+  CHECK(T.retired_shards() == 8);  // none retired by the reloads
+  CHECK(T.num_bits() == bits);     // nothing grew
+  CHECK(ovf_arrays() == arrays);   // no overflow array retired inside a shard either
+  for (size_t i = 0; i < keys.size(); ++i) REQUIRE(T.lookup(keys[i], hash_key(keys[i], c.hash_seed)) == v[i]);
+  std::vector<uint8_t> s1, s2;
+  T.serialize(&s1);
+  (*b)->ludo().serialize(&s2);
+  CHECK((s1 == s2));
+
+  // Another geometry each time (a builder whose shards are larger): every
+  // load swaps k shards. With the default grace they stay retired (no
+  // reader could be proven out yet); with the grace over they are freed by
+  // the next load or by reclaim_retired().
+  auto c2 = c;
+  c2.build_load = 0.6;
+  auto b2 = LudoBuilder::create(c2);
+  REQUIRE(b2.ok());
+  REQUIRE((*b2)->build(keys.data(), v.data(), keys.size(), 1).ok());
+  std::vector<uint8_t> other;
+  REQUIRE((*b2)->ludo().serialize_partition(1, &other).ok());
+  // Shards of partition 1 whose geometry differs between the two builds.
+  size_t swapped = 0;
+  for (uint32_t g = 2; g < 4; ++g) swapped += (*b)->ludo().shard(g).nb != (*b2)->ludo().shard(g).nb;
+  REQUIRE(swapped >= 1);
+  REQUIRE(T.load_partition(other).ok());
+  REQUIRE(T.load_partition(ps[1]).ok());
+  CHECK(T.retired_shards() == 8 + 2 * swapped);
+  CHECK(T.retired_bits() > 0);
+  T.set_retire_grace(std::chrono::nanoseconds(0));
+  for (int round = 0; round < 100; ++round) {
+    REQUIRE(T.load_partition((round & 1) ? ps[1] : other).ok());
+    // Grace 0: every swap frees what was retired before it; only the
+    // last shard this load swapped out is left.
+    CHECK(T.retired_shards() == 1);
+  }
+  CHECK(T.reclaim_retired() == 1);
+  CHECK(T.retired_shards() == 0);
+  CHECK(T.retired_bits() == 0);
+  for (size_t i = 0; i < keys.size(); ++i) REQUIRE(T.lookup(keys[i], hash_key(keys[i], c.hash_seed)) == v[i]);
+}
+
 }  // namespace sb::gpt
