@@ -645,6 +645,10 @@ Status LudoTable::apply_insert(uint32_t g, std::span<const uint8_t> payload) {
     if (!r.ok()) return Status::Corrupt("ludo apply: truncated insert node");
     if (get_u32(q) >= nb) return Status::Corrupt("ludo apply: bucket out of range");
     if (q[5] & ~1u) return Status::Corrupt("ludo apply: bad node flags");
+    // An inline seed must fit the 5-bit field below the overflow mark: 32..255
+    // would spill into slot 0, 31 would mark the bucket "overflow" without
+    // an overflow entry.
+    if (!(q[5] & 1u) && q[4] >= kLudoOverflowMark) return Status::Corrupt("ludo apply: inline seed >= 31");
     for (unsigned j = 0; j < 4; ++j)
       if (q[6 + j] >> l_) return Status::Corrupt("ludo apply: value wider than l");
     const unsigned nchg = get_u16(q + 10);
@@ -888,6 +892,19 @@ Status LudoTable::read_shard(const uint8_t* p, size_t n, std::unique_ptr<LudoSha
     s->ovf_reps.push_back(std::move(rep));
     s->ovf_count = novf;
   }
+  // Every bucket marked "overflow" has its entry (else its seed would read
+  // as 0, a wrong slot for its keys).
+  const uint32_t* rep = s->ovf.load(std::memory_order_relaxed);
+  auto has_entry = [rep](uint64_t b) {
+    if (rep == nullptr) return false;
+    const uint32_t cap = rep[0], want = uint32_t(b + 1);
+    for (uint32_t i = ovf_home(b, cap), n = 0; n < cap && rep[1 + i] != 0; ++n, i = i + 1 == cap ? 0 : i + 1)
+      if ((rep[1 + i] >> 8) == want) return true;
+    return false;
+  };
+  for (uint64_t b = 0; b < nb; ++b)
+    if (read_bits(s->bkt.data(), b * W, kLudoSeedBits) == kLudoOverflowMark && !has_entry(b))
+      return Status::Corrupt("ludo shard: overflow bucket without an overflow entry");
   *out = std::move(s);
   return Status::Ok();
 }

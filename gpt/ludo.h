@@ -52,7 +52,10 @@
 //   bkt   nb * (5 + 4l) bits       bucket i at bit i*(5+4l):
 //                                  [seed:5][slot0:l][slot1:l][slot2:l][slot3:l]
 //   ovf   u32 entries              (bucket+1) << 8 | seed, linear probing,
-//                                  0 = empty, ~0 = tombstone
+//                                  0 = empty, ~0 = tombstone; a bucket
+//                                  whose seed field is 31 has an entry
+//                                  (apply/read_shard reject input that
+//                                  breaks this or carries an inline seed >= 31)
 // each array has one guard word (two-word reads without a branch).
 //
 // ============================================================================

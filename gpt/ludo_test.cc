@@ -624,6 +624,92 @@ TEST_CASE("ludo: a key moving between fallback table and shard is never answered
   }
 }
 
+// An insert node without the overflow flag carries its seed in the 5-bit
+// field: a seed >= 31 would OR bits 5-7 into slot 0 (32..255) or mark the
+// bucket "overflow" with no overflow entry (31). Such a delta is corrupt;
+// so is a shard blob whose bucket says "overflow" with no entry.
+TEST_CASE("ludo: inline seeds >= 31 and overflow marks without an entry are rejected", "[ludo]") {
+  const uint64_t seed = test_seed(29);
+  auto c = small_config(3, 1, 1);
+  auto b = LudoBuilder::create(c);
+  REQUIRE(b.ok());
+  auto keys = make_keys(3000, seed);
+  std::vector<uint8_t> v(keys.size());
+  for (size_t i = 0; i < v.size(); ++i) v[i] = uint8_t(i % 8);
+  REQUIRE((*b)->build(keys.data(), v.data(), 2500, 1).ok());
+  auto remote = remote_copy((*b)->ludo());
+  DeltaList d;
+  size_t at = 2500;
+  // An insert delta with an inline-seed node.
+  // The remote gets every delta before it; the ones after it wait.
+  std::vector<uint8_t> ins;
+  size_t rest = 0;
+  while (ins.empty() && at < keys.size()) {
+    d.clear();
+    REQUIRE((*b)->insert(keys[at], v[at], &d).ok());
+    ++at;
+    for (size_t i = 0; i < d.size() && ins.empty(); ++i) {
+      if (d[i][2] == uint8_t(LudoDelta::kInsert)) {
+        ins.assign(d[i].begin(), d[i].end());
+        rest = i + 1;
+      } else {
+        REQUIRE(remote->apply(d[i]).ok());
+      }
+    }
+  }
+  REQUIRE(!ins.empty());
+  DeltaHeader hd;
+  std::span<const uint8_t> payload;
+  REQUIRE(parse_delta(ins, &hd, &payload).ok());
+  std::vector<uint8_t> pl(payload.begin(), payload.end());
+  const size_t node0 = 8 + 2;  // u64 nb, u16 nodes; node: u32 bucket, u8 seed, u8 flags, ...
+  REQUIRE(get_u16(pl.data() + 8) >= 1);
+  REQUIRE(pl[node0 + 5] == 0);  // builder default (fix_overflow): inline seed
+  std::vector<uint8_t> before, after;
+  remote->serialize(&before);
+  for (const unsigned bad_seed : {31u, 32u, 200u, 255u}) {
+    auto x = pl;
+    x[node0 + 4] = uint8_t(bad_seed);
+    DeltaList one;
+    one.add(hd, x);  // re-sealed: the checksum is right, the content is not
+    const Status st = remote->apply(one[0]);
+    INFO("seed " << bad_seed << ": " << st.to_string());
+    CHECK(st.code() == StatusCode::kCorrupt);
+  }
+  remote->serialize(&after);
+  CHECK((before == after));
+  REQUIRE(remote->apply(ins).ok());  // the original still applies
+  for (size_t i = rest; i < d.size(); ++i) REQUIRE(remote->apply(d[i]).ok());
+  for (size_t i = 0; i < at; ++i) REQUIRE(remote->lookup(keys[i], hash_key(keys[i], c.hash_seed)) == v[i]);
+
+  // A partition snapshot with bucket 0's seed field set to 31 and no
+  // overflow entry (re-checksummed), and the same blob as a shard_replace.
+  const LudoTable& t = (*b)->ludo();
+  std::vector<uint8_t> ps;
+  REQUIRE(t.serialize_partition(0, &ps).ok());
+  const size_t blob = 64 + 8;
+  const uint64_t nb = get_u64(ps.data() + blob), m_a = get_u64(ps.data() + blob + 8),
+                 m_b = get_u64(ps.data() + blob + 16);
+  REQUIRE(get_u32(ps.data() + blob + 32) == 0);  // no overflow entries in this shard
+  const size_t words_ab = ((m_a + 63) / 64 + 1) + ((m_b + 63) / 64 + 1);
+  uint8_t* bkt = ps.data() + blob + 48 + 8 * words_ab;
+  REQUIRE(nb >= 1);
+  REQUIRE((bkt[0] & 31) != 31);
+  bkt[0] |= 31;
+  put_u64(ps.data() + 56, checksum64(ps.data() + 64, ps.size() - 64, checksum64(ps.data(), 56)));
+  std::vector<uint8_t> snap_before, snap_after;
+  remote->serialize(&snap_before);
+  const Status st = remote->load_partition(ps);
+  INFO(st.to_string());
+  CHECK(st.code() == StatusCode::kCorrupt);
+  const uint64_t len = get_u64(ps.data() + 64);
+  const auto rep = make_delta(*remote, LudoDelta::kShardReplace, 0,
+                              std::span<const uint8_t>(ps.data() + blob, len));
+  CHECK(remote->apply(rep).code() == StatusCode::kCorrupt);
+  remote->serialize(&snap_after);
+  CHECK((snap_before == snap_after));
+}
+
 // A resync loads a partition snapshot into a table that has the partition
 // already: same geometry is rewritten in place (nothing retired, memory
 // flat however many times); another geometry retires the old shards, which
