@@ -42,7 +42,7 @@ void OthelloQuery::init(const OthelloShape& shape) {
 OthelloQuery::Batch OthelloQuery::batch_begin() const {
   uint32_t e;
   while (((e = epoch_.read_begin()) & 1u) != 0) cpu_relax();  // full reload running
-  return Batch{e, salt_a_.load(std::memory_order_relaxed), salt_b_.load(std::memory_order_relaxed),
+  return Batch{e, salt_a_.load(std::memory_order_acquire), salt_b_.load(std::memory_order_acquire),
                shape_.m_a, shape_.m_b};
 }
 
@@ -102,13 +102,13 @@ void OthelloQuery::apply(const OthelloChange* c, size_t n) {
 void OthelloQuery::reload(uint32_t seed, const OthelloArray& a, const OthelloArray& b) {
   epoch_.write_begin();
   shape_.seed = seed;
-  salt_a_.store(shape_.salt_a(), std::memory_order_relaxed);
-  salt_b_.store(shape_.salt_b(), std::memory_order_relaxed);
+  salt_a_.store(shape_.salt_a(), std::memory_order_release);
+  salt_b_.store(shape_.salt_b(), std::memory_order_release);
   const size_t na = std::min(a.num_words(), a_.num_words());
-  for (size_t i = 0; i < na; ++i) store_relaxed(a_.words() + i, a.words()[i]);
+  for (size_t i = 0; i < na; ++i) seq_store(a_.words() + i, a.words()[i]);
   if (stall_) stall_();
   const size_t nb = std::min(b.num_words(), b_.num_words());
-  for (size_t i = 0; i < nb; ++i) store_relaxed(b_.words() + i, b.words()[i]);
+  for (size_t i = 0; i < nb; ++i) seq_store(b_.words() + i, b.words()[i]);
   epoch_.write_end();
 }
 

@@ -93,7 +93,11 @@
 //   a reader that saw no change of A[i]'s region saw a consistent pair.
 //   A full reload (after a reconstruction: new seed, all entries) runs under
 //   one more version (the epoch), which readers check once per batch.
-//   All shared words are read and written with relaxed atomics (TSan clean).
+//   Array words and salts are protected data of the core/seqlock.h protocol:
+//   readers load them with seq_load (acquire), the writer stores them with
+//   seq_store (release), so the versions' relaxed re-check cannot be
+//   satisfied by a read that saw half of a write (TSan clean; plain movs on
+//   x86).
 //
 // SPACE
 //   Query: (m_a + m_b) l bits + 2 x 64 (guard words) + (kRegions + 1) x 32.
@@ -359,7 +363,7 @@ class OthelloQuery {
   Status deserialize(std::string_view bytes);
 
  private:
-  // Two aligned relaxed loads, branch-free: the word of the entry's first
+  // Two aligned loads, branch-free: the word of the entry's first
   // bit and the word of its last bit. When they are the same word (the
   // entry does not straddle, off + l <= 64) the second load contributes only
   // bits at positions >= 64 - off >= l, which the mask drops. Reading wi + 1
@@ -371,8 +375,11 @@ class OthelloQuery {
     const uint64_t wi = bit >> 6;
     const uint64_t wj = (bit + shape_.value_bits - 1) >> 6;
     const unsigned off = unsigned(bit & 63);
-    const uint64_t lo = load_relaxed(w + wi) >> off;
-    const uint64_t hi = (load_relaxed(w + wj) << 1) << (63 - off);
+    // seq_load (acquire), the core/seqlock.h RULE: try_value()'s re-check
+    // of the region version is a relaxed load, ordered after these only
+    // because they are acquire loads (a plain mov on x86 either way).
+    const uint64_t lo = seq_load(w + wi) >> off;
+    const uint64_t hi = (seq_load(w + wj) << 1) << (63 - off);
     return (lo | hi) & mask_;
   }
 

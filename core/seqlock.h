@@ -53,6 +53,9 @@ struct SeqVersion {
   // Reader side: read_begin returns the version to validate against (odd:
   // a write is in progress, read_retry will say retry).
   uint32_t read_begin() const { return v.load(std::memory_order_acquire); }
+  // The relaxed load is enough only because the data loads before it were
+  // acquire loads (seq_load: later loads cannot move above them); with
+  // relaxed data loads this re-check could be satisfied by a torn read.
   bool read_retry(uint32_t start) const {
     return (start & 1u) != 0 || v.load(std::memory_order_relaxed) != start;
   }
