@@ -396,18 +396,27 @@ uint32_t LudoTable::lookup_bulk_impl(const FlowKey* keys, const uint64_t* hashes
   // After every shard read: the fallback count (acquire: a count stored
   // after a fallback change comes with that change's version bump) and the
   // version. Nothing in the fallback table and no change since f0: done.
-  if (fallback_n_.load(std::memory_order_acquire) != 0 || fv.read_retry(f0)) [[unlikely]] {
-    if ((f0 & 1u) == 0)
-      for (size_t i = 0; i < n; ++i) {
-        uint8_t v;
-        if (fb_maybe(hashes[i]) && fallback_.find(keys[i], hashes[i], &v)) out[i] = v;
-      }
-    // The fallback table changed during the batch: a key may have moved
-    // between its shard read and the probe. Redo every key on its own.
-    if (fv.read_retry(f0)) {
-      ++retries;
-      for (size_t i = 0; i < n; ++i) out[i] = lookup_counted(keys[i], hashes[i], &retries);
+  if (fallback_n_.load(std::memory_order_acquire) != 0 || fv.read_retry(f0)) [[unlikely]]
+    retries += bulk_fallback(keys, hashes, n, out, f0);
+  return retries;
+}
+
+// The bulk path's fallback step, out of line (the batch loop stays as
+// tight as without it): probe the fallback table for the batch, and if its
+// version moved since f0 (taken before the shard reads) a key may have
+// moved between its shard read and the probe: redo every key on its own.
+uint32_t LudoTable::bulk_fallback(const FlowKey* keys, const uint64_t* hashes, size_t n, uint8_t* out,
+                                  uint32_t f0) const {
+  const SeqVersion& fv = fallback_.version();
+  uint32_t retries = 0;
+  if ((f0 & 1u) == 0)
+    for (size_t i = 0; i < n; ++i) {
+      uint8_t v;
+      if (fb_maybe(hashes[i]) && fallback_.find(keys[i], hashes[i], &v)) out[i] = v;
     }
+  if (fv.read_retry(f0)) {
+    ++retries;
+    for (size_t i = 0; i < n; ++i) out[i] = lookup_counted(keys[i], hashes[i], &retries);
   }
   return retries;
 }

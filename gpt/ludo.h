@@ -336,6 +336,8 @@ class LudoTable final : public GptTable {
   friend class LudoBuilder;
   LudoTable() = default;
   uint8_t shard_value(uint64_t h, uint32_t* retries) const;  // the shard's answer, no fallback
+  [[gnu::noinline, gnu::cold]] uint32_t bulk_fallback(const FlowKey* keys, const uint64_t* hashes, size_t n,
+                                                      uint8_t* out, uint32_t f0) const;
   template <bool kBoth, bool kOne>
   uint32_t lookup_bulk_impl(const FlowKey* keys, const uint64_t* hashes, size_t n, uint8_t* out) const;
   Status init(const LudoConfig& cfg);
