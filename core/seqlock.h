@@ -59,6 +59,9 @@ struct SeqVersion {
   bool read_retry(uint32_t start) const {
     return (start & 1u) != 0 || v.load(std::memory_order_relaxed) != start;
   }
+  // read_retry without a branch: nonzero iff it would say retry (for a
+  // caller that or-s it with other conditions into one branch).
+  uint32_t moved(uint32_t start) const { return (start & 1u) | (v.load(std::memory_order_relaxed) ^ start); }
 };
 
 // A striped array of versions: region r is guarded by stripe r & (n-1).

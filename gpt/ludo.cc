@@ -216,37 +216,9 @@ uint64_t LudoTable::num_bits() const {
 
 // ---- lookups (Algorithm 1 + the version checks of A.2.1 Algorithm 4) --------
 
-// A key lives in its shard or in the fallback table, and the writer moves
-// it make-before-break (into the fallback table before a shard rewrite
-// drops it, out of it only after the shard holds it; builder rebuilds and
-// load_range keep that order). A reader must then see the shard and the
-// fallback table at one moment of the writer's order: the fallback
-// table's version is taken before the shard read and the table is probed
-// after it; if the version moved, the key is redone. (Probing the fallback
-// first, or deciding from a count read before the shard read, misses a key
-// that moves between the two reads: gpt/README.md "Fallback consistency".)
-uint8_t LudoTable::lookup_counted(const FlowKey& key, uint64_t h, uint32_t* retries) const {
-  const SeqVersion& fv = fallback_.version();
-  for (;;) {
-    const uint32_t f0 = fv.read_begin();
-    if (f0 & 1u) {
-      ++*retries;
-      cpu_relax();
-      continue;
-    }
-    uint8_t v = shard_value(h, retries);
-    if (fallback_n_.load(std::memory_order_acquire) != 0 && fb_maybe(h)) {
-      uint8_t f;
-      if (fallback_.find(key, h, &f)) v = f;
-    }
-    if (!fv.read_retry(f0)) [[likely]] return v;
-    ++*retries;
-  }
-}
-
 // The shard's answer for h (Algorithm 1 with the checks of A.2.1), retried
 // until the shard epoch and both stripes were stable around the reads.
-uint8_t LudoTable::shard_value(uint64_t h, uint32_t* retries) const {
+inline uint8_t LudoTable::shard_value(uint64_t h, uint32_t* retries) const {
   const uint32_t g = shard_of(h);
   const uint64_t x = ludo_slot_word(h);
   const uint64_t mask = low_mask(l_);
@@ -282,6 +254,47 @@ uint8_t LudoTable::shard_value(uint64_t h, uint32_t* retries) const {
       continue;
     }
     return v;
+  }
+}
+
+// A key lives in its shard or in the fallback table, and the writer moves
+// it make-before-break (into the fallback table before a shard rewrite
+// drops it, out of it only after the shard holds it; builder rebuilds and
+// load_range keep that order). A reader must then see the shard and the
+// fallback table at one moment of the writer's order: the fallback
+// table's version is taken before the shard read and the table is probed
+// after it; if the version moved, the key is redone. (Probing the fallback
+// first, or deciding from a count read before the shard read, misses a key
+// that moves between the two reads: gpt/README.md "Fallback consistency".)
+// The common case (fallback table empty and unchanged) costs two loads and
+// ONE branch after the shard read; three branches there cost 5-9% of the
+// single-key rate at 1M keys (gpt/README.md).
+uint8_t LudoTable::lookup_counted(const FlowKey& key, uint64_t h, uint32_t* retries) const {
+  const SeqVersion& fv = fallback_.version();
+  const uint32_t f0 = fv.read_begin();
+  const uint8_t v = shard_value(h, retries);
+  const uint64_t fn = fallback_n_.load(std::memory_order_acquire);  // after the shard read
+  if ((fn | fv.moved(f0)) == 0) [[likely]] return v;
+  return lookup_fallback(key, h, f0, v, retries);
+}
+
+// The rest of lookup_counted: v is the shard's answer read after f0.
+uint8_t LudoTable::lookup_fallback(const FlowKey& key, uint64_t h, uint32_t f0, uint8_t v,
+                                   uint32_t* retries) const {
+  const SeqVersion& fv = fallback_.version();
+  for (;;) {
+    if ((f0 & 1u) == 0) {
+      if (fallback_n_.load(std::memory_order_acquire) != 0 && fb_maybe(h)) {
+        uint8_t f;
+        if (fallback_.find(key, h, &f)) v = f;
+      }
+      if (!fv.read_retry(f0)) return v;
+    }
+    // The fallback table changed (or was changing) around the shard read.
+    ++*retries;
+    cpu_relax();
+    f0 = fv.read_begin();
+    v = shard_value(h, retries);
   }
 }
 
@@ -396,7 +409,7 @@ uint32_t LudoTable::lookup_bulk_impl(const FlowKey* keys, const uint64_t* hashes
   // After every shard read: the fallback count (acquire: a count stored
   // after a fallback change comes with that change's version bump) and the
   // version. Nothing in the fallback table and no change since f0: done.
-  if (fallback_n_.load(std::memory_order_acquire) != 0 || fv.read_retry(f0)) [[unlikely]]
+  if ((fallback_n_.load(std::memory_order_acquire) | fv.moved(f0)) != 0) [[unlikely]]
     retries += bulk_fallback(keys, hashes, n, out, f0);
   return retries;
 }

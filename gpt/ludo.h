@@ -335,7 +335,11 @@ class LudoTable final : public GptTable {
  private:
   friend class LudoBuilder;
   LudoTable() = default;
-  uint8_t shard_value(uint64_t h, uint32_t* retries) const;  // the shard's answer, no fallback
+  // The shard's answer, no fallback (inlined into lookup_counted: the
+  // single-key path must not pay a call for the split).
+  [[gnu::always_inline]] inline uint8_t shard_value(uint64_t h, uint32_t* retries) const;
+  [[gnu::noinline, gnu::cold]] uint8_t lookup_fallback(const FlowKey& key, uint64_t h, uint32_t f0, uint8_t v,
+                                                       uint32_t* retries) const;
   [[gnu::noinline, gnu::cold]] uint32_t bulk_fallback(const FlowKey* keys, const uint64_t* hashes, size_t n,
                                                       uint8_t* out, uint32_t f0) const;
   template <bool kBoth, bool kOne>
