@@ -524,9 +524,8 @@ void LudoTable::ovf_erase(LudoShard* s, uint64_t bucket) {
 
 // Pointer swap (another geometry). The old shard is retired, stamped after
 // the swap: a reader that can still be inside it loaded the pointer before
-// the swap, so with a finite retire_grace_ it has left within that time of
-// the stamp (ludo.h, THREAD SAFETY). Older retired shards whose grace is
-// over are freed here (none with the default grace, never).
+// the swap, so it has left within retire_grace_ of the stamp (ludo.h,
+// THREAD SAFETY). Older retired shards whose grace is over are freed here.
 void LudoTable::publish(uint32_t g, std::unique_ptr<LudoShard> s) {
   reclaim_retired();
   shards_[g].store(s.get(), std::memory_order_release);
@@ -540,7 +539,6 @@ size_t LudoTable::reclaim_retired() {
   if (retired_.empty()) return 0;
   const auto now = std::chrono::steady_clock::now();
   size_t n = 0;
-  if (retire_grace_ == std::chrono::steady_clock::duration::max()) return 0;
   while (n < retired_.size() && now - retired_[n].at >= retire_grace_) ++n;
   retired_.erase(retired_.begin(), retired_.begin() + long(n));
   return n;

@@ -133,15 +133,18 @@
 // grow) in place under the shard's epoch, nothing retired. Another
 // geometry (growth; a snapshot whose shard grew or was rebuilt smaller):
 // the new shard is published with a release store of the pointer and the
-// old one is RETIRED, since readers may still be inside it. By default a
-// retired shard is kept until the table is destroyed: shards only grow, by
-// grow_factor each time, so retired memory stays below the live size. A
-// caller that KNOWS how long its readers can stay inside one lookup call
-// (e.g. workers with quiescent points) may set_retire_grace(g): then the
-// first publish / load_partition / reclaim_retired() at least g after a
-// swap frees the shard. A wall-clock grace alone is not safe: a reader
-// thread descheduled mid-call (an overloaded host, a debugger, TSan) can
-// stay inside longer than any fixed time. All shared words use seq_load /
+// old one is RETIRED, since readers may still be inside it. A retired shard
+// is freed by the first publish / load_partition / reclaim_retired() that
+// runs at least the retire grace (kLudoRetireGrace = 1 s,
+// set_retire_grace()) after the swap. REQUIRES of readers: no thread stays
+// inside one lookup()/lookup_bulk()/lookup_counted() call longer than the
+// grace (a batch takes microseconds; the hazard is a reader thread
+// descheduled mid-call for a second while the writer swaps the same shard
+// again and reclaims). Retired memory is therefore bounded by the shards
+// swapped out during the last grace period, plus those swapped out before
+// the writer's last publish / load_partition / reclaim_retired() call (a
+// control thread that swaps rarely and wants them gone calls
+// reclaim_retired() from its timer). All shared words use seq_load /
 // seq_store (TSan-clean). serialize*(), num_bits() must not run
 // concurrently with a writer.
 // LudoBuilder: one thread (the RIB owner's); build() may use `threads`
@@ -176,9 +179,9 @@ inline constexpr unsigned kLudoOverflowMark = 31;  // field value: seed in the o
 inline constexpr unsigned kLudoMaxSeed = 255;      // largest seed (overflow entries hold 8 bits)
 inline constexpr uint32_t kLudoStripes = 8192;     // §4.4.8 lock striping
 inline constexpr uint64_t kLudoMaxBuckets = (1ULL << 24) - 2;  // per shard (overflow entry)
-// Default retire grace: never (THREAD SAFETY, WHOLE-SHARD REWRITES).
-inline constexpr std::chrono::steady_clock::duration kLudoRetireGrace =
-    std::chrono::steady_clock::duration::max();
+// A swapped-out shard is freed no earlier than this after the swap
+// (THREAD SAFETY): the longest a reader may stay inside one lookup call.
+inline constexpr std::chrono::steady_clock::duration kLudoRetireGrace = std::chrono::seconds(1);
 
 // Delta kinds (DeltaHeader::kind) of the Ludo backend.
 enum class LudoDelta : uint8_t {
@@ -309,9 +312,8 @@ class LudoTable final : public GptTable {
 
   // Retired shards (see THREAD SAFETY). Writer thread only.
   // reclaim_retired() frees the ones retired at least the grace period ago
-  // (publish and load_partition call it too) and returns how many; with the
-  // default grace (never) it frees nothing.
-  // REQUIRES for a finite grace: no reader stays inside one lookup call
+  // (publish and load_partition call it too) and returns how many.
+  // REQUIRES for a shorter grace: no reader stays inside one lookup call
   // that long.
   void set_retire_grace(std::chrono::nanoseconds g) { retire_grace_ = g; }
   size_t reclaim_retired();
