@@ -85,8 +85,8 @@ class GptTable {
   // a new table from it) or one partition's part (load_partition replaces
   // that partition in a table of the same shape, safe against concurrent
   // lookups; loading it again and again, as resyncs do, must not grow
-  // memory: Ludo rewrites same-geometry shards in place and frees swapped
-  // ones after a grace period, gpt/ludo.h). Both carry format version,
+  // memory: Ludo rewrites same-geometry shards in place and reuses the
+  // shards it swapped out, gpt/ludo.h). Both carry format version,
   // hash seed and checksum.
   virtual void serialize(std::vector<uint8_t>* out) const = 0;
   virtual Status serialize_partition(uint32_t partition, std::vector<uint8_t>* out) const = 0;

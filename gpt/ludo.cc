@@ -5,7 +5,6 @@
 #include <immintrin.h>
 
 #include <algorithm>
-#include <chrono>
 #include <cmath>
 #include <cstring>
 #include <cstdlib>
@@ -315,9 +314,10 @@ uint32_t LudoTable::lookup_bulk(const FlowKey* keys, const uint64_t* hashes, siz
 // are read once per batch instead of once per key; the epoch is still read
 // before every data load of the batch and re-checked after each key's
 // loads, so the seqlock argument (§4.4.8, A.2.1) is unchanged, and a shard
-// swapped during the batch stays readable (replaced shards are retired, not
-// freed for the retire grace, ludo.h) and self-consistent, as for a
-// per-key read that started earlier.
+// swapped during the batch stays readable (replaced shards are retired,
+// never freed; one reused later is rewritten under its epoch, which fails
+// this batch's check) and self-consistent, as for a per-key read that
+// started earlier.
 template <bool kBoth, bool kOne>
 uint32_t LudoTable::lookup_bulk_impl(const FlowKey* keys, const uint64_t* hashes, size_t n,
                                      uint8_t* out) const {
@@ -522,31 +522,20 @@ void LudoTable::ovf_erase(LudoShard* s, uint64_t bucket) {
   }
 }
 
-// Pointer swap (another geometry). The old shard is retired, stamped after
-// the swap: a reader that can still be inside it loaded the pointer before
-// the swap, so it has left within retire_grace_ of the stamp (ludo.h,
-// THREAD SAFETY). Older retired shards whose grace is over are freed here.
+// Pointer swap (another geometry). The old shard joins the pool of retired
+// shards (ludo.h, THREAD SAFETY): readers may still be inside it.
 void LudoTable::publish(uint32_t g, std::unique_ptr<LudoShard> s) {
-  reclaim_retired();
   shards_[g].store(s.get(), std::memory_order_release);
-  if (owned_[g]) retired_.push_back({std::move(owned_[g]), std::chrono::steady_clock::now()});
+  if (owned_[g]) {
+    const Geometry geo = geometry(*owned_[g]);
+    retired_.emplace(geo, std::move(owned_[g]));
+  }
   owned_[g] = std::move(s);
-}
-
-// retired_ is in stamp order: free its prefix whose grace is over (O(freed
-// + 1), so a build() that swaps every shard stays linear).
-size_t LudoTable::reclaim_retired() {
-  if (retired_.empty()) return 0;
-  const auto now = std::chrono::steady_clock::now();
-  size_t n = 0;
-  while (n < retired_.size() && now - retired_[n].at >= retire_grace_) ++n;
-  retired_.erase(retired_.begin(), retired_.begin() + long(n));
-  return n;
 }
 
 uint64_t LudoTable::retired_bits() const {
   uint64_t bits = 0;
-  for (const Retired& r : retired_) bits += r.shard->num_bits();
+  for (const auto& [geo, r] : retired_) bits += r->num_bits();
   return bits;
 }
 
@@ -772,30 +761,46 @@ Status LudoTable::apply_change(uint32_t g, std::span<const uint8_t> payload) {
 }
 
 // Same geometry: rewritten in place under the shard epoch (Othello
-// reconstruction: new seed, all entries). Otherwise a pointer swap.
+// reconstruction, a resync). Another geometry: a retired shard of that
+// geometry is rewritten under its own epoch and swapped in (readers still
+// inside it from before its retirement fail their epoch check), else n
+// itself; the current shard is retired (ludo.h, THREAD SAFETY).
 Status LudoTable::install_shard(uint32_t g, std::unique_ptr<LudoShard> n) {
   LudoShard* s = owned_[g].get();
-  if (s == nullptr || s->nb != n->nb || s->m_a != n->m_a || s->m_b != n->m_b || s->W != n->W) {
-    publish(g, std::move(n));
+  if (s != nullptr && geometry(*s) == geometry(*n)) {
+    rewrite_shard(s, *n);
     return Status::Ok();
   }
-  const uint32_t* nrep = n->ovf.load(std::memory_order_relaxed);
+  if (auto it = retired_.find(geometry(*n)); it != retired_.end()) {
+    std::unique_ptr<LudoShard> r = std::move(it->second);
+    retired_.erase(it);
+    rewrite_shard(r.get(), *n);
+    n = std::move(r);
+  }
+  publish(g, std::move(n));
+  return Status::Ok();
+}
+
+// REQUIRES: geometry(*s) == geometry(n). Readers of s see the epoch odd or
+// moved and retry; n is only read.
+void LudoTable::rewrite_shard(LudoShard* s, const LudoShard& n) {
+  const uint32_t* nrep = n.ovf.load(std::memory_order_relaxed);
   const uint32_t* crep = s->ovf.load(std::memory_order_relaxed);
-  const uint32_t need = n->ovf_count;
+  const uint32_t need = n.ovf_count;
   // Overflow: reuse the current array when the new entries fit, else swap
-  // in the new array (no entry of it is ever written again by this call).
+  // in a new array (no entry of it is ever written again by this call).
   const bool fits = crep != nullptr && double(need) <= 0.8 * crep[0];
   s->epoch.write_begin();
-  seq_store(&s->salt_a, n->salt_a);
-  seq_store(&s->salt_b, n->salt_b);
-  s->oth_seed = n->oth_seed;
+  seq_store(&s->salt_a, n.salt_a);
+  seq_store(&s->salt_b, n.salt_b);
+  s->oth_seed = n.oth_seed;
   auto copy = [](LudoWords& dst, const LudoWords& src) {
     for (size_t i = 0; i < src.size(); ++i) seq_store(dst.data() + i, src.data()[i]);
   };
-  copy(s->a, n->a);
+  copy(s->a, n.a);
   if (hook_) hook_(hook_arg_);
-  copy(s->b, n->b);
-  copy(s->bkt, n->bkt);
+  copy(s->b, n.b);
+  copy(s->bkt, n.bkt);
   if (fits) {
     uint32_t* rep = const_cast<uint32_t*>(crep);
     const uint32_t cap = rep[0];
@@ -831,7 +836,6 @@ Status LudoTable::install_shard(uint32_t g, std::unique_ptr<LudoShard> n) {
   s->ovf_count = need;
   s->ovf_tombs = 0;
   s->epoch.write_end();
-  return Status::Ok();
 }
 
 // ---- shard blobs and snapshots ------------------------------------------------
@@ -1058,8 +1062,7 @@ Status LudoTable::load_range(std::span<const uint8_t> bytes, bool whole) {
   // they are installed), then the shards, then the old entries the
   // snapshot does not hold (keys the new shards hold) leave. A shard of the
   // same geometry is rewritten in place under its epoch (a resync retires
-  // nothing); another geometry is swapped in and the old one retired.
-  reclaim_retired();
+  // nothing); another geometry is swapped in (install_shard).
   for (const auto& e : fb) fb_put(e.key, e.h, e.group, e.value);
   for (uint32_t i = 0; i < v.ns; ++i) SB_RETURN_IF_ERROR(install_shard(v.first + i, std::move(shards[i])));
   // Entries of these shards that the snapshot does not hold leave the table.

@@ -87,7 +87,7 @@
 //            error), except for keys in the fallback table.
 //   shard_replace  the whole shard: on growth (new bucket count; pointer
 //            swap, lookups use the old shard until it is applied; the old
-//            one is retired, THREAD SAFETY) and on an Othello
+//            one is retired and reused, THREAD SAFETY) and on an Othello
 //            reconstruction (same geometry: rewritten in place under the
 //            shard epoch).
 //   fallback put / erase  full key, h, value.
@@ -133,18 +133,18 @@
 // grow) in place under the shard's epoch, nothing retired. Another
 // geometry (growth; a snapshot whose shard grew or was rebuilt smaller):
 // the new shard is published with a release store of the pointer and the
-// old one is RETIRED, since readers may still be inside it. A retired shard
-// is freed by the first publish / load_partition / reclaim_retired() that
-// runs at least the retire grace (kLudoRetireGrace = 1 s,
-// set_retire_grace()) after the swap. REQUIRES of readers: no thread stays
-// inside one lookup()/lookup_bulk()/lookup_counted() call longer than the
-// grace (a batch takes microseconds; the hazard is a reader thread
-// descheduled mid-call for a second while the writer swaps the same shard
-// again and reclaims). Retired memory is therefore bounded by the shards
-// swapped out during the last grace period, plus those swapped out before
-// the writer's last publish / load_partition / reclaim_retired() call (a
-// control thread that swaps rarely and wants them gone calls
-// reclaim_retired() from its timer). All shared words use seq_load /
+// old one is RETIRED: readers may still be inside it, and nothing tells the
+// writer when they have left (no reader registration; a time-based grace
+// has no happens-before edge: ThreadSanitizer flags the free, and so does
+// the C++ model), so a retired shard is never freed while the table lives.
+// Instead it is REUSED: a later swap to a geometry that a retired shard
+// has takes that shard, rewrites it in place under its own epoch (a reader
+// still inside it fails its epoch check and re-reads the shard pointer)
+// and publishes it. So memory never exceeds, per geometry, as many shard
+// objects as there were shards of that geometry at one time (a resync
+// alternating two geometries keeps two objects per shard, not one per
+// load; growth, x grow_factor, retires less than the live size).
+// retired_shards() / retired_bits() report the pool. All shared words use seq_load /
 // seq_store (TSan-clean). serialize*(), num_bits() must not run
 // concurrently with a writer.
 // LudoBuilder: one thread (the RIB owner's); build() may use `threads`
@@ -152,12 +152,13 @@
 #pragma once
 
 #include <array>
-#include <chrono>
 #include <cstddef>
 #include <atomic>
 #include <cstdint>
+#include <map>
 #include <memory>
 #include <span>
+#include <tuple>
 #include <unordered_map>
 #include <vector>
 
@@ -179,9 +180,6 @@ inline constexpr unsigned kLudoOverflowMark = 31;  // field value: seed in the o
 inline constexpr unsigned kLudoMaxSeed = 255;      // largest seed (overflow entries hold 8 bits)
 inline constexpr uint32_t kLudoStripes = 8192;     // §4.4.8 lock striping
 inline constexpr uint64_t kLudoMaxBuckets = (1ULL << 24) - 2;  // per shard (overflow entry)
-// A swapped-out shard is freed no earlier than this after the swap
-// (THREAD SAFETY): the longest a reader may stay inside one lookup call.
-inline constexpr std::chrono::steady_clock::duration kLudoRetireGrace = std::chrono::seconds(1);
 
 // Delta kinds (DeltaHeader::kind) of the Ludo backend.
 enum class LudoDelta : uint8_t {
@@ -310,13 +308,7 @@ class LudoTable final : public GptTable {
   // in full. Writer thread only (it reads the writer's shard pointers).
   void prefetch_delta(std::span<const uint8_t> delta) const;
 
-  // Retired shards (see THREAD SAFETY). Writer thread only.
-  // reclaim_retired() frees the ones retired at least the grace period ago
-  // (publish and load_partition call it too) and returns how many.
-  // REQUIRES for a shorter grace: no reader stays inside one lookup call
-  // that long.
-  void set_retire_grace(std::chrono::nanoseconds g) { retire_grace_ = g; }
-  size_t reclaim_retired();
+  // The pool of retired shards (THREAD SAFETY). Writer thread only.
   size_t retired_shards() const { return retired_.size(); }
   uint64_t retired_bits() const;
 
@@ -346,6 +338,7 @@ class LudoTable final : public GptTable {
   uint32_t lookup_bulk_impl(const FlowKey* keys, const uint64_t* hashes, size_t n, uint8_t* out) const;
   Status init(const LudoConfig& cfg);
   void publish(uint32_t g, std::unique_ptr<LudoShard> s);  // pointer swap, retire old
+  void rewrite_shard(LudoShard* s, const LudoShard& n);     // in place, under s's epoch
   // Shard blob (snapshot / shard_replace payload).
   void write_shard(uint32_t g, std::vector<uint8_t>* out) const;
   Status read_shard(const uint8_t* p, size_t n, std::unique_ptr<LudoShard>* out) const;
@@ -371,12 +364,12 @@ class LudoTable final : public GptTable {
   std::unique_ptr<std::atomic<LudoShard*>[]> shards_;
   uint32_t nshards_ = 0;
   std::vector<std::unique_ptr<LudoShard>> owned_;    // owned_[g] is current
-  struct Retired {
-    std::unique_ptr<LudoShard> shard;             // swapped out (readers may be inside)
-    std::chrono::steady_clock::time_point at;     // after the swap
-  };
-  std::vector<Retired> retired_;
-  std::chrono::steady_clock::duration retire_grace_ = kLudoRetireGrace;
+  // Swapped-out shards (readers may be inside), by geometry (nb, m_a, m_b,
+  // W): reused by a later swap to that geometry, never freed before the
+  // table (THREAD SAFETY).
+  using Geometry = std::tuple<uint32_t, uint32_t, uint32_t, uint32_t>;
+  static Geometry geometry(const LudoShard& s) { return {s.nb, s.m_a, s.m_b, s.W}; }
+  std::multimap<Geometry, std::unique_ptr<LudoShard>> retired_;
   SeqStripes stripes_{kLudoStripes};
   FallbackTable fallback_;
   std::atomic<uint64_t> fallback_n_{0};
