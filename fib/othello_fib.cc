@@ -123,7 +123,7 @@ Status OthelloFib::build(const FlowKey* keys, const uint32_t* values, size_t n) 
 void OthelloFib::reset_empty() {
   for (unsigned i = 0; i < kFallbackMax; ++i)
     if (fallback_[i].value != kFibMiss) fallback_write(int(i), ~0ULL, ~0ULL, kFibMiss);
-  fallback_n_.store(0, std::memory_order_relaxed);
+  fallback_n_.store(0, std::memory_order_release);
   deferred_ = 0;
   // Empty, with the parameters create() already validated: cannot fail.
   (void)ctl_.construct(control_options(), nullptr, nullptr, 0);
@@ -193,7 +193,7 @@ Status OthelloFib::fallback_add(const FlowKey& key, uint64_t h, uint32_t value) 
     if (fallback_[i].value == kFibMiss) {
       fallback_[i].h = h;  // control side only (readers never read it)
       fallback_write(int(i), key.lo(), key.hi(), value);
-      fallback_n_.fetch_add(1, std::memory_order_relaxed);
+      fallback_n_.fetch_add(1, std::memory_order_release);
       return Status::Ok();
     }
   return Status::Capacity("othello fib: fallback table full (hash collisions)");
@@ -214,7 +214,7 @@ Status OthelloFib::readmit_deferred() {
     ctl_.publish(&q_);
     if (st.ok()) {
       fallback_write(int(i), ~0ULL, ~0ULL, kFibMiss);
-      fallback_n_.fetch_sub(1, std::memory_order_relaxed);
+      fallback_n_.fetch_sub(1, std::memory_order_release);
     } else if (st.code() != StatusCode::kAlreadyExists) {
       result = st;  // kCapacity: no acyclic seed; the key stays in the fallback
     }
@@ -247,7 +247,7 @@ Status OthelloFib::erase_hashed(const FlowKey& key, uint64_t h) {
     const int s = fallback_find(key);
     if (s >= 0) {
       fallback_write(s, ~0ULL, ~0ULL, kFibMiss);
-      fallback_n_.fetch_sub(1, std::memory_order_relaxed);
+      fallback_n_.fetch_sub(1, std::memory_order_release);
       if (deferred_ > 0 && !ctl_.contains(h)) --deferred_;  // it was a parked Case I key
       return Status::Ok();
     }
@@ -318,7 +318,9 @@ void OthelloFib::lookup_impl(const FlowKey* keys, const uint64_t* hashes_in, siz
     const bool hit = table_->key_equals(x < cap ? x : last, keys[i]) & (x < cap);
     out[i] = hit ? x : kFibMiss;
   }
-  if (fallback_n_.load(std::memory_order_relaxed) != 0 || fallback_ver_.read_retry(fv0)) [[unlikely]]
+  // Acquire: a count the writer lowered inside its fallback write section
+  // (readmit_deferred) makes the version re-check below see that section.
+  if (fallback_n_.load(std::memory_order_acquire) != 0 || fallback_ver_.read_retry(fv0)) [[unlikely]]
     for (size_t i = 0; i < n; ++i)
       if (out[i] == kFibMiss) out[i] = lookup_slow(keys[i], hashes[i]);
 }
