@@ -185,13 +185,19 @@ TEST_CASE("wal: the UNDO flag survives recovery; unknown flag bits end the log l
 }
 
 namespace {
-// A data dir with a snapshot at segment 2 (records 0..99) and 5 records after it.
-void make_snapshotted_log(const WalOptions& o) {
+// A new log in o.dir holding records 0..n-1 (node 1), committed; model too.
+std::unique_ptr<Wal> log_with(const WalOptions& o, uint32_t n, Model* model) {
   auto w = Wal::open(o).value();
   REQUIRE(w->recover([](const WalRecord&) {}).ok());
-  Model m;
-  for (uint32_t i = 0; i < 100; ++i) { w->append(put(i, 1)); m[i] = 1; }
+  for (uint32_t i = 0; i < n; ++i) { w->append(put(i, 1)); (*model)[i] = 1; }
   REQUIRE(w->commit().ok());
+  return w;
+}
+
+// A data dir with a snapshot at segment 2 (records 0..99) and 5 records after it.
+void make_snapshotted_log(const WalOptions& o) {
+  Model m;
+  auto w = log_with(o, 100, &m);
   REQUIRE(w->snapshot([&](const std::function<void(const WalRecord&)>& emit) {
     for (auto& [k, v] : m) emit(put(k, v));
   }).ok());
@@ -210,6 +216,7 @@ StatusCode recover_code(const WalOptions& o) {
   auto w = Wal::open(o).value();
   return w->recover([](const WalRecord&) {}).code();
 }
+
 }  // namespace
 
 TEST_CASE("wal: a log that cannot be complete refuses to start instead of losing sessions") {
@@ -274,10 +281,7 @@ TEST_CASE("wal: a failed write is cut back, so later commits are not lost behind
   TmpDir d;
   WalOptions o{d.path, FsyncPolicy::kNone, 10};
   Model model;
-  auto w = Wal::open(o).value();
-  REQUIRE(w->recover([](const WalRecord&) {}).ok());
-  for (uint32_t i = 0; i < 10; ++i) { w->append(put(i, 1)); model[i] = 1; }
-  REQUIRE(w->commit().ok());
+  auto w = log_with(o, 10, &model);
   const std::string seg = files_in(d.path + "/wal").back();
   const auto size = fs::file_size(seg);
   // A file size limit the next group crosses: write() stores part of it,
@@ -306,10 +310,7 @@ TEST_CASE("wal: a rotation that cannot open the next segment keeps the log worki
   TmpDir d;
   WalOptions o{d.path, FsyncPolicy::kNone, 10};
   Model model;
-  auto w = Wal::open(o).value();
-  REQUIRE(w->recover([](const WalRecord&) {}).ok());
-  for (uint32_t i = 0; i < 10; ++i) { w->append(put(i, 1)); model[i] = 1; }
-  REQUIRE(w->commit().ok());
+  auto w = log_with(o, 10, &model);
   // No descriptor number may be allocated, not even one closed meanwhile
   // (the segment's own): the next open() fails with EMFILE.
   const int lowest = ::open("/dev/null", O_RDONLY);
