@@ -190,8 +190,9 @@ Status Wal::open_segment(uint64_t seg) {
 }
 
 Status Wal::recover(const std::function<void(const WalRecord&)>& replay) {
-  // 1. newest verifying snapshot
+  // 1. newest verifying snapshot (its bytes are kept for step 3)
   uint64_t base = 0;
+  std::string snap;
   const std::vector<uint64_t> snaps = list_numbered(opt_.dir + "/snap", ".snap");
   for (auto it = snaps.rbegin(); it != snaps.rend(); ++it) {
     std::string b;
@@ -209,6 +210,7 @@ Status Wal::recover(const std::function<void(const WalRecord&)>& replay) {
     }
     if (!ok) continue;
     base = *it;
+    snap = std::move(b);
     break;
   }
   // 2. the log after it must be complete (see the header): checked before
@@ -232,17 +234,16 @@ Status Wal::recover(const std::function<void(const WalRecord&)>& replay) {
       return Status::Corrupt(where + "wal/" + seg_name(base) + ".log (the log after snapshot " +
                              seg_name(base) + ") is missing: refusing to start with part of the RIB");
   }
+  // 3. the snapshot's records (verified in step 1), then segments >= base
   if (base != 0) {
-    std::string b;
-    SB_RETURN_IF_ERROR(read_file(opt_.dir + "/snap/" + seg_name(base) + ".snap", &b));
     size_t off = 16;
-    for (uint64_t i = 0, n = get64(b.data() + 8); i < n; ++i) {
+    for (uint64_t i = 0, n = get64(snap.data() + 8); i < n; ++i) {
       WalRecord r;
-      off += decode(b.data() + off, b.size() - 8 - off, &r);
+      off += decode(snap.data() + off, snap.size() - 8 - off, &r);
       replay(r);
     }
+    std::string().swap(snap);
   }
-  // 3. segments >= base
   uint64_t last = base;
   for (size_t i = 0; i < segs.size(); ++i) {
     if (segs[i] < base) continue;
