@@ -317,7 +317,7 @@ int cmd_session_one(const std::string& verb, const Opts& o) {
   }
   Ctx c;
   if (int rc = make_ctx(o, &c, false)) return rc;
-  if (c.cfg.cluster.key_mode == KeyMode::kUeIpv4 && !(k.value() == FlowKey::ue_ipv4(k.value().dst_ip())))
+  if (c.cfg.cluster.key_mode == KeyMode::kUeIpv4 && !k.value().is_ue_ipv4())
     return usage_error("--flow: the cluster's key_mode is ue-ip: name the session by its UE address (ue:IP)");
   // The node id must be checked against the cluster here: a clear error
   // beats a protocol-level INVALID.

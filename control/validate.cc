@@ -19,8 +19,7 @@ Status check_session(const pb::Session& s, pb::OpKind kind, const ValidationCont
   if (ctx.ue_ip_keys) {
     // The data plane keys every packet by its UE address alone
     // (FlowKey::ue_ipv4): any other key would never be looked up.
-    const FlowKey k = key_of(s.key());
-    if (!(k == FlowKey::ue_ipv4(k.dst_ip())))
+    if (!key_of(s.key()).is_ue_ipv4())
       return Status::InvalidArgument(f + ".key: key_mode is ue-ip: the key is the UE address only "
                                          "(ue:IP), got a 5-tuple");
   }

@@ -50,6 +50,8 @@ struct alignas(16) FlowKey {
     return k;
   }
   static FlowKey ue_ipv4(uint32_t ue_ip) { return five_tuple(0, ue_ip, 0, 0, 0); }
+  // A key of the ue-ip key mode: the UE address alone (ue_ipv4(dst_ip())).
+  bool is_ue_ipv4() const;
 
   // From wire bytes: `ips` points at IPv4 src+dst (8 bytes), `ports` at the
   // L4 src+dst ports (4 bytes, may be null for "no L4").
@@ -95,6 +97,8 @@ struct alignas(16) FlowKey {
   }
   static uint16_t get16(const uint8_t* p) { return uint16_t(p[0] << 8 | p[1]); }
 };
+
+inline bool FlowKey::is_ue_ipv4() const { return *this == ue_ipv4(dst_ip()); }
 static_assert(sizeof(FlowKey) == 16, "FlowKey is 16 bytes");
 static_assert(alignof(FlowKey) == 16, "FlowKey is 16-byte aligned");
 

@@ -42,6 +42,8 @@ TEST_CASE("wire encoding round-trips with field encoding", "[key]") {
   CHECK(nol4.dst_port() == 0);
   const FlowKey ue = FlowKey::ue_from_wire(ips + 4);
   CHECK(ue == FlowKey::ue_ipv4(0xc6130002));
+  CHECK(ue.is_ue_ipv4());
+  CHECK_FALSE(FlowKey::five_tuple(1, 0xc6130002, 0, 0, 0).is_ue_ipv4());
   CHECK(ue.to_string(KeyMode::kUeIpv4) == "ue 198.19.0.2");
 }
 
