@@ -109,6 +109,7 @@ int cmd_fib(int argc, char** argv) {
     // A new session index for this key (e.g. a re-established session).
     return model[k] = uint32_t(ur.below(n + fresh));
   });
+  const std::vector<FlowKey> skeys = stream_keys(steps, keys);
 
   Output out(args.has("--json"));
   int exit_code = 0;
@@ -196,10 +197,10 @@ int cmd_fib(int argc, char** argv) {
         // rib::NodeState::apply_fib: updates 8 and 4 places ahead are
         // hinted (prefetch_update stages 0 and 1) so their misses overlap.
         for (size_t j = 0; j < steps.size(); ++j) {
-          if (j + 8 < steps.size()) impl->prefetch_update(keys[steps[j + 8].key], 0);
-          if (j + 4 < steps.size()) impl->prefetch_update(keys[steps[j + 4].key], 1);
+          if (j + 8 < steps.size()) impl->prefetch_update(skeys[j + 8], 0);
+          if (j + 4 < steps.size()) impl->prefetch_update(skeys[j + 4], 1);
           const auto& s = steps[j];
-          Status us = impl->update(s.kind, keys[s.key], s.value);
+          Status us = impl->update(s.kind, skeys[j], s.value);
           if (!us.ok() && failed++ == 0) first_fail = us;
         }
         const double tu = now_s() - tu0;

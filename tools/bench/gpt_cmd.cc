@@ -146,6 +146,7 @@ int cmd_gpt(int argc, char** argv) {
     if (v == model_val[k]) v = uint8_t((v + 1) & ((1u << cfg.value_bits) - 1));
     return model_val[k] = v;
   });
+  const std::vector<FlowKey> skeys = stream_keys(steps, keys);
 
   Output out(args.has("--json"));
   int exit_code = 0;
@@ -216,11 +217,11 @@ int cmd_gpt(int argc, char** argv) {
       // rib/owner.cc): updates 8, 4 and 2 places ahead are hinted
       // (prefetch_update stages 0, 1 and 2) so their misses overlap.
       for (size_t j = 0; j < steps.size(); ++j) {
-        if (j + 8 < steps.size()) impl->prefetch_update(keys[steps[j + 8].key], 0);
-        if (j + 4 < steps.size()) impl->prefetch_update(keys[steps[j + 4].key], 1);
-        if (j + 2 < steps.size()) impl->prefetch_update(keys[steps[j + 2].key], 2);
+        if (j + 8 < steps.size()) impl->prefetch_update(skeys[j + 8], 0);
+        if (j + 4 < steps.size()) impl->prefetch_update(skeys[j + 4], 1);
+        if (j + 2 < steps.size()) impl->prefetch_update(skeys[j + 2], 2);
         const auto& s = steps[j];
-        Status us = impl->update(s.kind, keys[s.key], s.value);
+        Status us = impl->update(s.kind, skeys[j], s.value);
         if (!us.ok()) { if (failed++ == 0) first_fail = us; }
       }
       const double tu = now_s() - tu0;
