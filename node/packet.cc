@@ -90,20 +90,28 @@ void write_gtpu_encap(uint8_t* h, const EncapParams& p, uint16_t inner_len, uint
   std::memcpy(h, p.dst_mac.b, 6);
   std::memcpy(h + 6, p.src_mac.b, 6);
   wr16(h + 12, kEthIpv4);
-  // IPv4
+  // IPv4. The checksum (RFC 1071) is summed from the field values, not read
+  // back from the header just written: that 16-byte load over a dozen
+  // narrower stores cannot be forwarded from the store buffer, so it waited
+  // for the stores to reach L1, i.e. for the headroom line's fill (perf:
+  // half of this function's samples, 13% of the node's busy time).
   uint8_t* ip = h + 14;
   const uint16_t total = uint16_t(inner_len + kGtpOverhead);
+  const uint16_t frag = p.df ? 0x4000 : 0;
+  uint32_t sum = ((0x45u << 8) | inner_tos) + total + p.ip_id + frag + ((64u << 8) | 17u) +
+                 (p.src_ip >> 16) + (p.src_ip & 0xffff) + (p.dst_ip >> 16) + (p.dst_ip & 0xffff);
+  sum = (sum & 0xffff) + (sum >> 16);
+  sum = (sum & 0xffff) + (sum >> 16);  // at most 9 x 0xffff: two folds suffice
   ip[0] = 0x45;
   ip[1] = inner_tos;  // DSCP and ECN copied from the inner header
   wr16(ip + 2, total);
   wr16(ip + 4, p.ip_id);
-  wr16(ip + 6, p.df ? 0x4000 : 0);
+  wr16(ip + 6, frag);
   ip[8] = 64;
   ip[9] = 17;
-  wr16(ip + 10, 0);
+  wr16(ip + 10, uint16_t(~sum));
   wr32(ip + 12, p.src_ip);
   wr32(ip + 16, p.dst_ip);
-  wr16(ip + 10, ipv4_checksum(ip, 20));
   // UDP
   uint8_t* udp = ip + 20;
   wr16(udp, p.src_port);
