@@ -22,10 +22,14 @@
 // Thread safety: a value type.
 #pragma once
 
+#include <bit>
 #include <cstdint>
 #include <cstring>
 #include <string>
 #include <string_view>
+#if defined(__SSE2__)
+#include <emmintrin.h>
+#endif
 
 #include "core/status.h"
 
@@ -55,16 +59,38 @@ struct alignas(16) FlowKey {
 
   // From wire bytes: `ips` points at IPv4 src+dst (8 bytes), `ports` at the
   // L4 src+dst ports (4 bytes, may be null for "no L4").
+  // Both build the key's two 64-bit halves in registers and store each
+  // once: a key assembled from byte and 4-byte stores and then read as
+  // whole words (hash, compare, copy) is a load the store buffer cannot
+  // forward, which waits for every older store to reach L1 (in the data
+  // plane: stores to packet lines still being fetched).
   static FlowKey from_wire(const uint8_t* ips, const uint8_t* ports, uint8_t proto) {
-    FlowKey k{};
-    std::memcpy(k.bytes, ips, 8);
-    if (ports != nullptr) std::memcpy(k.bytes + 8, ports, 4);
-    k.bytes[12] = proto;
-    return k;
+    uint64_t lo;
+    std::memcpy(&lo, ips, 8);
+    uint32_t pr = 0;
+    if (ports != nullptr) std::memcpy(&pr, ports, 4);
+    return from_halves(lo, pr, proto);
   }
   static FlowKey ue_from_wire(const uint8_t* dst_ip) {
-    FlowKey k{};
-    std::memcpy(k.bytes + 4, dst_ip, 4);
+    uint32_t d;
+    std::memcpy(&d, dst_ip, 4);
+    return from_halves(uint64_t(d) << 32, 0, 0);
+  }
+
+  // lo = bytes 0..7 as in memory; bytes 8..11 = the 4 bytes of pr as in
+  // memory, byte 12 = proto, bytes 13..15 = 0.
+  static FlowKey from_halves(uint64_t lo, uint32_t pr, uint8_t proto) {
+    static_assert(std::endian::native == std::endian::little, "FlowKey::from_halves assumes little endian");
+    const uint64_t hi = uint64_t(pr) | uint64_t(proto) << 32;
+    FlowKey k;
+#if defined(__SSE2__)
+    // One 16-byte store: a later 16-byte load of the key (a copy) is then
+    // contained in a single store and forwarded; two 8-byte stores are not.
+    _mm_store_si128(reinterpret_cast<__m128i*>(k.bytes), _mm_set_epi64x(int64_t(hi), int64_t(lo)));
+#else
+    std::memcpy(k.bytes, &lo, 8);
+    std::memcpy(k.bytes + 8, &hi, 8);
+#endif
     return k;
   }
 
