@@ -84,10 +84,13 @@ Result<uint32_t> SessionTable::add(const SessionInfo& s) {
   const uint64_t w[4] = {s.key.lo(), s.key.hi(), uint64_t(s.teid_dl) | uint64_t(s.enb_ip) << 32,
                          word3(encode_teid_ul(idx, gen), s.bearer, flags_of(s), gen)};
   write_record(idx, w);
-  for (unsigned c = 0; c < lcores_; ++c) {  // a fresh session starts at zero
+  // Counters are not reset (header: a worker may still count the old
+  // session here): slots of older generations read as zero for the new
+  // session. Only a slot whose tag is the new generation (left 2^16 reuses
+  // ago, the generation having wrapped) is retagged as the previous one.
+  for (unsigned c = 0; c < lcores_; ++c) {
     uint64_t* p = &counters_[size_t(c) * capacity_ + idx].packets;
-    store_relaxed(p, 0);
-    store_relaxed(p + 1, 0);
+    if ((load_relaxed(p) >> 48) == gen) store_relaxed(p, uint64_t(uint16_t(gen - 1)) << 48);
   }
   ++size_;
   if (!free_.empty()) prefetch_w(words(free_.back()));  // the next add's record
@@ -149,9 +152,12 @@ bool SessionTable::read(uint32_t idx, SessionRecord* out) const {
 SessionCounters SessionTable::counters(uint32_t idx) const {
   SessionCounters sum;
   if (idx >= capacity_) return sum;
+  const uint64_t gen = load_relaxed(words(idx) + 3) >> 48;
   for (unsigned c = 0; c < lcores_; ++c) {
     const uint64_t* p = &counters_[size_t(c) * capacity_ + idx].packets;
-    sum.packets += load_relaxed(p);
+    const uint64_t w = __atomic_load_n(p, __ATOMIC_ACQUIRE);
+    if ((w >> 48) != gen) continue;  // an older session's slot (or never counted)
+    sum.packets += w & kPacketMask;
     sum.bytes += load_relaxed(p + 1);
   }
   return sum;

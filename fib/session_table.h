@@ -19,9 +19,17 @@
 //             i mod 8192), so the data plane reads a record (key compare,
 //             teid_dl/enb_ip) consistently while the control thread
 //             rewrites it.
-//   counters  per-lcore arrays of {packets, bytes} (16 B) indexed by session
-//             index; each lcore writes only its own array (no atomics RMW,
-//             no sharing), reads sum over lcores.
+//   counters  per-lcore arrays of {generation << 48 | packets, bytes} (16 B)
+//             indexed by session index; each lcore writes only its own
+//             array (no atomic RMW, no sharing), reads sum over lcores the
+//             slots whose generation is the record's. A slot holding an
+//             older generation is restarted by the lcore's first count for
+//             the new session, so add() does not touch the counters: a
+//             worker that verified a packet of the session just removed
+//             and counts it after the index was reused counts it for the
+//             old generation (or, if the new session already counted on
+//             that lcore, not at all), never for the new session.
+//             Packets wrap at 2^48 per session and lcore.
 //
 // teid_ul = node_id << (32 - kNodeBits) | generation << index_bits | index
 // (kNodeBits = 5, index_bits = ceil(log2 capacity), generation takes the
@@ -97,6 +105,7 @@ struct SessionCounters {
 class SessionTable {
  public:
   static constexpr unsigned kNodeBits = 5;
+  static constexpr uint64_t kPacketMask = (uint64_t(1) << 48) - 1;
   static constexpr uint32_t kStripes = 8192;
 
   // capacity >= 1, <= 2^27 (index bits + node bits must fit a TEID);
@@ -183,13 +192,27 @@ class SessionTable {
   // Upstream check: teid_ul names this node, a live index and its generation.
   bool validate_teid_ul(uint32_t teid_ul, uint32_t* idx) const;
 
-  // Counters: lcore c < lcores() only; single writer per lcore.
-  void count(unsigned lcore, uint32_t idx, uint32_t bytes) {
+  // Counters: lcore c < lcores() only; single writer per lcore. `meta` is
+  // the record's word 3 as read_verified()/meta() returned it for this
+  // packet: the count goes to that generation of the session.
+  void count(unsigned lcore, uint32_t idx, uint64_t meta, uint32_t bytes) {
     SessionCounters* c = &counters_[size_t(lcore) * capacity_ + idx];
     uint64_t* p = &c->packets;
-    store_relaxed(p, load_relaxed(p) + 1);
-    store_relaxed(p + 1, load_relaxed(p + 1) + bytes);
+    const uint64_t gen = meta >> 48;
+    const uint64_t w = load_relaxed(p);
+    if ((w >> 48) == gen) [[likely]] {
+      store_relaxed(p, gen << 48 | ((w + 1) & kPacketMask));  // packets wrap within 48 bits
+      store_relaxed(p + 1, load_relaxed(p + 1) + bytes);
+    } else if (int16_t(uint16_t(gen - (w >> 48))) > 0) {
+      // First packet of a newer session on this lcore: bytes first, then
+      // the tag (release), so a reader that sees the tag sees the bytes.
+      store_relaxed(p + 1, bytes);
+      __atomic_store_n(p, gen << 48 | 1, __ATOMIC_RELEASE);
+    }
+    // else: a late packet of an older session than the slot's: not counted.
   }
+  // Sums of the lcores' slots that hold the record's generation (also after
+  // remove(), until the index is reused).
   SessionCounters counters(uint32_t idx) const;
 
   uint32_t capacity() const { return capacity_; }

@@ -78,8 +78,9 @@ TEST_CASE("session table: per-lcore counters are summed on read", "[session][tsa
   const auto keys = make_keys(10, 2);
   const uint32_t a = t->add({keys[0], 1, 1, 1}).value();
   const uint32_t b = t->add({keys[1], 1, 1, 1}).value();
-  std::thread l0([&] { for (int i = 0; i < 100000; ++i) t->count(0, a, 100); });
-  std::thread l1([&] { for (int i = 0; i < 50000; ++i) { t->count(1, a, 10); t->count(1, b, 1); } });
+  const uint64_t ma = t->meta(a), mb = t->meta(b);
+  std::thread l0([&] { for (int i = 0; i < 100000; ++i) t->count(0, a, ma, 100); });
+  std::thread l1([&] { for (int i = 0; i < 50000; ++i) { t->count(1, a, ma, 10); t->count(1, b, mb, 1); } });
   // A reader may sum while the lcores count.
   uint64_t last = 0;
   for (int i = 0; i < 1000; ++i) {
@@ -97,4 +98,54 @@ TEST_CASE("session table: per-lcore counters are summed on read", "[session][tsa
   CHECK(c == a);
   CHECK(t->counters(c).packets == 0);  // a new session starts from zero
   CHECK(t->counter_bits() == 1000ull * 2 * 128);
+}
+
+TEST_CASE("session table: a late count of a removed session never lands on the index's next session",
+          "[session]") {
+  // A worker verified a packet of session A (meta of A), then the control
+  // thread removed A and added B on the same index, then the worker counts.
+  auto t = SessionTable::create(4, 2).value();
+  const auto keys = make_keys(3, 9);
+  const uint32_t a = t->add({keys[0], 1, 1, 1}).value();
+  const uint64_t ma = t->meta(a);
+  t->count(0, a, ma, 100);
+  REQUIRE(t->remove(a).ok());
+  CHECK(t->counters(a).packets == 1);  // still readable until reuse
+  const uint32_t b = t->add({keys[1], 1, 1, 1}).value();
+  REQUIRE(b == a);
+  const uint64_t mb = t->meta(b);
+  REQUIRE((mb >> 48) != (ma >> 48));
+  CHECK(t->counters(b).packets == 0);
+  t->count(0, a, ma, 100);  // late packet of A, lcore 0: A's slot
+  t->count(1, a, ma, 100);  // late packet of A, lcore 1: never counted there before
+  CHECK(t->counters(b).packets == 0);
+  CHECK(t->counters(b).bytes == 0);
+  t->count(1, b, mb, 7);  // B's first packet on lcore 1 restarts the slot
+  t->count(0, b, mb, 5);
+  t->count(1, a, ma, 100);  // late A after B counted on lcore 1: dropped
+  const SessionCounters cb = t->counters(b);
+  CHECK(cb.packets == 2);
+  CHECK(cb.bytes == 12);
+}
+
+TEST_CASE("session table: counters across 2^16 reuses of one index (generation wrap)", "[session]") {
+  // The 16-bit generation wraps; a slot last counted exactly 2^16 sessions
+  // ago must not make the new session start with its counts.
+  auto t = SessionTable::create(1, 2).value();
+  const auto keys = make_keys(2, 4);
+  uint32_t idx = t->add({keys[0], 1, 1, 1}).value();
+  const uint64_t m0 = t->meta(idx);
+  t->count(1, idx, m0, 1000);
+  t->count(1, idx, m0, 1000);
+  for (int i = 0; i < 65536; ++i) {
+    REQUIRE(t->remove(idx).ok());
+    idx = t->add({keys[i & 1], 1, 1, 1}).value();
+    const SessionCounters c = t->counters(idx);
+    REQUIRE(c.packets == 0);
+    REQUIRE(c.bytes == 0);
+  }
+  REQUIRE((t->meta(idx) >> 48) == (m0 >> 48));  // the generation came round
+  t->count(1, idx, t->meta(idx), 3);
+  CHECK(t->counters(idx).packets == 1);
+  CHECK(t->counters(idx).bytes == 3);
 }

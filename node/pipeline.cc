@@ -185,7 +185,7 @@ void Worker::fib_stage(const Pending* p, const FlowKey* keys, const uint64_t* h,
       continue;
     }
     const uint32_t teid = uint32_t(tun), enb = uint32_t(tun >> 32);
-    st.count(lcore_, idx[i], p[i].ip_len);
+    st.count(lcore_, idx[i], meta, p[i].ip_len);
     if (fib::SessionTable::meta_copy(meta)) {
       const uint32_t handler = fib::SessionTable::meta_handler(meta);
       if (handler != spec_.self) {
@@ -420,7 +420,7 @@ void Worker::upstream(rte_mbuf* m, bool steered) {
     return;
   }
   ipv4_dec_ttl(inner);
-  st.count(lcore_, idx, u.inner_len);
+  st.count(lcore_, idx, meta, u.inner_len);
   // New Ethernet header right before the inner packet; drop the rest.
   rte_pktmbuf_adj(m, uint16_t(u.inner_off - 14));
   if (rte_pktmbuf_pkt_len(m) > uint32_t(u.inner_len) + 14)
