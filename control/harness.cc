@@ -52,6 +52,7 @@ std::string yaml_cluster(const rib::ClusterSpec& c, uint64_t fib_capacity) {
   std::ostringstream y;
   y << "cluster:\n  name: " << c.name << "\n  hash_seed: " << c.hash_seed << "\n  partitions: " << c.partitions
     << "\n  capacity: " << c.capacity << "\n  architecture: " << rib::architecture_name(c.architecture)
+    << "\n  key_mode: " << (c.key_mode == KeyMode::kUeIpv4 ? "ue-ip" : "5tuple")
     << "\n  curve: " << (c.curve ? "true" : "false") << "\n  members:\n";
   for (const auto& m : c.members) {
     y << "    - {id: " << m.id << ", control: \"" << m.control << "\", publish: \"" << m.publish << "\"";
@@ -79,6 +80,7 @@ Result<std::unique_ptr<Harness>> Harness::start(const HarnessOptions& opt) {
   c.partitions = opt.partitions;
   c.capacity = opt.capacity;
   c.architecture = opt.architecture;
+  c.key_mode = opt.key_mode;
   c.curve = opt.curve;
   std::vector<KeyPair> keys(opt.nodes);
   for (uint32_t i = 0; i < opt.nodes; ++i) {

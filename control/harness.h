@@ -29,6 +29,7 @@ struct HarnessOptions {
   uint32_t partitions = 64;
   uint64_t capacity = 1 << 20;
   rib::Architecture architecture = rib::Architecture::kScaleBricks;
+  KeyMode key_mode = KeyMode::kFiveTuple;  // cluster.key_mode
   bool curve = true;
   FsyncPolicy fsync = FsyncPolicy::kBatch;
   uint64_t snapshot_every = 1 << 20;

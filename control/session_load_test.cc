@@ -6,7 +6,9 @@
 #include <chrono>
 #include <cstdio>
 #include <filesystem>
+#include <fstream>
 #include <future>
+#include <random>
 #include <map>
 #include <set>
 #include <thread>
@@ -50,11 +52,13 @@ uint64_t field(const std::string& out, const std::string& name) {
 
 // A cluster of `nodes` sb-node processes (control/harness.h); capacity 0
 // keeps the harness's default.
-std::unique_ptr<Harness> start_cluster(uint32_t nodes, uint32_t partitions, uint64_t capacity = 0) {
+std::unique_ptr<Harness> start_cluster(uint32_t nodes, uint32_t partitions, uint64_t capacity = 0,
+                                       KeyMode key_mode = KeyMode::kFiveTuple) {
   HarnessOptions o;
   o.sb_node = SB_NODE_BIN;
   o.nodes = nodes;
   o.partitions = partitions;
+  o.key_mode = key_mode;
   if (capacity != 0) o.capacity = o.fib_capacity = capacity;
   auto hr = Harness::start(o);
   INFO(hr.status().to_string());
@@ -247,4 +251,106 @@ TEST_CASE("sb-ctl cluster weights: shows the configuration's weights, changes th
   // Nothing above changed the version.
   r = test::sh(ctl + "cluster weights");
   CHECK(test::has(r.out, "weights version 1: "));
+}
+
+TEST_CASE("key_mode ue-ip end to end: session load keys rows by their UE, 5-tuple keys are refused") {
+  const std::unique_ptr<Harness> hp = start_cluster(3, 64, 0, KeyMode::kUeIpv4);
+  Harness& h = *hp;
+  const std::string cli = ctl_for(h);
+  const std::string file = h.dir() + "/ue.csv";
+  // 600 sessions, one per UE address (the row's destination), spread over
+  // the three nodes; source and ports vary and must not matter.
+  std::vector<rib::SessionRow> rows;
+  {
+    std::ofstream out(file);
+    rib::write_session_csv_header(out);
+    std::mt19937_64 rng(7);
+    for (uint32_t i = 0; i < 600; ++i) {
+      rib::SessionRow r;
+      r.src_ip = 0xc6120000u + uint32_t(rng() % 65536);
+      r.dst_ip = 0xc6130000u + i;
+      r.src_port = uint16_t(1024 + rng() % 60000);
+      r.dst_port = uint16_t(rng() % 65536);
+      r.proto = 17;
+      r.node = uint8_t(i % 3);
+      r.teid_dl = 0x1000 + i;
+      r.enb_ip = 0xc6130100u + (i % 7);
+      r.bearer = 5;
+      rib::write_session_row(out, r, rib::SessionFileFormat::kCsv);
+      rows.push_back(r);
+    }
+    REQUIRE(out.good());
+  }
+  const test::Run r = test::sh(cli + "session load " + file + " --quiet");
+  INFO(r.out);
+  REQUIRE(r.rc == 0);
+  CHECK(field(r.out, "accepted") == 600);
+  CHECK(field(r.out, "rejected") == 0);
+
+  auto cr = h.client();
+  REQUIRE(cr.ok());
+  Client& c = *cr.value();
+  // Every session is found by its UE key, with its node and tunnel.
+  pb::Envelope req;
+  for (const auto& w : rows) {
+    auto* op = req.mutable_session_request()->add_ops();
+    op->set_kind(pb::SHOW);
+    set_key(op->mutable_session()->mutable_key(), FlowKey::ue_ipv4(w.dst_ip));
+  }
+  auto rep = c.call(1, req, 10000);
+  REQUIRE(rep.ok());
+  REQUIRE(rep.value().has_session_reply());
+  const auto& rs = rep.value().session_reply().results();
+  REQUIRE(size_t(rs.size()) == rows.size());
+  for (size_t k = 0; k < rows.size(); ++k) {
+    INFO("row " << k << ": " << rs[int(k)].text());
+    REQUIRE(rs[int(k)].code() == pb::OK);
+    CHECK(rs[int(k)].session().node() == rows[k].node);
+    CHECK(rs[int(k)].session().teid_dl() == rows[k].teid_dl);
+    CHECK(rs[int(k)].session().enb_ip() == rows[k].enb_ip);
+  }
+  // A 5-tuple key is refused by the nodes (a client that bypasses sb-ctl)...
+  {
+    pb::Envelope add;
+    auto* op = add.mutable_session_request()->add_ops();
+    op->set_kind(pb::ADD);
+    op->set_request_id(77);
+    auto* x = op->mutable_session();
+    set_key(x->mutable_key(), rows[0].key());
+    x->set_node(0);
+    x->set_teid_dl(1);
+    x->set_enb_ip(0xc6130001u);
+    x->set_bearer(5);
+    auto ar = c.call(0, add, 10000);
+    REQUIRE(ar.ok());
+    INFO(ar.value().DebugString());
+    REQUIRE(ar.value().has_error());  // refused as a whole by the validator
+    CHECK(test::has(ar.value().error().text(), "key_mode is ue-ip"));
+  }
+  // ... and by sb-ctl before anything is sent.
+  {
+    const test::Run a = test::sh(cli + "session add --flow '198.18.0.1:1000>198.19.0.1:80/17' --node 0 "
+                                       "--teid-dl 9 --enb 198.19.1.1");
+    INFO(a.out);
+    CHECK(a.rc == 2);
+    CHECK(test::has(a.out, "key_mode is ue-ip"));
+  }
+  // The FIBs converge to one entry per session, on its handling node.
+  std::string problem;
+  const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(20);
+  do {
+    problem.clear();
+    for (const auto& m : h.spec().members) {
+      pb::Envelope st;
+      st.mutable_status_request();
+      auto sr = c.call(m.id, st, 5000);
+      if (!sr.ok()) { problem = "node " + std::to_string(m.id) + ": " + sr.status().message(); break; }
+      if (sr.value().status().fib_entries() != 200)
+        problem = "node " + std::to_string(m.id) + " has " + std::to_string(sr.value().status().fib_entries()) +
+                  " FIB entries, want 200";
+    }
+    if (!problem.empty()) std::this_thread::sleep_for(std::chrono::milliseconds(200));
+  } while (!problem.empty() && std::chrono::steady_clock::now() < deadline);
+  INFO(problem);
+  CHECK(problem.empty());
 }
