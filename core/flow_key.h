@@ -72,17 +72,24 @@ struct alignas(16) FlowKey {
     return from_halves(lo, pr, proto);
   }
   static FlowKey ue_from_wire(const uint8_t* dst_ip) {
-    uint32_t d;
-    std::memcpy(&d, dst_ip, 4);
-    return from_halves(uint64_t(d) << 32, 0, 0);
+    uint8_t b[8] = {0, 0, 0, 0, dst_ip[0], dst_ip[1], dst_ip[2], dst_ip[3]};
+    uint64_t lo;
+    std::memcpy(&lo, b, 8);  // bytes 4..7 = the address in memory order (a shift on x86)
+    return from_halves(lo, 0, 0);
   }
 
   // lo = bytes 0..7 as in memory; bytes 8..11 = the 4 bytes of pr as in
   // memory, byte 12 = proto, bytes 13..15 = 0.
   static FlowKey from_halves(uint64_t lo, uint32_t pr, uint8_t proto) {
-    static_assert(std::endian::native == std::endian::little, "FlowKey::from_halves assumes little endian");
-    const uint64_t hi = uint64_t(pr) | uint64_t(proto) << 32;
     FlowKey k;
+    if constexpr (std::endian::native != std::endian::little) {
+      std::memcpy(k.bytes, &lo, 8);
+      std::memcpy(k.bytes + 8, &pr, 4);
+      k.bytes[12] = proto;
+      k.bytes[13] = k.bytes[14] = k.bytes[15] = 0;
+      return k;
+    }
+    const uint64_t hi = uint64_t(pr) | uint64_t(proto) << 32;  // little endian: byte 12 = proto
 #if defined(__SSE2__)
     // One 16-byte store: a later 16-byte load of the key (a copy) is then
     // contained in a single store and forwarded; two 8-byte stores are not.
