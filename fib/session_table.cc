@@ -81,17 +81,26 @@ Result<uint32_t> SessionTable::add(const SessionInfo& s) {
   free_.pop_back();
   const uint64_t* old = words(idx);
   const uint16_t gen = uint16_t((old[3] >> 48) + 1);
+  // Counters are not reset (header: a worker may still count the old
+  // session here): slots of older generations read as zero for the new
+  // session, and an lcore's first count restarts its slot. count() and
+  // counters() compare generations modulo 2^16 (serial arithmetic), which
+  // is sound while every tag is less than 2^15 generations behind: a slot
+  // not counted for 2^15 reuses of the index (an lcore that never sees its
+  // sessions) would look newer than the next session and drop its counts.
+  // So every slot whose tag is not strictly older than the new generation
+  // is retagged as the previous one (generation - 1), and this runs before
+  // the record publishes the new generation: no worker can count for it
+  // yet, and a late count of the removed session (generation - 1) finds
+  // such a slot newer than itself and does not write it.
+  for (unsigned c = 0; c < lcores_; ++c) {
+    uint64_t* p = &counters_[size_t(c) * capacity_ + idx].packets;
+    const uint16_t tag = uint16_t(load_relaxed(p) >> 48);
+    if (int16_t(uint16_t(gen - tag)) <= 0) store_relaxed(p, uint64_t(uint16_t(gen - 1)) << 48);
+  }
   const uint64_t w[4] = {s.key.lo(), s.key.hi(), uint64_t(s.teid_dl) | uint64_t(s.enb_ip) << 32,
                          word3(encode_teid_ul(idx, gen), s.bearer, flags_of(s), gen)};
   write_record(idx, w);
-  // Counters are not reset (header: a worker may still count the old
-  // session here): slots of older generations read as zero for the new
-  // session. Only a slot whose tag is the new generation (left 2^16 reuses
-  // ago, the generation having wrapped) is retagged as the previous one.
-  for (unsigned c = 0; c < lcores_; ++c) {
-    uint64_t* p = &counters_[size_t(c) * capacity_ + idx].packets;
-    if ((load_relaxed(p) >> 48) == gen) store_relaxed(p, uint64_t(uint16_t(gen - 1)) << 48);
-  }
   ++size_;
   if (!free_.empty()) prefetch_w(words(free_.back()));  // the next add's record
   return idx;
@@ -155,10 +164,14 @@ SessionCounters SessionTable::counters(uint32_t idx) const {
   const uint64_t gen = load_relaxed(words(idx) + 3) >> 48;
   for (unsigned c = 0; c < lcores_; ++c) {
     const uint64_t* p = &counters_[size_t(c) * capacity_ + idx].packets;
+    // Tag, bytes, tag (count()'s restart writes tag, bytes, tag): bytes
+    // another generation's restart wrote are seen only with its tag after.
     const uint64_t w = __atomic_load_n(p, __ATOMIC_ACQUIRE);
     if ((w >> 48) != gen) continue;  // an older session's slot (or never counted)
+    const uint64_t b = __atomic_load_n(p + 1, __ATOMIC_ACQUIRE);  // pairs with count()'s release of bytes
+    if ((load_relaxed(p) >> 48) != gen) continue;  // restarted for a newer session meanwhile
     sum.packets += w & kPacketMask;
-    sum.bytes += load_relaxed(p + 1);
+    sum.bytes += b;
   }
   return sum;
 }

@@ -29,6 +29,9 @@
 //             and counts it after the index was reused counts it for the
 //             old generation (or, if the new session already counted on
 //             that lcore, not at all), never for the new session.
+//             Generations compare modulo 2^16; add() keeps every tag in
+//             the half-window behind the new generation (it retags the
+//             others before publishing the record).
 //             Packets wrap at 2^48 per session and lcore.
 //
 // teid_ul = node_id << (32 - kNodeBits) | generation << index_bits | index
@@ -204,9 +207,12 @@ class SessionTable {
       store_relaxed(p, gen << 48 | ((w + 1) & kPacketMask));  // packets wrap within 48 bits
       store_relaxed(p + 1, load_relaxed(p + 1) + bytes);
     } else if (int16_t(uint16_t(gen - (w >> 48))) > 0) {
-      // First packet of a newer session on this lcore: bytes first, then
-      // the tag (release), so a reader that sees the tag sees the bytes.
-      store_relaxed(p + 1, bytes);
+      // First packet of a newer session on this lcore: the new tag with no
+      // packets, then the bytes, then the tag with the packet. A reader
+      // (counters()) checks the tag before and after the bytes, so it
+      // never pairs the old tag with the new bytes or the reverse.
+      store_relaxed(p, gen << 48);
+      __atomic_store_n(p + 1, uint64_t(bytes), __ATOMIC_RELEASE);  // orders the tag above before it
       __atomic_store_n(p, gen << 48 | 1, __ATOMIC_RELEASE);
     }
     // else: a late packet of an older session than the slot's: not counted.

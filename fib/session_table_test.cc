@@ -128,6 +128,25 @@ TEST_CASE("session table: a late count of a removed session never lands on the i
   CHECK(cb.bytes == 12);
 }
 
+TEST_CASE("session table: an lcore that saw no session of an index for 2^15+ reuses still counts the next",
+          "[session]") {
+  // Generations compare modulo 2^16: a slot last counted 40000 sessions
+  // ago must not look newer than the live session and swallow its counts.
+  auto t = SessionTable::create(1, 2).value();
+  const auto keys = make_keys(2, 6);
+  uint32_t idx = t->add({keys[0], 1, 1, 1}).value();
+  t->count(1, idx, t->meta(idx), 100);
+  for (int i = 0; i < 40000; ++i) {
+    REQUIRE(t->remove(idx).ok());
+    idx = t->add({keys[i & 1], 1, 1, 1}).value();
+    t->count(0, idx, t->meta(idx), 1);  // lcore 0 sees every session, lcore 1 none
+  }
+  for (int i = 0; i < 5; ++i) t->count(1, idx, t->meta(idx), 100);
+  const SessionCounters c = t->counters(idx);
+  CHECK(c.packets == 6);
+  CHECK(c.bytes == 501);
+}
+
 TEST_CASE("session table: counters across 2^16 reuses of one index (generation wrap)", "[session]") {
   // The 16-bit generation wraps; a slot last counted exactly 2^16 sessions
   // ago must not make the new session start with its counts.
