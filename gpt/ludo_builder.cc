@@ -46,7 +46,6 @@ class ShardArray {
       p_ = small_.get();
     }
   }
-  size_t size() const { return n_; }
   T& operator[](size_t i) { return p_[i]; }
   const T& operator[](size_t i) const { return p_[i]; }
   T* begin() { return p_; }
@@ -64,7 +63,6 @@ class ShardArray {
   size_t n_ = 0;
 };
 }  // namespace
-
 
 struct LudoBuilder::Shard {
   struct Bucket {
