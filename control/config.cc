@@ -237,6 +237,7 @@ Status parse_dataplane(const YAML::Node& n, const rib::ClusterSpec& cluster, uin
   if (dp->mtu < 576 || dp->mtu > 9600) return bad("node.mtu", "must be in [576, 9600]");
   std::string pol = "fragment";
   SB_RETURN_IF_ERROR(get(n, "outer_df", "node", &dp->outer_df, false));
+  SB_RETURN_IF_ERROR(get(n, "ue_source_check", "node", &dp->ue_source_check, false));
   SB_RETURN_IF_ERROR(get(n, "mtu_policy", "node", &pol, false));
   if (pol == "fragment") dp->mtu_policy = MtuPolicyCfg::kFragment;
   else if (pol == "drop") dp->mtu_policy = MtuPolicyCfg::kDrop;
@@ -262,7 +263,7 @@ Status parse_node(const YAML::Node& n, const rib::ClusterSpec& cluster, NodeSpec
   SB_RETURN_IF_ERROR(check_keys(n, "node", {"id", "key_file", "data_dir", "fsync", "fsync_interval_ms",
                                             "fib_capacity", "snapshot_every", "fib", "ports", "lcores",
                                             "hugepages", "memory_mb", "file_prefix", "eal_args", "ue_fallback",
-                                            "s1u_ip", "next_hops", "mtu", "mtu_policy", "outer_df", "metrics",
+                                            "s1u_ip", "next_hops", "mtu", "mtu_policy", "outer_df", "ue_source_check", "metrics",
                                             "idle_sleep_us", "mbufs", "heartbeat_ms", "dead_after_ms",
                                             "fib_timeout_ms", "forward_timeout_ms", "snapshot_chunk_bytes"}));
   SB_RETURN_IF_ERROR(get(n, "id", "node", &out->id, true));

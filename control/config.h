@@ -54,6 +54,7 @@ struct DataPlaneSpec {
   uint32_t mtu = 1500;          // outer IPv4 MTU toward the eNodeB side
   MtuPolicyCfg mtu_policy = MtuPolicyCfg::kFragment;
   bool outer_df = false;        // set DF on the outer IPv4 header (and its fragments)
+  bool ue_source_check = true;  // drop uplink packets whose inner source is not the session's UE
   std::string metrics;          // ADDR:PORT of /metrics and /health ("" = off, the default)
   uint32_t idle_sleep_us = 0;   // adaptive idle: back off up to this when rx is empty (0 = busy poll)
   uint32_t mbufs = 16384;       // mbuf pool size (per node)

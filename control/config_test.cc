@@ -32,6 +32,7 @@ TEST_CASE("config: a good file parses") {
   Result<Config> r = parse_config(kGood);
   REQUIRE(r.ok());
   const Config& c = r.value();
+  CHECK(c.node.dp.ue_source_check);  // anti-spoofing on unless turned off
   CHECK(c.cluster.name == "lab");
   CHECK(c.cluster.hash_seed == 42);
   CHECK(c.cluster.members.size() == 2);
@@ -73,7 +74,7 @@ TEST_CASE("config: errors name the field") {
 TEST_CASE("config: control timing and the data plane section") {
   std::string y = kGood;
   y.replace(y.find("  fsync: batch\n"), 14,
-            "  fsync: batch\n  dead_after_ms: 5000\n  heartbeat_ms: 200\n  outer_df: true\n"
+            "  fsync: batch\n  dead_after_ms: 5000\n  heartbeat_ms: 200\n  outer_df: true\n  ue_source_check: false\n"
             "  fib: othello\n  lcores: \"0@(0-1)\"\n  s1u_ip: 198.18.9.1\n"
             "  next_hops: {ext: \"02:00:00:00:00:fe\", enb: \"02:00:00:00:00:fd\"}\n"
             "  ports:\n    ext: {device: \"net_af_packet0,iface=ext\", queues: 2}\n"
@@ -85,6 +86,7 @@ TEST_CASE("config: control timing and the data plane section") {
   const NodeSpec& n = r.value().node;
   CHECK(n.dead_after_ms == 5000);
   CHECK(n.dp.outer_df);
+  CHECK_FALSE(n.dp.ue_source_check);
   CHECK(n.heartbeat_ms == 200);
   CHECK(n.dp.has_ports);
   CHECK(n.dp.fib_othello);

@@ -64,6 +64,7 @@
 #pragma once
 
 #include <cstdint>
+#include <cstring>
 #include <memory>
 #include <vector>
 
@@ -190,6 +191,26 @@ class SessionTable {
     if (idx < capacity_) {
       prefetch_r(words(idx));
       prefetch_w(&counters_[size_t(lcore) * capacity_ + idx]);
+    }
+  }
+  // Upstream: word 3 and the session's UE address (key bytes 4..7: the
+  // downstream destination in 5-tuple mode, the whole key in ue-ip mode;
+  // network order, as the 4 bytes sit in memory) of record idx, read in
+  // one version window, so the address is that of the generation whose
+  // teid_ul the caller then compares. Same line as meta(): no extra miss.
+  // REQUIRES idx < capacity.
+  void read_upstream(uint32_t idx, uint64_t* meta, uint32_t* ue_ip_wire) const {
+    const uint64_t* w = words(idx);
+    const SeqVersion& v = ver_.at(idx);
+    for (;;) {
+      const uint32_t s = v.read_begin();
+      const uint64_t k0 = seq_load(w), m = seq_load(w + 3);
+      if (v.read_retry(s)) [[unlikely]]
+        continue;
+      *meta = m;
+      const uint8_t* b = reinterpret_cast<const uint8_t*>(&k0);
+      std::memcpy(ue_ip_wire, b + 4, 4);
+      return;
     }
   }
   // Upstream check: teid_ul names this node, a live index and its generation.

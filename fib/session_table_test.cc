@@ -168,3 +168,26 @@ TEST_CASE("session table: counters across 2^16 reuses of one index (generation w
   CHECK(t->counters(idx).packets == 1);
   CHECK(t->counters(idx).bytes == 3);
 }
+
+TEST_CASE("session table: read_upstream gives word 3 and the UE address of either key mode", "[session]") {
+  auto t = SessionTable::create(16, 1, 0).value();
+  // 5-tuple key: the downstream destination is the UE (198.18.200.7).
+  const FlowKey five = FlowKey::five_tuple(0xc6136401, 0xc612c807, 80, 40000, 17);
+  const FlowKey ue = FlowKey::ue_ipv4(0xc612c809);  // ue-ip key mode
+  const uint32_t a = t->add({five, 1, 2, 5}).value();
+  const uint32_t b = t->add({ue, 3, 4, 6}).value();
+  for (const auto& [idx, addr] : {std::pair{a, 0xc612c807u}, std::pair{b, 0xc612c809u}}) {
+    uint64_t meta;
+    uint32_t wire;
+    t->read_upstream(idx, &meta, &wire);
+    CHECK(meta == t->meta(idx));
+    CHECK(SessionTable::meta_live(meta));
+    const uint8_t want[4] = {uint8_t(addr >> 24), uint8_t(addr >> 16), uint8_t(addr >> 8), uint8_t(addr)};
+    CHECK(std::memcmp(&wire, want, 4) == 0);  // network order, as on the wire
+  }
+  REQUIRE(t->remove(a).ok());
+  uint64_t meta;
+  uint32_t wire;
+  t->read_upstream(a, &meta, &wire);
+  CHECK_FALSE(SessionTable::meta_live(meta));
+}

@@ -104,6 +104,7 @@ Result<std::unique_ptr<DataPlane>> DataPlane::init(const control::Config& cfg) {
   s.workers = unsigned(d->lcores_.size());
   s.mtu_policy = dp.mtu_policy == control::MtuPolicyCfg::kDrop ? MtuPolicy::kDrop : MtuPolicy::kFragment;
   s.outer_df = dp.outer_df;
+  s.ue_source_check = dp.ue_source_check;
 
   SB_RETURN_IF_ERROR(d->configure_ports());
   return d;

@@ -25,6 +25,7 @@ namespace sb::node {
   X(gtpu_unsupported, "GTP-U message type the gateway does not handle")                       \
   X(unknown_teid, "uplink TEID names no live session here")                                   \
   X(stale_teid, "uplink TEID of an older generation of the session slot")                     \
+  X(ue_spoofed, "uplink inner source address is not the UE address of the TEID's session")   \
   X(too_big, "encapsulated packet exceeds the MTU and the policy is drop")                    \
   X(tx_full, "transmit queue full")                                                           \
   X(no_mbuf, "no buffer for a reply or a fragment")

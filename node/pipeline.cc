@@ -403,9 +403,12 @@ void Worker::upstream(rte_mbuf* m, bool steered) {
     drop(m, Drop::k_unknown_teid);
     return;
   }
-  // One load: live bit, copy flag and teid_ul (with the generation) of the
-  // same record state, so a session removed meanwhile is never accepted.
-  const uint64_t meta = st.meta(idx);
+  // Live bit, copy flag, teid_ul (with the generation) and the UE address
+  // of one record state (one version window), so a session removed
+  // meanwhile is never accepted and the address is the TEID's session's.
+  uint64_t meta;
+  uint32_t ue;
+  st.read_upstream(idx, &meta, &ue);
   if (!fib::SessionTable::meta_live(meta) || fib::SessionTable::meta_copy(meta)) {
     drop(m, Drop::k_unknown_teid);
     return;
@@ -415,6 +418,14 @@ void Worker::upstream(rte_mbuf* m, bool steered) {
     return;
   }
   uint8_t* inner = f + u.inner_off;
+  // Anti-spoofing: a UE sends from its own address only (the address the
+  // gateway delivers its downstream traffic to).
+  uint32_t src;
+  std::memcpy(&src, inner + 12, 4);
+  if (spec_.ue_source_check && src != ue) {
+    drop(m, Drop::k_ue_spoofed);
+    return;
+  }
   if (inner[8] <= 1) {
     drop(m, Drop::k_ttl);
     return;

@@ -21,7 +21,9 @@
 //              reassembled here).
 //              GTP-U: echo -> Echo Response; G-PDU: teid_ul names another
 //              node -> shim kind upstream to it; here: validated against the
-//              record (unknown_teid, stale_teid), decapsulated -> ext.
+//              record (unknown_teid, stale_teid), the inner source checked
+//              against the session's UE address (ue_spoofed; off with
+//              node.ue_source_check: false), decapsulated -> ext.
 //
 // Every drop increments exactly one reason counter; nothing allocates,
 // throws or logs per packet (echo replies and fragments take an mbuf from
@@ -77,6 +79,7 @@ struct PipelineSpec {
   uint16_t mtu = 1500;          // outer IPv4 MTU on the enb side
   MtuPolicy mtu_policy = MtuPolicy::kFragment;
   bool outer_df = false;        // DF on the outer IPv4 header (node.outer_df)
+  bool ue_source_check = true;  // uplink inner source must be the session's UE (node.ue_source_check)
   unsigned workers = 1;         // workers of this node (they split the outer IPv4 IDs)
 };
 

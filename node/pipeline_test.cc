@@ -465,11 +465,12 @@ TEST_CASE("pipeline: MTU policy fragments the outer packet or drops it") {
 }
 
 namespace {
+// A G-PDU from UE `ue` (the inner source) to the Internet host.
 std::vector<uint8_t> uplink(uint32_t node, uint32_t s1u, uint8_t flags, uint32_t teid, uint8_t type = kGtpGpdu,
-                            std::vector<std::pair<uint8_t, uint8_t>> exts = {}) {
+                            std::vector<std::pair<uint8_t, uint8_t>> exts = {}, uint32_t ue = kUe1) {
   PacketBuilder b;
   b.eth(rc_mac(node, kEnb), rc_enb_next_hop()).ipv4(kEnb1, s1u, 17).udp(2152, 2152).gtpu(flags, type, teid, 7, exts);
-  if (type == kGtpGpdu) b.ipv4(kUe1, kInternet, 17, 64).udp(40000, 80).payload(12);
+  if (type == kGtpGpdu) b.ipv4(ue, kInternet, 17, 64).udp(40000, 80).payload(12);
   return b.build();
 }
 }  // namespace
@@ -484,13 +485,19 @@ TEST_CASE("pipeline: upstream G-PDUs are validated, decapsulated, steered to the
     std::vector<uint8_t> frame;
     int out_node;  // -1: dropped
     const char* counter;
+    uint32_t ue = kUe1;  // the inner source
   };
   const std::vector<Case> cases = {
       {"plain G-PDU", 0, uplink(0, fx.s1u(0), 0x30, t1), 0, "gtpu_in"},
       {"S flag only (0x32: 4 more bytes)", 0, uplink(0, fx.s1u(0), 0x32, t1), 0, "gtpu_in"},
       {"extension chain (PDU session container, 1 unit)", 0, uplink(0, fx.s1u(0), 0x34, t1, kGtpGpdu, {{0x85, 1}}), 0, "gtpu_in"},
       {"two-unit extension", 0, uplink(0, fx.s1u(0), 0x34, t1, kGtpGpdu, {{0x85, 2}}), 0, "gtpu_in"},
-      {"TEID of node 1 at node 0: one fabric hop", 0, uplink(0, fx.s1u(0), 0x30, t0), 1, "gtpu_in"},
+      {"TEID of node 1 at node 0: one fabric hop", 0, uplink(0, fx.s1u(0), 0x30, t0, kGtpGpdu, {}, kUe0), 1, "gtpu_in",
+       kUe0},
+      {"inner source is another UE's address (spoofed)", 0, uplink(0, fx.s1u(0), 0x30, t1, kGtpGpdu, {}, kUe0), -1,
+       "drop_ue_spoofed"},
+      {"spoofed source, steered first: dropped at the handling node", 0, uplink(0, fx.s1u(0), 0x30, t0), -1,
+       "drop_ue_spoofed"},
       {"unknown TEID", 0, uplink(0, fx.s1u(0), 0x30, t1 ^ 0x00000fff), -1, "drop_unknown_teid"},
       {"stale TEID (older generation)", 0, uplink(0, fx.s1u(0), 0x30, t1 ^ (1u << 20)), -1, "drop_stale_teid"},
       {"TEID naming no member", 0, uplink(0, fx.s1u(0), 0x30, (20u << 27) | 1), -1, "drop_unknown_teid"},
@@ -525,9 +532,33 @@ TEST_CASE("pipeline: upstream G-PDUs are validated, decapsulated, steered to the
     CHECK(std::memcmp(f.data() + 6, rc_mac(uint32_t(k.out_node), kExt).b, 6) == 0);
     // The inner packet, TTL decremented.
     const auto inner = PacketBuilder().eth(rc_ext_next_hop(), rc_mac(uint32_t(k.out_node), kExt))
-                           .ipv4(kUe1, kInternet, 17, 63).udp(40000, 80).payload(12).build();
+                           .ipv4(k.ue, kInternet, 17, 63).udp(40000, 80).payload(12).build();
     CHECK(f == inner);
   }
+}
+
+TEST_CASE("pipeline: node.ue_source_check false forwards an uplink packet from any inner source") {
+  RingClusterOptions o;
+  o.name = "nospoof";
+  o.nodes = 2;
+  o.ring_size = 256;
+  o.capacity = 4096;
+  o.ue_source_check = false;
+  auto r = RingCluster::create(o, sessions(2), pool());
+  INFO(r.status().to_string());
+  REQUIRE(r.ok());
+  RingCluster& c = *r.value();
+  const uint32_t idx = c.state(0).fib_lookup(key_of(kUe1));  // handled by node 0
+  fib::SessionRecord rec;
+  REQUIRE(c.state(0).read_session(idx, &rec));
+  rte_mbuf* m = mbuf_of(uplink(0, o.s1u_base + 1, 0x30, rec.teid_ul, kGtpGpdu, {}, kUe0));
+  REQUIRE(c.inject(0, kEnb, &m, 1) == 1);
+  c.run_until_idle();
+  rte_mbuf* out[4];
+  REQUIRE(c.drain(0, kExt, out, 4) == 1);
+  CHECK(rd32(rte_pktmbuf_mtod(out[0], const uint8_t*) + 14 + 12) == kUe0);
+  rte_pktmbuf_free(out[0]);
+  CHECK(c.sum(0).drops[size_t(Drop::k_ue_spoofed)] == 0);
 }
 
 TEST_CASE("pipeline: malformed GTP-U and DNS on port 2152 are counted, never crash") {

@@ -110,6 +110,7 @@ Result<std::unique_ptr<RingCluster>> RingCluster::create(const RingClusterOption
     s.workers = opt.workers_per_node;
     s.mtu_policy = opt.mtu_policy;
     s.outer_df = opt.outer_df;
+    s.ue_source_check = opt.ue_source_check;
 
     for (int r = 0; r < kRoles; ++r) {
       const std::string base = opt.name + "_" + std::to_string(i) + "_" + kRoleNames[r];

@@ -49,6 +49,7 @@ struct RingClusterOptions {
   uint16_t mtu = 1500;
   MtuPolicy mtu_policy = MtuPolicy::kFragment;
   bool outer_df = false;
+  bool ue_source_check = true;
   uint32_t s1u_base = 0xc6120100;   // node i's S1-U address: 198.18.1.(i+1)
 };
 
