@@ -884,11 +884,11 @@ void Owner::finish_group(uint64_t now_us) {
         m.for_each([&](const FlowKey& k, const SessionRec& r) {
           emit(WalRecord{WalRecord::kPut, k, r.node, r.teid_dl, r.enb_ip, r.bearer, 0});
         });
+    });
     // The log stays whole (the new segment is opened first, the old files
     // are removed only after the snapshot is durable), but a log that cannot
     // rotate will not take commits for long: fatal (pump()).
     if (!sn.ok() && fatal_.ok()) fatal_ = sn;
-    });
   }
 }
 

@@ -7,6 +7,7 @@
 
 #include <catch2/catch.hpp>
 #include <filesystem>
+#include <fstream>
 #include <map>
 #include <random>
 #include <set>
@@ -239,10 +240,18 @@ struct Sim {
   }
 
   // One random delivery; false when every channel is empty.
+  // A test that expects an owner to fail sets allow_fatal: pump()'s first
+  // error is kept in `fatal` instead of failing the test.
+  bool allow_fatal = false;
+  Status fatal;
   bool step() {
     now += 10;
-    for (auto& o : owners)
-      if (o) REQUIRE(o->pump(now).ok());
+    for (auto& o : owners) {
+      if (!o) continue;
+      Status st = o->pump(now);
+      if (!allow_fatal) REQUIRE(st.ok());
+      else if (!st.ok() && fatal.ok()) fatal = st;
+    }
     resync();
     if (chans.empty()) return false;
     auto it = chans.begin();
@@ -881,6 +890,37 @@ TEST_CASE("rib owner: choose weights persist with their version; old versions an
   CHECK(on1 == n);
   c.drain(nullptr);
   check_converged_state(sim, c);
+}
+
+TEST_CASE("rib owner: a RIB snapshot that cannot be written stops the owner") {
+  Sim sim(1, Architecture::kScaleBricks, 47);
+  sim.allow_fatal = true;
+  // snap/ replaced by a regular file: every snapshot fails.
+  const std::string snap = sim.dir + "/n0/snap";
+  fs::remove_all(snap);
+  { std::ofstream(snap) << "not a directory"; }
+  Client c(sim, 48, 1000);
+  for (size_t i = 0; i < 400; ++i) {  // past snapshot_every (300)
+    ClientOp op;
+    op.kind = OpKind::kAdd;
+    op.request_id = c.next_id++;
+    op.s.key = c.pool[i];
+    op.s.node = 0;
+    op.s.teid_dl = uint32_t(i + 1);
+    op.s.enb_ip = 0xc6130001u;
+    c.submit(op);
+  }
+  for (int guard = 0; guard < 200000 && sim.fatal.ok(); ++guard)
+    if (!sim.step()) sim.now += 1000;
+  INFO(sim.fatal.to_string());
+  CHECK_FALSE(sim.fatal.ok());
+  // Every later pump() returns it: the owner takes no more commits.
+  CHECK_FALSE(sim.owners[0]->pump(sim.now).ok());
+  // And it did not rotate the log again and again: at most the one segment
+  // the failed snapshot opened beyond those the commits needed.
+  size_t segments = 0;
+  for (const auto& e : fs::directory_iterator(sim.dir + "/n0/wal")) segments += e.path().extension() == ".log";
+  CHECK(segments <= 2);
 }
 
 TEST_CASE("rib sim: pipelined groups keep per-key order; several groups are in flight") {
