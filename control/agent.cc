@@ -1097,6 +1097,7 @@ struct Agent::Impl : rib::OwnerIo {
     out["deltas_applied"] = nc.deltas_applied;
     out["stale_delta"] = nc.stale_delta;
     out["gap"] = nc.gap;
+    out["stream_regressed"] = nc.stream_regressed;
     out["delta_rejected"] = nc.delta_rejected;
     out["snapshots_loaded"] = nc.snapshots_loaded;
     out["snapshot_chunks"] = nc.snapshot_chunks;

@@ -259,6 +259,9 @@ void NodeState::on_head(uint32_t partition, StreamPos head) {
   if (p.applied < head) {
     ++c_.gap;
     need_snapshot(p, nullptr);
+  } else if (head < p.applied) {  // the owner's stream went back (see the header)
+    ++c_.stream_regressed;
+    need_snapshot(p, nullptr);
   }
 }
 

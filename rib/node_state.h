@@ -10,6 +10,13 @@
 //               later seq or a newer epoch is a gap (`gap`): the partition
 //               needs a snapshot. A heartbeat head ahead of `applied` in the
 //               same epoch (or a newer epoch) means the tail was lost: gap.
+//               A head BEHIND `applied` means the owner went back (its data
+//               dir restored from a backup or moved away: it restarted with
+//               a lower epoch, or the same epoch and a lower seq); heads
+//               ride in the same ordered batches as the deltas, so it is
+//               never a late message: counted `stream_regressed`, and the
+//               partition needs a snapshot (without this, every delta of
+//               the owner's new stream would be "stale" here forever).
 //   resyncing   deltas are buffered (bounded); the agent fetches a snapshot
 //               of the partition (its position S); on_snapshot() loads it,
 //               discards buffered deltas <= S and applies the rest in order
@@ -67,7 +74,7 @@ namespace sb::rib {
 inline constexpr uint32_t kRemoteBit = 0x80000000u;
 
 struct NodeCounters {
-  uint64_t deltas_applied = 0, stale_delta = 0, gap = 0, delta_rejected = 0;
+  uint64_t deltas_applied = 0, stale_delta = 0, gap = 0, delta_rejected = 0, stream_regressed = 0;
   uint64_t buffered = 0, buffer_overflow = 0, snapshots_loaded = 0, snapshot_rejected = 0;
   uint64_t fib_installs = 0, fib_removes = 0, fib_errors = 0, fib_reconciled = 0;
   uint64_t snapshot_chunks = 0, snapshot_chunk_stale = 0, snapshot_restarts = 0;

@@ -686,6 +686,38 @@ TEST_CASE("rib sim: kill -9 of an owner mid-stream keeps every acked op and node
   check_converged_state(sim, c);
 }
 
+TEST_CASE("rib sim: an owner restarted from an empty data dir (its stream went back) is followed again") {
+  const uint64_t seed = test_seed(16);
+  Sim sim(3, Architecture::kScaleBricks, seed);
+  Client c(sim, seed + 1, 400);
+  sim.run_until_idle();
+  run_workload(sim, c, 10, 30, false);
+  // The operator moves node 2's data dir away (rib/README.md): it comes
+  // back with epoch 1 and seq 0, behind what every node has applied.
+  const uint32_t p2 = [&] {
+    for (uint32_t p = 0; p < sim.spec.partitions; ++p)
+      if (sim.spec.owner[p] == 2 && sim.nodes[0]->applied(p).seq > 0) return p;
+    return UINT32_MAX;
+  }();
+  REQUIRE(p2 != UINT32_MAX);
+  sim.kill(2);
+  fs::remove_all(sim.dir + "/n2");
+  sim.restart(2);
+  CHECK(sim.owners[2]->head(p2) < sim.nodes[0]->applied(p2));
+  sim.run_until_idle();
+  CHECK(sim.nodes[0]->counters().stream_regressed > 0);
+  // Node 2's sessions are gone with its RIB: adopt the owners' truth, then
+  // sessions added to node 2's partitions must reach every node.
+  std::unordered_map<FlowKey, SessionRec, KeyHasher> truth;
+  for (auto& o : sim.owners) o->for_each([&](const SessionRec& r) { truth[r.key] = r; });
+  c.model = truth;
+  check_converged_state(sim, c);
+  run_workload(sim, c, 10, 30, false);
+  check_converged_state(sim, c);
+  CHECK(sim.nodes[0]->applied(p2).seq > 0);
+  CHECK(sim.nodes[0]->applied(p2) == sim.owners[2]->head(p2));
+}
+
 TEST_CASE("rib sim: dropped deltas are detected and resynced and replays are stale") {
   const uint64_t seed = test_seed(14);
   Sim sim(3, Architecture::kScaleBricks, seed);
