@@ -36,7 +36,10 @@ Status ClusterSpec::validate() const {
   if (partitions == 0 || partitions > kMaxPartitions || !std::has_single_bit(partitions))
     return Status::InvalidArgument("cluster.partitions: " + std::to_string(partitions) +
                                    " is not a power of two in [1, 65536]");
-  if (capacity == 0) return Status::InvalidArgument("cluster.capacity: must be > 0");
+  // 32 members x 2^27 sessions each (node.fib_capacity's bound: the
+  // session index of a teid_ul) is the most a cluster can hold.
+  if (capacity == 0 || capacity > (uint64_t(kMaxNodes) << 27))
+    return Status::InvalidArgument("cluster.capacity: " + std::to_string(capacity) + " is not in [1, 2^32]");
   if (members.empty()) return Status::InvalidArgument("cluster.members: empty");
   if (members.size() > kMaxNodes)
     return Status::InvalidArgument("cluster.members: more than 32 members");

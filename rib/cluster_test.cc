@@ -40,6 +40,11 @@ TEST_CASE("cluster spec: every bad field is named") {
   c.curve = true;
   CHECK(c.validate().message().find("curve_public") != std::string::npos);
   c = spec4();
+  c.capacity = (uint64_t(1) << 32) + 1;  // more than 32 nodes x 2^27 sessions
+  CHECK(c.validate().message().find("cluster.capacity") != std::string::npos);
+  c.capacity = uint64_t(1) << 32;
+  CHECK(c.validate().ok());
+  c = spec4();
   for (auto& m : c.members) m.weight = 0;
   CHECK(!c.validate().ok());
   CHECK(parse_architecture("hash-partition").value() == Architecture::kHashPartition);

@@ -10,6 +10,7 @@
 #include <filesystem>
 #include <cstdio>
 #include <fstream>
+#include <new>
 
 #include "gpt/setsep.h"
 
@@ -150,7 +151,24 @@ Result<std::unique_ptr<Owner>> Owner::open(const ClusterSpec& spec, const OwnerO
   {
     const auto mine = spec.partitions_of(opt.self);
     const size_t per = size_t(spec.capacity / spec.partitions + 16);
-    for (uint32_t p : mine) o->recs_[p].reserve(per);
+    // Sized for the cluster's capacity up front (no rehash pause under
+    // load); a capacity this machine cannot hold is a clear error, not an
+    // uncaught bad_alloc or the OOM killer.
+    uint64_t slots = 16;
+    while (slots < 2 * uint64_t(per)) slots *= 2;  // FlatMap::reserve
+    const uint64_t need = slots * (sizeof(FlowKey) + sizeof(SessionRec)) * mine.size();
+    const long pages = sysconf(_SC_PHYS_PAGES), page = sysconf(_SC_PAGE_SIZE);
+    if (pages > 0 && page > 0 && need > uint64_t(pages) * uint64_t(page))
+      return Status::Capacity("owner: the RIB of cluster.capacity " + std::to_string(spec.capacity) + " needs " +
+                              std::to_string(need >> 20) + " MiB here (" + std::to_string(mine.size()) +
+                              " partitions), more than this machine's memory: lower cluster.capacity");
+    try {
+      for (uint32_t p : mine) o->recs_[p].reserve(per);
+    } catch (const std::bad_alloc&) {
+      return Status::Capacity("owner: no memory for the RIB of cluster.capacity " + std::to_string(spec.capacity) +
+                              " (" + std::to_string(mine.size()) + " partitions of " + std::to_string(per) +
+                              " sessions here): lower cluster.capacity or add memory");
+    }
     o->done_.reserve(size_t(std::min<uint64_t>(opt.dedup_window, 1 << 20)));
   }
   o->seq_.assign(spec.partitions, 0);

@@ -955,6 +955,20 @@ TEST_CASE("rib owner: a RIB snapshot that cannot be written stops the owner") {
   CHECK(segments <= 2);
 }
 
+TEST_CASE("rib owner: a cluster.capacity this machine cannot hold is a clear error") {
+  Sim sim(1, Architecture::kHashPartition, 49, 1);
+  ClusterSpec big = sim.spec;
+  big.capacity = uint64_t(1) << 32;  // the largest valid: 768 GiB of RIB slots on one partition
+  REQUIRE(big.validate().ok());
+  OwnerOptions o = sim.opts(0);
+  o.wal.dir += "-big";
+  auto r = Owner::open(big, o, sim.io[0].get());
+  fs::remove_all(o.wal.dir);
+  REQUIRE_FALSE(r.ok());
+  CHECK(r.status().code() == StatusCode::kCapacity);
+  CHECK(r.status().message().find("cluster.capacity") != std::string::npos);
+}
+
 TEST_CASE("rib sim: pipelined groups keep per-key order; several groups are in flight") {
   const uint64_t seed = test_seed(47);
   Sim sim(3, Architecture::kScaleBricks, seed);
