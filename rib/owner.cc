@@ -428,9 +428,18 @@ Result<SnapshotOut> Owner::snapshot(uint32_t partition, uint32_t for_node) const
       out.fib.push_back(FibEntry{k, r.node, r.teid_dl, r.enb_ip, r.bearer});
   });
   for (const Group& grp : flight_)
-    for (const Op& g : grp.ops)
-      if (g.part == partition && !g.erase && (g.install_mask >> for_node & 1u))
+    for (const Op& g : grp.ops) {
+      if (g.part != partition || g.erase) continue;
+      if (g.install_mask >> for_node & 1u)
         out.fib.push_back(FibEntry{g.now.key, g.now.node, g.now.teid_dl, g.now.enb_ip, g.now.bearer});
+      else if (g.had_old && (placement(g.old, g.h) >> for_node & 1u))
+        // A move in flight away from this node: the GPT (this snapshot's
+        // and the stream's until the move commits) still sends the key
+        // here, and if the move fails nothing reinstalls it here. The old
+        // entry is removed only after convergence, which waits for this
+        // node to apply the move's delta, so after this snapshot.
+        out.fib.push_back(FibEntry{g.old.key, g.old.node, g.old.teid_dl, g.old.enb_ip, g.old.bearer});
+    }
   return out;
 }
 

@@ -955,6 +955,57 @@ TEST_CASE("rib owner: a RIB snapshot that cannot be written stops the owner") {
   CHECK(segments <= 2);
 }
 
+TEST_CASE("rib owner: a snapshot taken during a move keeps the old handler's entry, also if the move fails") {
+  Sim sim(2, Architecture::kScaleBricks, 50);
+  Client c(sim, 51, 200);
+  sim.run_until_idle();
+  // A session of a partition node 0 owns, handled by node 0.
+  size_t i = 0;
+  while (c.owner_of(c.pool[i]) != 0) ++i;
+  const FlowKey k = c.pool[i];
+  const uint32_t p = partition_of(hash_key(k, sim.spec.hash_seed), sim.spec.log2_partitions());
+  ClientOp add;
+  add.kind = OpKind::kAdd;
+  add.request_id = c.next_id++;
+  add.s.key = k;
+  add.s.node = 0;
+  add.s.teid_dl = 0x1234;
+  add.s.enb_ip = 0xc6130001u;
+  c.submit(add);
+  sim.run_until_idle();
+  c.drain(nullptr);
+  REQUIRE(c.model.count(k));
+  // Move it to node 1, whose FIB never acks (node 1 is unreachable).
+  sim.down[1] = true;
+  ClientOp mv;
+  mv.kind = OpKind::kMove;
+  mv.request_id = c.next_id++;
+  mv.s.key = k;
+  mv.s.node = 1;
+  c.submit(mv);
+  for (int s = 0; s < 5; ++s) sim.step();  // the group is in flight, waiting for node 1
+  auto has_at_0 = [&](const SnapshotOut& snap) {
+    for (const FibEntry& e : snap.fib)
+      if (e.key == k) return e.handling_node == 0 && e.teid_dl == 0x1234;
+    return false;
+  };
+  // Node 0 restarts now and asks for the partition: the GPT still sends
+  // the key to node 0, so its snapshot must carry the entry.
+  auto snap = sim.owners[0]->snapshot(p, 0);
+  REQUIRE(snap.ok());
+  CHECK(has_at_0(snap.value()));
+  // The move times out and is undone: the record is node 0's again, and a
+  // snapshot still gives node 0 the entry.
+  sim.now += 1000000;
+  for (int s = 0; s < 200; ++s) sim.step();
+  REQUIRE(sim.owners[0]->find(k) != nullptr);
+  CHECK(sim.owners[0]->find(k)->node == 0);
+  snap = sim.owners[0]->snapshot(p, 0);
+  REQUIRE(snap.ok());
+  CHECK(has_at_0(snap.value()));
+  sim.down[1] = false;
+}
+
 TEST_CASE("rib owner: a cluster.capacity this machine cannot hold is a clear error") {
   Sim sim(1, Architecture::kHashPartition, 49, 1);
   ClusterSpec big = sim.spec;
