@@ -81,7 +81,7 @@ struct Agent::Impl : rib::OwnerIo {
   uint64_t next_corr = 1;
   std::deque<rib::FibBatch> local_fib;     // FIB batches for ourselves
   std::vector<uint64_t> last_seen_us;
-  uint64_t next_heartbeat_us = 0, next_snapshot_retry_us = 0;
+  uint64_t next_heartbeat_us = 0, next_snapshot_retry_us = 0, next_report_refresh_us = 0;
   uint64_t batches_seen = 0;
   uint64_t snapshot_chunks_seen = 0;
   std::map<std::string, uint64_t> c;  // counters
@@ -1003,8 +1003,8 @@ struct Agent::Impl : rib::OwnerIo {
   }
 
   // ---- periodic ---------------------------------------------------------------
-  void send_reports() {
-    auto ch = state->take_applied_changes();
+  void send_reports() { send_reports(state->take_applied_changes(now_us())); }
+  void send_reports(const std::vector<std::pair<uint32_t, rib::StreamPos>>& ch) {
     if (ch.empty()) return;
     std::unordered_map<uint32_t, pb::Envelope> by_owner;
     for (const auto& [p, pos] : ch) {
@@ -1252,6 +1252,13 @@ struct Agent::Impl : rib::OwnerIo {
         check_links(t);
         expire_weights(t);
         next_heartbeat_us = t + uint64_t(opt.heartbeat_ms) * 1000;
+      }
+      if (t >= next_report_refresh_us) {
+        // Positions reported in the last 30 s, again (NodeState::applied_refresh).
+        const auto again = state->applied_refresh(t, 30000000);
+        c["applied_refresh"] += again.size();
+        send_reports(again);
+        next_report_refresh_us = t + 1000000;
       }
       if (t >= next_snapshot_retry_us) {
         state->retry_requested();

@@ -420,14 +420,25 @@ Status NodeState::on_snapshot(const SnapshotOut& s) {
   return Status::Ok();
 }
 
-std::vector<std::pair<uint32_t, StreamPos>> NodeState::take_applied_changes() {
+std::vector<std::pair<uint32_t, StreamPos>> NodeState::take_applied_changes(uint64_t now_us) {
   std::vector<std::pair<uint32_t, StreamPos>> out;
   out.reserve(changed_.size());
   for (uint32_t i : changed_) {
     parts_[i].changed = false;
+    parts_[i].reported_us = now_us;
     out.emplace_back(i, parts_[i].applied);
   }
   changed_.clear();
+  return out;
+}
+
+std::vector<std::pair<uint32_t, StreamPos>> NodeState::applied_refresh(uint64_t now_us, uint64_t window_us) const {
+  std::vector<std::pair<uint32_t, StreamPos>> out;
+  for (uint32_t i = 0; i < parts_.size(); ++i) {
+    const Part& p = parts_[i];
+    if (p.reported_us != 0 && p.applied.seq != 0 && now_us - p.reported_us <= window_us)
+      out.emplace_back(i, p.applied);
+  }
   return out;
 }
 

@@ -142,8 +142,18 @@ class NodeState {
   bool synced(uint32_t p) const { return parts_[p].state == kSynced; }
   size_t unsynced() const;
   StreamPos applied(uint32_t p) const { return parts_[p].applied; }
-  // Partitions whose applied position changed since the last call.
-  std::vector<std::pair<uint32_t, StreamPos>> take_applied_changes();
+  // Partitions whose applied position changed since the last call (the
+  // agent reports them to their owners; now_us stamps them for the refresh).
+  std::vector<std::pair<uint32_t, StreamPos>> take_applied_changes(uint64_t now_us = 0);
+  // The same reports again for every partition whose position was taken
+  // by take_applied_changes() within the last window_us. A report travels
+  // on a connection that can lose it (an outbox message expiring while the
+  // owner is unreachable, a reconnect dropping a pipe), and an owner's
+  // convergence waits for it: without a new delta in that partition
+  // nothing would ever report the position again, and a move's old FIB
+  // entry would never be removed. Owners take reports idempotently. The
+  // agent calls this once a second.
+  std::vector<std::pair<uint32_t, StreamPos>> applied_refresh(uint64_t now_us, uint64_t window_us) const;
   // Test hook: drop the next n deltas silently (as a lossy PUB/SUB would).
   void drop_next_deltas(uint32_t n) { drop_ = n; }
 
@@ -171,6 +181,7 @@ class NodeState {
     StreamPos applied;
     std::deque<StreamDelta> buf;
     bool changed = false;
+    uint64_t reported_us = 0;  // last take_applied_changes() that listed it
     bool progress = false;    // a chunk was accepted since the last retry_requested()
     uint64_t request_id = 0;  // outstanding snapshot request (kRequested)
   };

@@ -142,16 +142,24 @@ struct Sim {
     chans[ch].push_back(std::move(m));
   }
 
-  void report(uint32_t n) {
-    for (auto& [p, pos] : nodes[n]->take_applied_changes()) {
+  // Applied reports to other nodes are lost while this is set (a link
+  // whose outbox expires); refresh_reports() is the agent's periodic resend.
+  bool lose_reports = false;
+  void report(uint32_t n) { send_reports(n, nodes[n]->take_applied_changes(now)); }
+  void refresh_reports() {
+    for (uint32_t n = 0; n < nodes.size(); ++n)
+      if (nodes[n]) send_reports(n, nodes[n]->applied_refresh(now, 30000000));
+  }
+  void send_reports(uint32_t n, const std::vector<std::pair<uint32_t, StreamPos>>& v) {
+    for (auto& [p, pos] : v) {
       Msg m;
-        m.kind = Msg::kApplied;
+      m.kind = Msg::kApplied;
       m.src = n;
       m.dst = spec.owner[p];
       m.partition = p;
       m.pos = pos;
       if (m.dst == n) owners[n]->on_applied(n, p, pos, now);
-      else push(std::move(m));
+      else if (!lose_reports) push(std::move(m));
     }
   }
 
@@ -1004,6 +1012,44 @@ TEST_CASE("rib owner: a snapshot taken during a move keeps the old handler's ent
   REQUIRE(snap.ok());
   CHECK(has_at_0(snap.value()));
   sim.down[1] = false;
+}
+
+TEST_CASE("rib sim: lost applied reports are sent again, so a move still converges") {
+  Sim sim(3, Architecture::kScaleBricks, 52);
+  Client c(sim, 53, 300);
+  sim.run_until_idle();
+  run_workload(sim, c, 5, 30, false);
+  // Moves whose convergence reports are all lost on the way.
+  sim.lose_reports = true;
+  std::set<FlowKey, bool (*)(const FlowKey&, const FlowKey&)> busy(key_less);
+  size_t moves = 0;
+  for (const auto& [k, rec] : c.model) {
+    if (moves == 20) break;
+    ClientOp op;
+    op.kind = OpKind::kMove;
+    op.request_id = c.next_id++;
+    op.s.key = k;
+    op.s.node = (rec.node + 1) % 3;
+    c.submit(op);
+    busy.insert(k);
+    ++moves;
+  }
+  for (int s = 0; s < 20000 && (!c.outstanding.empty() || sim.step()); ++s) {
+    if (!sim.step()) sim.now += 1000;
+    c.drain(&busy);
+  }
+  REQUIRE(c.outstanding.empty());
+  for (int s = 0; s < 200; ++s) sim.step();
+  // Nothing converged: every owner with a moved session still waits.
+  bool waiting = false;
+  for (auto& o : sim.owners) waiting |= !o->idle();
+  CHECK(waiting);
+  // The link is back; no new delta comes; the periodic resend does it.
+  sim.lose_reports = false;
+  sim.refresh_reports();
+  sim.run_until_idle();
+  for (auto& o : sim.owners) CHECK(o->idle());
+  check_converged_state(sim, c);
 }
 
 TEST_CASE("rib owner: a cluster.capacity this machine cannot hold is a clear error") {
