@@ -193,6 +193,10 @@ Status Owner::recover() {
   wal_ = std::move(w.value());
   size_t foreign = 0;
   SB_RETURN_IF_ERROR(wal_->recover([&](const WalRecord& r) {
+    if (r.type == WalRecord::kDone) {  // a snapshot's dedup window (rib/wal.h)
+      remember(r.request_id, StatusCode::kOk, r.node);
+      return;
+    }
     const uint32_t p = partition_of_key(r.key);
     if (!owns(p)) { ++foreign; return; }  // ownership changed under the log: ignore
     auto& m = recs_[p];
@@ -911,6 +915,11 @@ void Owner::finish_group(uint64_t now_us) {
         m.for_each([&](const FlowKey& k, const SessionRec& r) {
           emit(WalRecord{WalRecord::kPut, k, r.node, r.teid_dl, r.enb_ip, r.bearer, 0});
         });
+      // The request-id dedup window, oldest first: the segments that held
+      // these ids' records are deleted once the snapshot is durable.
+      for (const uint64_t id : done_order_)
+        if (const Done* d = done_.find(id); d != nullptr && d->code == StatusCode::kOk && !d->in_flight)
+          emit(WalRecord{WalRecord::kDone, FlowKey{}, d->node, 0, 0, 0, id});
     });
     // The log stays whole (the new segment is opened first, the old files
     // are removed only after the snapshot is durable), but a log that cannot

@@ -32,6 +32,10 @@ constexpr size_t kHdr = 8;   // len, type, flags, pad; the checksum trails the p
 constexpr uint8_t kFlagUndo = 1;
 constexpr size_t kPutLen = 16 + 4 + 4 + 4 + 1 + 8;
 constexpr size_t kDelLen = 16 + 8;
+constexpr size_t kDoneLen = 8 + 4;
+size_t payload_len(uint8_t type) {
+  return type == WalRecord::kPut ? kPutLen : type == WalRecord::kDel ? kDelLen : type == WalRecord::kDone ? kDoneLen : 0;
+}
 constexpr uint64_t kSnapMagic = 0x31504e5342525342ULL;  // "BSRBSNP1"
 
 void put32(std::string* o, uint32_t v) { o->append(reinterpret_cast<const char*>(&v), 4); }
@@ -88,14 +92,21 @@ size_t decode(const char* p, size_t n, WalRecord* r) {
   const uint32_t len = get32(p);
   const uint8_t type = uint8_t(p[4]);
   if ((uint8_t(p[5]) & ~kFlagUndo) != 0 || p[6] != 0 || p[7] != 0) return 0;
-  if ((type == WalRecord::kPut && len != kPutLen) || (type == WalRecord::kDel && len != kDelLen) ||
-      (type != WalRecord::kPut && type != WalRecord::kDel))
-    return 0;
+  if (payload_len(type) == 0 || len != payload_len(type)) return 0;
+  if (type == WalRecord::kDone && p[5] != 0) return 0;  // nothing to undo
   if (n < kHdr + len + 8) return 0;
   if (checksum64(p, kHdr + len) != get64(p + kHdr + len)) return 0;
   const char* q = p + kHdr;
   r->type = WalRecord::Type(type);
   r->undo = (uint8_t(p[5]) & kFlagUndo) != 0;
+  if (type == WalRecord::kDone) {
+    r->key = FlowKey{};
+    r->request_id = get64(q);
+    r->node = get32(q + 8);
+    r->teid_dl = r->enb_ip = 0;
+    r->bearer = 0;
+    return kHdr + len + 8;
+  }
   std::memcpy(r->key.bytes, q, 16);
   if (type == WalRecord::kPut) {
     r->node = get32(q + 16);
@@ -128,11 +139,17 @@ Status write_all(int fd, const char* p, size_t n, const std::string& what) {
 
 void Wal::encode(const WalRecord& r, std::string* out) {
   const size_t start = out->size();
-  const uint32_t len = r.type == WalRecord::kPut ? kPutLen : kDelLen;
+  const uint32_t len = uint32_t(payload_len(r.type));
   put32(out, len);
   out->push_back(char(r.type));
-  out->push_back(char(r.undo ? kFlagUndo : 0));
+  out->push_back(char(r.undo && r.type != WalRecord::kDone ? kFlagUndo : 0));
   out->append(2, '\0');
+  if (r.type == WalRecord::kDone) {
+    put64(out, r.request_id);
+    put32(out, r.node);
+    put64(out, checksum64(out->data() + start, kHdr + len));
+    return;
+  }
   out->append(reinterpret_cast<const char*>(r.key.bytes), 16);
   if (r.type == WalRecord::kPut) {
     put32(out, r.node);
@@ -239,7 +256,11 @@ Status Wal::recover(const std::function<void(const WalRecord&)>& replay) {
     size_t off = 16;
     for (uint64_t i = 0, n = get64(snap.data() + 8); i < n; ++i) {
       WalRecord r;
-      off += decode(snap.data() + off, snap.size() - 8 - off, &r);
+      const size_t used = decode(snap.data() + off, snap.size() - 8 - off, &r);
+      if (used == 0)  // the file's checksum verified, its records must too
+        return Status::Corrupt(where + "snap/" + seg_name(base) + ".snap: record " + std::to_string(i) +
+                               " does not decode: refusing to start with part of the RIB");
+      off += used;
       replay(r);
     }
     std::string().swap(snap);
@@ -333,7 +354,8 @@ Status Wal::snapshot(
   uint64_t count = 0;
   each([&](const WalRecord& r) {
     WalRecord p = r;
-    p.type = WalRecord::kPut;
+    if (p.type != WalRecord::kDone) p.type = WalRecord::kPut;  // a snapshot holds the state: PUTs (+ DONE)
+    p.undo = false;
     encode(p, &b);
     ++count;
   });

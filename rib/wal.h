@@ -10,6 +10,10 @@
 //   u32 payload_len | u8 type | u8 flags | u8[2] zero | payload | u64 checksum64(all bytes before it)
 //   type 1 PUT: key[16] node u32 teid_dl u32 enb_ip u32 bearer u8 request_id u64
 //   type 2 DEL: key[16] request_id u64
+//   type 3 DONE: request_id u64 node u32 (no key; snapshots only): the
+//   owner's request-id dedup window at the snapshot, oldest first, so a
+//   client's retry after a restart is still answered "done" (a binary
+//   older than this record refuses such a snapshot as corrupt)
 //   flags bit 0 UNDO: the record compensates the failed op request_id (it
 //   restores the state before it); replay applies it like any record and
 //   forgets request_id, so a retry of that id after a restart runs again
@@ -69,7 +73,7 @@ const char* fsync_policy_name(FsyncPolicy p);
 // The durable part of a session record (teid_ul is the handling node's; the
 // owner relearns it from FIB acks after a restart).
 struct WalRecord {
-  enum Type : uint8_t { kPut = 1, kDel = 2 };
+  enum Type : uint8_t { kPut = 1, kDel = 2, kDone = 3 };
   Type type = kPut;
   FlowKey key{};
   uint32_t node = 0;
