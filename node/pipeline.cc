@@ -185,7 +185,8 @@ void Worker::fib_stage(const Pending* p, const FlowKey* keys, const uint64_t* h,
       continue;
     }
     const uint32_t teid = uint32_t(tun), enb = uint32_t(tun >> 32);
-    st.count(lcore_, idx[i], meta, p[i].ip_len);
+    // The session's counters bill what leaves the node (encapsulated, or
+    // shimmed to its handler), never a packet dropped on the way.
     if (fib::SessionTable::meta_copy(meta)) {
       const uint32_t handler = fib::SessionTable::meta_handler(meta);
       if (handler != spec_.self) {
@@ -193,13 +194,15 @@ void Worker::fib_stage(const Pending* p, const FlowKey* keys, const uint64_t* h,
           drop(b, Drop::k_node_down);
           continue;
         }
-        forward_shim(b, p[i].l3_off, p[i].ip_len, handler,
-                     Shim{ShimKind::kResolved, teid, enb, udp_src_of(h[i])});
+        if (forward_shim(b, p[i].l3_off, p[i].ip_len, handler,
+                         Shim{ShimKind::kResolved, teid, enb, udp_src_of(h[i])}))
+          st.count(lcore_, idx[i], meta, p[i].ip_len);
         continue;
       }
     }
     ++local;
-    encap(b, p[i].l3_off, p[i].ip_len, p[i].tos, teid, enb, udp_src_of(h[i]));
+    if (encap(b, p[i].l3_off, p[i].ip_len, p[i].tos, teid, enb, udp_src_of(h[i])))
+      st.count(lcore_, idx[i], meta, p[i].ip_len);
   }
   if (ingress) bump(c_->local_hits, local);
 }
@@ -233,7 +236,7 @@ void Worker::fabric_shim(rte_mbuf* m, const uint8_t* f, uint32_t len) {
   encap(m, uint16_t(l3), ip_len, f[l3 + 1], s.teid_dl, s.enb_ip, s.udp_src);
 }
 
-void Worker::encap(rte_mbuf* m, uint16_t l3_off, uint16_t ip_len, uint8_t tos, uint32_t teid,
+bool Worker::encap(rte_mbuf* m, uint16_t l3_off, uint16_t ip_len, uint8_t tos, uint32_t teid,
                    uint32_t enb_ip, uint16_t udp_src) {
   ipv4_dec_ttl(data(m) + l3_off);
   rte_pktmbuf_adj(m, l3_off);
@@ -241,7 +244,7 @@ void Worker::encap(rte_mbuf* m, uint16_t l3_off, uint16_t ip_len, uint8_t tos, u
   uint8_t* hdr = reinterpret_cast<uint8_t*>(rte_pktmbuf_prepend(m, kEncapHdr));
   if (hdr == nullptr) {
     drop(m, Drop::k_no_mbuf);
-    return;
+    return false;
   }
   EncapParams ep;
   ep.src_mac = spec_.port_mac[kEnb];
@@ -258,19 +261,19 @@ void Worker::encap(rte_mbuf* m, uint16_t l3_off, uint16_t ip_len, uint8_t tos, u
   if (uint32_t(ip_len) + kGtpOverhead > spec_.mtu) {
     if (spec_.mtu_policy == MtuPolicy::kDrop) {
       drop(m, Drop::k_too_big);
-      return;
+      return false;
     }
-    send_enb_fragmented(m);
-    return;
+    return send_enb_fragmented(m);
   }
   bump(c_->gtpu_out);
   send(kEnb, m);
+  return true;
 }
 
 // Outer IPv4 fragmentation (RFC 791 §3.2): every fragment repeats the
 // outer Ethernet + IPv4 header; payload slices are multiples of 8 bytes.
 // The first fragment stays in m; the others are copies from the pool.
-void Worker::send_enb_fragmented(rte_mbuf* m) {
+bool Worker::send_enb_fragmented(rte_mbuf* m) {
   // We are the source of the outer packet: it is fragmented here whatever
   // DF says, and with node.outer_df its fragments carry DF (no router
   // fragments them further).
@@ -281,13 +284,13 @@ void Worker::send_enb_fragmented(rte_mbuf* m) {
   const uint32_t step = ((uint32_t(spec_.mtu) - 20) / 8) * 8;
   if (step == 0) {
     drop(m, Drop::k_too_big);
-    return;
+    return false;
   }
   const uint32_t nfrag = (payload + step - 1) / step;
   rte_mbuf* out[64];
   if (nfrag > 64) {
     drop(m, Drop::k_too_big);
-    return;
+    return false;
   }
   out[0] = m;
   for (uint32_t i = 1; i < nfrag; ++i) {
@@ -299,7 +302,7 @@ void Worker::send_enb_fragmented(rte_mbuf* m) {
       if (x) rte_pktmbuf_free(x);
       for (uint32_t j = 1; j < i; ++j) rte_pktmbuf_free(out[j]);
       drop(m, Drop::k_no_mbuf);
-      return;
+      return false;
     }
     std::memcpy(d, f, 34);
     std::memcpy(d + 34, f + 34 + off, len);
@@ -317,6 +320,7 @@ void Worker::send_enb_fragmented(rte_mbuf* m) {
   for (uint32_t i = 0; i < nfrag; ++i) send(kEnb, out[i]);
   bump(c_->gtpu_out);
   bump(c_->fragments_out, nfrag);
+  return true;
 }
 
 void Worker::forward_plain(rte_mbuf* m, uint32_t node) {
@@ -327,18 +331,19 @@ void Worker::forward_plain(rte_mbuf* m, uint32_t node) {
   send(kFabric, m);
 }
 
-void Worker::forward_shim(rte_mbuf* m, uint16_t l3_off, uint16_t ip_len, uint32_t node, const Shim& s) {
+bool Worker::forward_shim(rte_mbuf* m, uint16_t l3_off, uint16_t ip_len, uint32_t node, const Shim& s) {
   rte_pktmbuf_adj(m, l3_off);
   if (rte_pktmbuf_pkt_len(m) > ip_len) rte_pktmbuf_trim(m, uint16_t(rte_pktmbuf_pkt_len(m) - ip_len));
   uint8_t* d = reinterpret_cast<uint8_t*>(rte_pktmbuf_prepend(m, 14 + kShimLen));
   if (d == nullptr) {
     drop(m, Drop::k_no_mbuf);
-    return;
+    return false;
   }
   write_eth(d, spec_.fabric_mac[node], spec_.port_mac[kFabric], kEthShim);
   write_shim(d + 14, s);
   bump(c_->fabric_out);
   send(kFabric, m);
+  return true;
 }
 
 // ---- upstream --------------------------------------------------------------

@@ -153,11 +153,14 @@ class Worker {
   void fib_stage(const Pending* p, const FlowKey* keys, const uint64_t* hashes, uint16_t n, bool ingress);
   void upstream(rte_mbuf* m, bool steered);
   void fabric_shim(rte_mbuf* m, const uint8_t* frame, uint32_t len);
-  void encap(rte_mbuf* m, uint16_t l3_off, uint16_t ip_len, uint8_t tos, uint32_t teid,
+  // encap(), forward_shim(), send_enb_fragmented(): true when the packet
+  // (or its fragments) is handed to a tx buffer, false when it was dropped
+  // (and counted) on the way.
+  bool encap(rte_mbuf* m, uint16_t l3_off, uint16_t ip_len, uint8_t tos, uint32_t teid,
              uint32_t enb_ip, uint16_t udp_src);
   void forward_plain(rte_mbuf* m, uint32_t node);
-  void forward_shim(rte_mbuf* m, uint16_t l3_off, uint16_t ip_len, uint32_t node, const Shim& s);
-  void send_enb_fragmented(rte_mbuf* m);
+  bool forward_shim(rte_mbuf* m, uint16_t l3_off, uint16_t ip_len, uint32_t node, const Shim& s);
+  bool send_enb_fragmented(rte_mbuf* m);
   void send(Role r, rte_mbuf* m);
   void flush_one(Role r);
   void drop(rte_mbuf* m, Drop d) {

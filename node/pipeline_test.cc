@@ -394,6 +394,8 @@ TEST_CASE("pipeline: GPT answers that are not live members are dropped, never fo
   d = delta(before, totals(*fd.c));
   CHECK(d.at("drop_node_down") == 1);
   CHECK(drops(d) == 1);
+  // The ingress's copy record of the session is not billed for it.
+  CHECK(fd.c->state(0).sessions().counters(fd.c->state(0).fib().lookup(key_of(kUe0))).packets == 0);
 }
 
 TEST_CASE("pipeline: MTU policy fragments the outer packet or drops it") {
@@ -427,15 +429,19 @@ TEST_CASE("pipeline: MTU policy fragments the outer packet or drops it") {
   }
   {
     ClusterFixture fx(rib::Architecture::kScaleBricks, 4, fib::FibKind::kCuckoo, MtuPolicy::kDrop);
+    const uint32_t idx = fx.c->state(0).fib_lookup(key_of(kUe1));
     auto before = totals(*fx.c);
     CHECK(run(*fx.c, 0, kExt, downstream_frame(0, kUe1, 1452)).empty());
     auto d = delta(before, totals(*fx.c));
     CHECK(d.at("drop_too_big") == 1);
     CHECK(drops(d) == 1);
     CHECK(d.count("gtpu_out") == 0);  // dropped, not sent
+    CHECK(fx.c->state(0).sessions().counters(idx).packets == 0);  // nor billed to the session
     before = totals(*fx.c);
     CHECK(run(*fx.c, 0, kExt, downstream_frame(0, kUe1, 1436)).size() == 1);  // exactly 1500
     CHECK(delta(before, totals(*fx.c)).at("gtpu_out") == 1);
+    CHECK(fx.c->state(0).sessions().counters(idx).packets == 1);
+    CHECK(fx.c->state(0).sessions().counters(idx).bytes == 1464);  // the inner IPv4 packet
   }
   {
     // No mbuf for the second fragment: the packet is a no_mbuf drop, not
@@ -458,6 +464,7 @@ TEST_CASE("pipeline: MTU policy fragments the outer packet or drops it") {
     CHECK(drops(d) == 1);
     CHECK(d.count("gtpu_out") == 0);
     CHECK(d.count("fragments_out") == 0);
+    CHECK(c.state(0).sessions().counters(c.state(0).fib_lookup(key_of(kUe1))).packets == 0);
     for (rte_mbuf* x : held) rte_pktmbuf_free(x);
     r.value().reset();
     rte_mempool_free(tiny);
