@@ -113,8 +113,19 @@ Result<std::unique_ptr<DataPlane>> DataPlane::init(const control::Config& cfg) {
 Status DataPlane::configure_ports() {
   const control::DataPlaneSpec& dp = cfg_.node.dp;
   const uint16_t W = uint16_t(lcores_.size());
+  // What each port must receive (DPDK MTU: bytes after the Ethernet
+  // header; the default of 1500 makes a NIC drop anything longer):
+  //   ext     Internet-side IPv4 packets, up to 1500;
+  //   enb     outer IPv4 packets from the eNodeBs, up to node.mtu;
+  //   fabric  a downstream packet (up to 1500) or a steered uplink packet
+  //           (up to node.mtu) behind the 16-byte fabric shim.
+  const uint32_t big = std::max<uint32_t>(RTE_ETHER_MTU, dp.mtu);
+  const uint32_t want[kRoles] = {RTE_ETHER_MTU, big + kShimLen, big};
+  // One mbuf holds the longest frame (+ a VLAN tag and the CRC): no scatter.
+  uint32_t room = RTE_MBUF_DEFAULT_DATAROOM;
+  for (uint32_t m : want) room = std::max<uint32_t>(room, (m + RTE_ETHER_HDR_LEN + 4 + RTE_ETHER_CRC_LEN + 63) / 64 * 64);
   pool_ = rte_pktmbuf_pool_create(("sb_mbufs_" + std::to_string(cfg_.node.id)).c_str(), dp.mbufs - 1, 256, 0,
-                                  RTE_MBUF_DEFAULT_BUF_SIZE, int(rte_socket_id()));
+                                  uint16_t(RTE_PKTMBUF_HEADROOM + room), int(rte_socket_id()));
   if (pool_ == nullptr)
     return Status::Capacity("cannot create the mbuf pool of " + std::to_string(dp.mbufs) +
                             " buffers (node.mbufs, node.memory_mb): " + rte_strerror(rte_errno));
@@ -137,6 +148,26 @@ Status DataPlane::configure_ports() {
                                      std::to_string(info.max_tx_queues) +
                                      " (net_af_packet: add qpairs=N to the device string)");
     rte_eth_conf conf{};
+    // The MTU the role needs, where the device says it can. Some virtual
+    // devices report a 1518-byte frame limit they do not enforce (the
+    // kernel's interface MTU is what counts for net_af_packet): keep their
+    // default and tell the operator which frames a device that does
+    // enforce it would drop.
+    const uint32_t overhead = info.max_rx_pktlen > info.max_mtu && info.max_mtu != UINT16_MAX
+                                  ? info.max_rx_pktlen - info.max_mtu
+                                  : RTE_ETHER_HDR_LEN + RTE_ETHER_CRC_LEN;
+    if (want[r] <= info.max_mtu && uint64_t(want[r]) + overhead <= info.max_rx_pktlen) {
+      conf.rxmode.mtu = want[r];
+      mtu_[r] = uint16_t(want[r]);
+    } else {
+      mtu_[r] = RTE_ETHER_MTU;
+      if (want[r] > RTE_ETHER_MTU)
+        port_warnings_.push_back(f + ": the device takes frames up to " + std::to_string(info.max_rx_pktlen) +
+                                 " bytes; this port can receive IPv4 packets of " + std::to_string(want[r]) +
+                                 " bytes (node.mtu" + std::string(r == kFabric ? " + the 16-byte fabric shim" : "") +
+                                 "): if the device enforces its limit, longer frames are dropped before the pipeline"
+                                 " (port ierrors)");
+    }
     if (ps.queues > 1) {
       conf.rxmode.mq_mode = RTE_ETH_MQ_RX_RSS;
       conf.rx_adv_conf.rss_conf.rss_hf =

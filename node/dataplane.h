@@ -63,6 +63,10 @@ class DataPlane {
   PortStats port_stats(Role r) const;
   bool ports_started() const { return started_; }
   uint16_t port_id(Role r) const { return port_[r]; }
+  // The MTU each port was configured with (DPDK's: bytes after the
+  // Ethernet header), and what startup should tell the operator about it.
+  uint16_t port_mtu(Role r) const { return mtu_[r]; }
+  const std::vector<std::string>& port_warnings() const { return port_warnings_; }
   const Mac& mac(Role r) const { return spec_.port_mac[r]; }
   // The worker blocks' busy cycles / packets (per-lcore cycles per packet).
   std::vector<std::pair<unsigned, double>> cycles_per_packet() const;
@@ -85,6 +89,8 @@ class DataPlane {
   std::vector<LcoreCounters> counters_;     // per worker
   std::vector<std::unique_ptr<Worker>> w_;
   uint16_t port_[kRoles] = {};
+  uint16_t mtu_[kRoles] = {};
+  std::vector<std::string> port_warnings_;
   rte_mempool* pool_ = nullptr;
   const std::atomic<bool>* stop_ = nullptr;
   uint64_t tsc_hz_ = 0;

@@ -160,7 +160,11 @@ int main(int argc, char** argv) {
     }
     sb::node::register_telemetry(dp.get());
     log(id, "data plane: " + std::to_string(dp->workers()) + " worker lcore(s), architecture " +
-                std::string(sb::rib::architecture_name(opt.config.cluster.architecture)));
+                std::string(sb::rib::architecture_name(opt.config.cluster.architecture)) + ", MTU ext " +
+                std::to_string(dp->port_mtu(sb::node::kExt)) + " fabric " +
+                std::to_string(dp->port_mtu(sb::node::kFabric)) + " enb " +
+                std::to_string(dp->port_mtu(sb::node::kEnb)));
+    for (const std::string& w : dp->port_warnings()) log(id, "warning: " + w);
   }
   std::unique_ptr<sb::metrics::HttpServer> http;
   const std::string& listen = opt.config.node.dp.metrics;
@@ -172,6 +176,7 @@ int main(int argc, char** argv) {
     sb::Result<std::unique_ptr<sb::metrics::HttpServer>> s = sb::metrics::HttpServer::start(listen, h);
     if (!s.ok()) {
       std::fprintf(stderr, "sb-node: node.metrics: %s\n", s.status().message().c_str());
+      if (dp) sb::node::detach_telemetry();  // before the data plane it points to goes
       return 4;
     }
     http = std::move(s.value());

@@ -195,6 +195,9 @@ TEST_CASE("sb-node: runs the pipeline on net_null ports, serves /health, /metric
   CHECK(out.find("final counters: ") != std::string::npos);
   CHECK(out.find("drop_l2_not_mine=") != std::string::npos);
   CHECK(out.find("stopped") != std::string::npos);
+  // Port MTUs: the fabric takes node.mtu (1500) + the 16-byte shim.
+  CHECK(out.find("MTU ext 1500 fabric 1516 enb 1500") != std::string::npos);
+  CHECK(out.find("warning:") == std::string::npos);  // net_null takes any frame
 }
 
 TEST_CASE("sb-node --print-eal: PCI devices, with or without device arguments, are allowed with -a") {
