@@ -588,8 +588,13 @@ Status LudoTable::apply(std::span<const uint8_t> delta) {
       FlowKey key;
       std::memcpy(key.bytes, payload.data(), 16);
       const uint8_t v = payload[24];
+      const uint64_t h = get_u64(payload.data() + 16);
       if (v >> l_) return Status::Corrupt("ludo apply: fallback value wider than l");
-      fb_put(key, get_u64(payload.data() + 16), g, v);
+      // Canonical, and filed under the shard its hash selects (the hash is
+      // taken as sent: fallback keys are there because hashes collide).
+      if (!key.canonical() || shard_of(h) != g)
+        return Status::Corrupt("ludo apply: fallback key not canonical or not of this shard");
+      fb_put(key, h, g, v);
       return Status::Ok();
     }
     case LudoDelta::kFallbackErase: {
@@ -1052,7 +1057,8 @@ Status LudoTable::load_range(std::span<const uint8_t> bytes, bool whole) {
     std::memcpy(e.key.bytes, b + 4, 16);
     e.h = get_u64(b + 20);
     e.value = b[28];
-    if (e.group < v.first || e.group >= v.first + v.ns || (e.value >> l_))
+    if (e.group < v.first || e.group >= v.first + v.ns || (e.value >> l_) || !e.key.canonical() ||
+        shard_of(e.h) != e.group)
       return Status::Corrupt("ludo snapshot: bad fallback entry");
     fb.push_back(e);
   }

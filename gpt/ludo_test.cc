@@ -796,4 +796,33 @@ TEST_CASE("ludo: reloading partition snapshots keeps retired memory bounded", "[
   CHECK((s3 == s2));
 }
 
+TEST_CASE("ludo: a fallback entry from a peer must be canonical and filed under its hash's shard", "[ludo]") {
+  auto c = small_config(2, 2, 2);
+  auto t = LudoTable::create(c);
+  REQUIRE(t.ok());
+  LudoTable& T = **t;
+  auto keys = make_keys(64, 9);
+  const FlowKey K = keys[0];
+  const uint64_t hK = hash_key(K, c.hash_seed);
+  const uint32_t g = T.shard_of(hK);
+  // The right shard: accepted.
+  REQUIRE(T.apply(make_delta(T, LudoDelta::kFallbackPut, g, fb_payload(K, hK, 1))).ok());
+  CHECK(T.lookup(K, hK) == 1);
+  // A hash of another shard, sent to this one: rejected, nothing filed.
+  uint64_t other = 0;
+  for (const FlowKey& k : keys)
+    if (T.shard_of(hash_key(k, c.hash_seed)) != g) other = hash_key(k, c.hash_seed);
+  REQUIRE(other != 0);
+  const uint64_t before = T.fallback_keys();
+  CHECK(T.apply(make_delta(T, LudoDelta::kFallbackPut, g, fb_payload(keys[1], other, 2))).code() ==
+        StatusCode::kCorrupt);
+  // A non-canonical key (bytes 13..15 are zero in every flow key).
+  FlowKey bad = keys[2];
+  bad.bytes[14] = 1;
+  const uint64_t hb = hash_key(bad, c.hash_seed);
+  CHECK(T.apply(make_delta(T, LudoDelta::kFallbackPut, T.shard_of(hb), fb_payload(bad, hb, 2))).code() ==
+        StatusCode::kCorrupt);
+  CHECK(T.fallback_keys() == before);
+}
+
 }  // namespace sb::gpt

@@ -623,8 +623,11 @@ Status SetSep::apply_group(const DeltaHeader& h, std::span<const uint8_t> payloa
   if (W_ % 8) words[W_ / 64] &= low_mask(W_ % 64);
   const bool fb = record_is_fallback(words, 0);
   if (!fb && n != 0) return Status::Corrupt("setsep group delta: fallback keys for a solved group");
-  for (unsigned k = 0; k < n; ++k)
+  for (unsigned k = 0; k < n; ++k) {
     if (items[k * 25 + 24] >> l_) return Status::Corrupt("setsep group delta: fallback value out of range");
+    if (!fallback_entry_ok(items + k * 25, get_u64(items + k * 25 + 16), blk))
+      return Status::Corrupt("setsep group delta: fallback key not canonical or not of this block");
+  }
   const uint64_t gid = blk * kGroupsPerBlock + g;
   block_write_begin(blk, seed);
   if (fallback_.size() && group_is_fallback(blk, g)) fallback_.erase_groups(gid, gid + 1);
@@ -657,6 +660,8 @@ Status SetSep::apply_block(const DeltaHeader& h, std::span<const uint8_t> payloa
     if (g >= kGroupsPerBlock || !record_is_fallback(words.data(), uint64_t(g) * W_))
       return Status::Corrupt("setsep block delta: fallback key for a group that is not a fallback group");
     if (items[k * 26 + 25] >> l_) return Status::Corrupt("setsep block delta: fallback value out of range");
+    if (!fallback_entry_ok(items + k * 26 + 1, get_u64(items + k * 26 + 17), blk))
+      return Status::Corrupt("setsep block delta: fallback key not canonical or not of this block");
   }
   uint8_t choice[kBucketsPerBlock];
   for (unsigned c = 0; c < kBucketsPerBlock; ++c) choice[c] = (packed[c >> 2] >> ((c & 3) * 2)) & 3u;
@@ -857,6 +862,8 @@ Status SetSep::load_partition(std::span<const uint8_t> bytes, bool whole) {
     if (!record_is_fallback(rec, pos & 63))
       return Status::Corrupt("setsep snapshot: fallback entry for a group that is not a fallback group");
     if (e[28] >> l_) return Status::Corrupt("setsep snapshot: fallback value out of range");
+    if (!fallback_entry_ok(e + 4, get_u64(e + 20), gid / kGroupsPerBlock))
+      return Status::Corrupt("setsep snapshot: fallback key not canonical or not of its group's block");
   }
   // Replace the blocks: hold every block of the range in its write section
   // while the fallback entries change, so no reader mixes old and new.

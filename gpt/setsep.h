@@ -278,6 +278,16 @@ class SetSep final : public GptTable {
   }
   static unsigned bucket_of_word(uint64_t x) { return unsigned(x & 0xff); }
   uint64_t block_of(uint64_t h) const { return block_of_word(h, place_word(h)); }
+  // A fallback entry from a peer (delta or snapshot): its key canonical and
+  // its hash addressing block `blk`. The hash itself is taken as sent (a
+  // key's fallback entry exists because its hash collides; tests inject
+  // such hashes): an entry with a wrong hash inside its own block is
+  // unreachable, never misfiled under another block's groups.
+  bool fallback_entry_ok(const uint8_t* key16, uint64_t h, uint64_t blk) const {
+    FlowKey k;
+    std::memcpy(k.bytes, key16, 16);
+    return k.canonical() && block_of(h) == blk;
+  }
   static unsigned bucket_of(uint64_t h) { return bucket_of_word(place_word(h)); }
   // G1 (high half) and G2 (low half) of one remix under the block seed's
   // salt g_salt(s_b): the one place that splits it (hash plan above).

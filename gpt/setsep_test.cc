@@ -529,3 +529,56 @@ TEST_CASE("gpt interface: make_gpt_builder / make_gpt_table by configuration", "
   REQUIRE_FALSE(make_gpt_builder(gc).ok());
   REQUIRE_FALSE(make_gpt_table(gc).ok());
 }
+
+TEST_CASE("setsep: a fallback entry from a peer must be canonical and of the delta's block", "[gpt][setsep]") {
+  const uint64_t seed = test_seed(21);
+  const size_t n = 20000;
+  auto keys = make_keys(n + 2000, seed);
+  SetSepConfig c = small_cfg(2, n + 2000, 2);
+  c.index_bits = 3;  // most groups cannot be separated: inserts send fallback items
+  c.max_block_seeds = 2;
+  auto b = make_builder(c);
+  auto vals = random_values(n + 2000, 2, seed);
+  REQUIRE(b->build(keys.data(), vals.data(), n, 1).ok());
+  std::vector<uint8_t> snap;
+  b->table().serialize(&snap);
+  auto rr = SetSep::deserialize(snap);
+  REQUIRE(rr.ok());
+  SetSep& replica = *rr.value();
+  DeltaList dl;
+  for (size_t i = n; i < n + 2000; ++i) REQUIRE(b->insert(keys[i], vals[i], &dl).ok());
+  // A block delta with fallback items (at index_bits 3 every insert
+  // rebalances its block), tampered the way a buggy peer might and
+  // resealed (the checksum is not what catches it).
+  const unsigned W = b->setsep().record_bits();
+  const size_t items = 1 + 64 + size_t(W) * 8 + 2;  // u8 seed, choices, records, u16 n
+  size_t tampered = 0;
+  for (size_t i = 0; i < dl.size() && tampered < 2; ++i) {
+    DeltaHeader hd;
+    std::span<const uint8_t> payload;
+    REQUIRE(parse_delta(dl[i], &hd, &payload).ok());
+    if (hd.kind != 2 || payload.size() < items + 26) continue;  // a block delta with items
+    std::vector<uint8_t> p(payload.begin(), payload.end());
+    if (tampered == 0) {
+      // Item 0's hash replaced by one of another block.
+      const uint64_t blk = uint64_t(hd.partition) * (b->setsep().num_blocks() >> c.log2_partitions) + hd.sub_id;
+      uint64_t other = 0;
+      for (size_t k = 0; k < n && other == 0; ++k) {
+        const uint64_t hk = hash_key(keys[k], c.hash_seed);
+        if (b->setsep().block_of(hk) != blk) other = hk;
+      }
+      put_u64(p.data() + items + 17, other);
+    } else {
+      p[items + 1 + 14] = 1;  // item 0's key made non-canonical
+    }
+    DeltaList one;
+    one.add(hd, p);
+    CHECK(replica.apply(one[0]).code() == StatusCode::kCorrupt);
+    ++tampered;
+  }
+  REQUIRE(tampered == 2);
+  // The untampered stream still applies, and the replica agrees.
+  for (size_t i = 0; i < dl.size(); ++i) REQUIRE(replica.apply(dl[i]).ok());
+  std::vector<FlowKey> k1(keys.begin(), keys.end());
+  check_all(replica, k1, vals, c.hash_seed);
+}
