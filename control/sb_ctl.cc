@@ -378,7 +378,13 @@ class Loader {
     rib::SessionRow row;
     bool reading = true;
     while (ok_ && reading) {
-      while (ok_ && backlog_ >= uint64_t(p_.window) * p_.batch) service();
+      // Back-pressure: rows waiting to retry count against the window; they
+      // leave the backlog only through pump_retries() (sent again when due,
+      // or failed after --retries), so it runs inside the wait too.
+      while (ok_ && backlog_ >= uint64_t(p_.window) * p_.batch) {
+        service();
+        pump_retries(false);
+      }
       pump_retries(false);
       const auto n = rd.next(&row);
       switch (n) {

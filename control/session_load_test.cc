@@ -119,8 +119,10 @@ TEST_CASE("sb-ctl session load: an owner down during the load, its rows succeed 
   // Node 2 owns a third of the partitions and handles a third of the rows.
   REQUIRE(h.kill9(2).ok());
   auto load = std::async(std::launch::async, [&] {
+    // A small window (2 x 64 rows) so the rows waiting for node 2 fill it
+    // and the load must go on through the retries alone.
     return test::sh(cli + "--via 0 --timeout 1000 session load " + file +
-                    " --retries 14 --backoff 100 --backoff-max 1500 --quiet");
+                    " --retries 14 --backoff 100 --backoff-max 1500 --window 2 --batch 64 --quiet");
   });
   std::this_thread::sleep_for(std::chrono::seconds(4));
   REQUIRE(h.restart(2).ok());
