@@ -255,12 +255,20 @@ NodeState::DeltaResult NodeState::on_delta(const StreamDeltaView& d) {
 void NodeState::on_head(uint32_t partition, StreamPos head) {
   if (partition >= parts_.size()) return;
   Part& p = parts_[partition];
+  const StreamPos prev = p.last_head;
+  p.last_head = head;
+  if (head < prev) {  // the owner's stream went back (see the header)
+    ++c_.stream_regressed;
+    // Deltas buffered from the old stream mean nothing in the new one, and
+    // a snapshot being received may be the old instance's: start over.
+    p.buf.clear();
+    if (p.state == kRequested) restart_snapshot(p);
+    need_snapshot(p, nullptr);
+    return;
+  }
   if (p.state != kSynced) return;
   if (p.applied < head) {
     ++c_.gap;
-    need_snapshot(p, nullptr);
-  } else if (head < p.applied) {  // the owner's stream went back (see the header)
-    ++c_.stream_regressed;
     need_snapshot(p, nullptr);
   }
 }
@@ -436,7 +444,7 @@ std::vector<std::pair<uint32_t, StreamPos>> NodeState::applied_refresh(uint64_t 
   std::vector<std::pair<uint32_t, StreamPos>> out;
   for (uint32_t i = 0; i < parts_.size(); ++i) {
     const Part& p = parts_[i];
-    if (p.reported_us != 0 && p.applied.seq != 0 && now_us - p.reported_us <= window_us)
+    if (p.state == kSynced && p.reported_us != 0 && p.applied.seq != 0 && now_us - p.reported_us <= window_us)
       out.emplace_back(i, p.applied);
   }
   return out;

@@ -10,13 +10,16 @@
 //               later seq or a newer epoch is a gap (`gap`): the partition
 //               needs a snapshot. A heartbeat head ahead of `applied` in the
 //               same epoch (or a newer epoch) means the tail was lost: gap.
-//               A head BEHIND `applied` means the owner went back (its data
-//               dir restored from a backup or moved away: it restarted with
-//               a lower epoch, or the same epoch and a lower seq); heads
-//               ride in the same ordered batches as the deltas, so it is
-//               never a late message: counted `stream_regressed`, and the
-//               partition needs a snapshot (without this, every delta of
-//               the owner's new stream would be "stale" here forever).
+//               A head BEHIND the previous head of the partition means the
+//               owner went back (its data dir restored from a backup or
+//               moved away: it restarted with a lower epoch, or the same
+//               epoch and a lower seq): heads ride in the owner's ordered
+//               PUB batches, so a later one is never older unless the
+//               stream itself went back. (Compared with `applied` it could
+//               be: a snapshot arrives on another channel and may be newer
+//               than a head still queued.) Counted `stream_regressed`, and
+//               the partition needs a snapshot (without this, every delta
+//               of the owner's new stream would be "stale" here forever).
 //   resyncing   deltas are buffered (bounded); the agent fetches a snapshot
 //               of the partition (its position S); on_snapshot() loads it,
 //               discards buffered deltas <= S and applies the rest in order
@@ -182,6 +185,7 @@ class NodeState {
     std::deque<StreamDelta> buf;
     bool changed = false;
     uint64_t reported_us = 0;  // last take_applied_changes() that listed it
+    StreamPos last_head;       // the owner's last heartbeat head ({0, 0}: none yet)
     bool progress = false;    // a chunk was accepted since the last retry_requested()
     uint64_t request_id = 0;  // outstanding snapshot request (kRequested)
   };

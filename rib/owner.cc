@@ -369,6 +369,10 @@ bool Owner::converged(uint32_t partition, StreamPos pos) const {
 void Owner::on_applied(uint32_t node, uint32_t partition, StreamPos pos, uint64_t now_us) {
   if (node >= kMaxNodes || partition >= spec_.partitions || !owns(partition)) return;
   if (pos.epoch != epoch_) return;  // a report about an old stream of ours
+  // Nobody can have applied more than we published: a position beyond our
+  // head is about an old stream with the same epoch (this owner restarted
+  // from a restored or empty data dir), and would "converge" moves early.
+  if (pos.seq > seq_[partition]) return;
   StreamPos& a = applied_[partition][node];
   if (a < pos) a = pos;
   check_converged(partition, now_us);
@@ -436,13 +440,26 @@ Result<SnapshotOut> Owner::snapshot(uint32_t partition, uint32_t for_node) const
       if (g.part != partition || g.erase) continue;
       if (g.install_mask >> for_node & 1u)
         out.fib.push_back(FibEntry{g.now.key, g.now.node, g.now.teid_dl, g.now.enb_ip, g.now.bearer});
-      else if (g.had_old && (placement(g.old, g.h) >> for_node & 1u))
+      else if (g.in.kind == OpKind::kMove && g.had_old && (placement(g.old, g.h) >> for_node & 1u))
         // A move in flight away from this node: the GPT (this snapshot's
         // and the stream's until the move commits) still sends the key
         // here, and if the move fails nothing reinstalls it here. The old
         // entry is removed only after convergence, which waits for this
-        // node to apply the move's delta, so after this snapshot.
+        // node to apply the move's delta, so after this snapshot. (Not for
+        // a modify: the old tunnel would stay here after it commits.)
         out.fib.push_back(FibEntry{g.old.key, g.old.node, g.old.teid_dl, g.old.enb_ip, g.old.bearer});
+    }
+  // Moves away from this node that committed but have not converged: a
+  // node that has not applied the move's delta yet still steers the key
+  // here, and this node keeps the old entry until convergence (its removal
+  // follows this snapshot on the same channel).
+  if (const auto it = waiters_.find(partition); it != waiters_.end())
+    for (const Waiter& w : it->second) {
+      if (!(w.remove_mask >> for_node & 1u) || in_flight(w.key)) continue;
+      const uint64_t h = hash_key(w.key, spec_.hash_seed);
+      if (const SessionRec* r = recs_[partition].find(w.key); r != nullptr && (placement(*r, h) >> for_node & 1u))
+        continue;  // the current record is here anyway (e.g. moved back)
+      out.fib.push_back(FibEntry{w.old.key, w.old.node, w.old.teid_dl, w.old.enb_ip, w.old.bearer});
     }
   return out;
 }
@@ -835,7 +852,7 @@ void Owner::finish_group(uint64_t now_us) {
       uint32_t rm = 0;
       if (g.in.kind == OpKind::kMove) rm = placement(g.old, g.h) & ~g.install_mask;
       if (gpt_) {
-        waiters_[p].push_back(Waiter{StreamPos{epoch_, seq_[p]}, g.in.t0_us, g.now.key, rm});
+        waiters_[p].push_back(Waiter{StreamPos{epoch_, seq_[p]}, g.in.t0_us, g.now.key, rm, g.old});
       } else if (rm) {
         // No GPT: the lookup nodes were updated by the installs just acked.
         for (uint32_t mm = rm; mm; mm &= mm - 1) cleanup[uint32_t(std::countr_zero(mm))].remove.push_back(g.now.key);

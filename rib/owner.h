@@ -222,6 +222,7 @@ class Owner {
     uint64_t t0_us;
     FlowKey key;
     uint32_t remove_mask;  // nodes to remove the entry from once converged
+    SessionRec old;        // a move's old record (what those nodes hold until then)
   };
   struct Done {
     StatusCode code = StatusCode::kOk;

@@ -712,6 +712,8 @@ TEST_CASE("rib sim: an owner restarted from an empty data dir (its stream went b
   fs::remove_all(sim.dir + "/n2");
   sim.restart(2);
   CHECK(sim.owners[2]->head(p2) < sim.nodes[0]->applied(p2));
+  REQUIRE(sim.owners[2]->epoch() == sim.nodes[0]->applied(p2).epoch);  // same epoch (1) again
+  const StreamPos old_pos = sim.nodes[0]->applied(p2);
   sim.run_until_idle();
   CHECK(sim.nodes[0]->counters().stream_regressed > 0);
   // Node 2's sessions are gone with its RIB: adopt the owners' truth, then
@@ -724,6 +726,77 @@ TEST_CASE("rib sim: an owner restarted from an empty data dir (its stream went b
   check_converged_state(sim, c);
   CHECK(sim.nodes[0]->applied(p2).seq > 0);
   CHECK(sim.nodes[0]->applied(p2) == sim.owners[2]->head(p2));
+  // A node's re-send of its OLD-stream position (same epoch, a seq the new
+  // stream has not reached) arrives late: it must not count as applied, or
+  // the next move would "converge" (its old entry removed) at once.
+  REQUIRE(sim.owners[2]->head(p2) < old_pos);
+  for (uint32_t n : {0u, 1u}) sim.owners[2]->on_applied(n, p2, old_pos, sim.now);
+  FlowKey k{};
+  bool found = false;
+  for (const auto& [key, rec] : c.model)
+    if (!found && partition_of(hash_key(key, sim.spec.hash_seed), sim.spec.log2_partitions()) == p2) {
+      k = key;
+      found = true;
+    }
+  REQUIRE(found);
+  sim.lose_reports = true;  // the move's real reports are lost: only old_pos could converge it
+  ClientOp mv;
+  mv.kind = OpKind::kMove;
+  mv.request_id = c.next_id++;
+  mv.s.key = k;
+  mv.s.node = (c.model[k].node + 1) % 3;
+  c.submit(mv);
+  for (int s = 0; s < 100000 && sim.step(); ++s) c.drain(nullptr);
+  CHECK(c.model[k].node == mv.s.node);  // the move committed
+  CHECK_FALSE(sim.owners[2]->idle());  // and waits for the nodes, not for old_pos
+  sim.lose_reports = false;
+  sim.refresh_reports();
+  sim.run_until_idle([&] { c.drain(nullptr); });
+  CHECK(sim.owners[2]->idle());
+  check_converged_state(sim, c);
+}
+
+TEST_CASE("rib sim: a head older than a snapshot just loaded is late, not a stream that went back") {
+  Sim sim(2, Architecture::kScaleBricks, 55);
+  Client c(sim, 56, 400);
+  sim.run_until_idle();
+  run_workload(sim, c, 5, 30, false);  // ends with a heartbeat: node 1's last head = the owner's head
+  uint32_t p = 0;
+  while (sim.spec.owner[p] != 0) ++p;
+  const StreamPos a = sim.nodes[1]->applied(p);
+  REQUIRE(sim.nodes[1]->synced(p));
+  // Node 1 misses the next deltas of node 0's partitions (no heartbeat runs).
+  sim.nodes[1]->drop_next_deltas(1000000);
+  size_t sent = 0;
+  for (size_t i = 0; i < c.pool.size() && sent < 40; ++i) {
+    const FlowKey k = c.pool[i];
+    if (c.model.count(k) || partition_of(hash_key(k, sim.spec.hash_seed), sim.spec.log2_partitions()) != p) continue;
+    ClientOp op;
+    op.kind = OpKind::kAdd;
+    op.request_id = c.next_id++;
+    op.s.key = k;
+    op.s.node = 0;
+    c.submit(op);
+    ++sent;
+  }
+  REQUIRE(sent > 2);
+  for (int s = 0; s < 100000 && sim.step(); ++s) {}
+  sim.nodes[1]->drop_next_deltas(0);
+  const StreamPos head = sim.owners[0]->head(p);
+  REQUIRE(a < head);
+  // A queued head from the middle of that run: a gap, a snapshot at the head.
+  const StreamPos h1{a.epoch, a.seq + 1};
+  sim.nodes[1]->on_head(p, h1);
+  for (int s = 0; s < 100000 && sim.step(); ++s) {}
+  REQUIRE(sim.nodes[1]->synced(p));
+  REQUIRE(sim.nodes[1]->applied(p) == head);
+  // Another head still queued from before the snapshot: older than what is
+  // applied, newer than the last head: late, nothing to do.
+  const uint64_t regressed = sim.nodes[1]->counters().stream_regressed;
+  sim.nodes[1]->on_head(p, StreamPos{a.epoch, a.seq + 2});
+  CHECK(sim.nodes[1]->counters().stream_regressed == regressed);
+  CHECK(sim.nodes[1]->synced(p));
+  CHECK(sim.nodes[1]->take_resync().empty());
 }
 
 TEST_CASE("rib sim: dropped deltas are detected and resynced and replays are stale") {
@@ -1099,6 +1172,86 @@ TEST_CASE("rib sim: request ids stay deduplicated across a RIB snapshot and a re
   }
   CHECK(sim.owners[0]->stats().ops_deduped == deduped0 + 5);
   CHECK(sim.owners[0]->sessions() == sessions0);
+}
+
+TEST_CASE("rib owner: a snapshot keeps a committed move's old entry at the old handler until it converges") {
+  Sim sim(2, Architecture::kScaleBricks, 57);
+  Client c(sim, 58, 200);
+  sim.run_until_idle();
+  size_t i = 0;
+  while (c.owner_of(c.pool[i]) != 0) ++i;
+  const FlowKey k = c.pool[i];
+  const uint32_t p = partition_of(hash_key(k, sim.spec.hash_seed), sim.spec.log2_partitions());
+  ClientOp add;
+  add.kind = OpKind::kAdd;
+  add.request_id = c.next_id++;
+  add.s.key = k;
+  add.s.node = 0;
+  add.s.teid_dl = 0x77;
+  c.submit(add);
+  sim.run_until_idle();
+  c.drain(nullptr);
+  // Move it to node 1; node 1's applied reports are lost, so the move
+  // commits and then waits for convergence.
+  sim.lose_reports = true;
+  ClientOp mv;
+  mv.kind = OpKind::kMove;
+  mv.request_id = c.next_id++;
+  mv.s.key = k;
+  mv.s.node = 1;
+  c.submit(mv);
+  for (int s = 0; s < 100000 && sim.step(); ++s) c.drain(nullptr);
+  REQUIRE(sim.owners[0]->find(k)->node == 1);  // committed
+  REQUIRE_FALSE(sim.owners[0]->idle());        // not converged
+  auto at0 = [&] {
+    auto snap = sim.owners[0]->snapshot(p, 0);
+    REQUIRE(snap.ok());
+    for (const FibEntry& e : snap.value().fib)
+      if (e.key == k) return int(e.handling_node);
+    return -1;
+  };
+  CHECK(at0() == 0);  // node 0 restarting now still gets the entry node 1's old GPT steers to it
+  sim.lose_reports = false;
+  sim.refresh_reports();
+  sim.run_until_idle();
+  CHECK(sim.owners[0]->idle());
+  CHECK(at0() == -1);  // converged: the old entry is gone and not in a snapshot
+}
+
+TEST_CASE("rib owner: a snapshot during a modify in flight never hands out the old tunnel") {
+  // Full duplication: every live node holds every session. Node 2 is down
+  // when the modify starts (no install there), comes back and asks for a
+  // snapshot while the modify is in flight.
+  Sim sim(3, Architecture::kFullDuplication, 59);
+  Client c(sim, 60, 200);
+  sim.run_until_idle();
+  size_t i = 0;
+  while (c.owner_of(c.pool[i]) != 0) ++i;
+  const FlowKey k = c.pool[i];
+  const uint32_t p = partition_of(hash_key(k, sim.spec.hash_seed), sim.spec.log2_partitions());
+  ClientOp add;
+  add.kind = OpKind::kAdd;
+  add.request_id = c.next_id++;
+  add.s.key = k;
+  add.s.node = 1;
+  add.s.teid_dl = 0x100;
+  c.submit(add);
+  sim.run_until_idle();
+  c.drain(nullptr);
+  sim.owners[0]->set_live(2, false, sim.now);
+  ClientOp mod;
+  mod.kind = OpKind::kModify;
+  mod.request_id = c.next_id++;
+  mod.s.key = k;
+  mod.s.teid_dl = 0x200;
+  c.submit(mod);
+  REQUIRE(sim.owners[0]->pump(sim.now).ok());  // the group is in flight, waiting for FIB acks
+  sim.owners[0]->set_live(2, true, sim.now);
+  auto snap = sim.owners[0]->snapshot(p, 2);
+  REQUIRE(snap.ok());
+  for (const FibEntry& e : snap.value().fib)
+    if (e.key == k) CHECK(e.teid_dl != 0x100);
+  sim.run_until_idle();
 }
 
 TEST_CASE("rib owner: a cluster.capacity this machine cannot hold is a clear error") {
