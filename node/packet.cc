@@ -219,12 +219,8 @@ uint32_t write_echo_response(const uint8_t* f, const Upstream& req, const Mac& o
                              uint8_t* o) {
   std::memcpy(o, f + 6, 6);  // back to the sender's MAC
   std::memcpy(o + 6, our_mac.b, 6);
-  // The request's 802.1Q tag, if it had one (outer IPv4 at 18): the reply
-  // goes back on the same VLAN.
-  const uint32_t l2 = req.outer_ip_off == 18 ? 18 : 14;
-  if (l2 == 18) std::memcpy(o + 12, f + 12, 4);
-  wr16(o + l2 - 2, kEthIpv4);
-  uint8_t* ip = o + l2;
+  wr16(o + 12, kEthIpv4);
+  uint8_t* ip = o + 14;
   const uint16_t gtp_len = 4 + 2;  // optional 4 bytes + Recovery IE (type, value)
   const uint16_t udp_len = uint16_t(8 + 8 + gtp_len);
   ip[0] = 0x45;
@@ -253,7 +249,7 @@ uint32_t write_echo_response(const uint8_t* f, const Upstream& req, const Mac& o
   g[11] = 0;  // no extension
   g[12] = 14; // Recovery IE
   g[13] = 0;  // restart counter (GTP-U senders set 0)
-  return l2 + 20 + udp_len;
+  return 14 + 20 + udp_len;
 }
 
 }  // namespace sb::node

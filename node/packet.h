@@ -122,10 +122,9 @@ Drop parse_upstream(const uint8_t* frame, uint32_t len, const Mac& mine, uint32_
                     Upstream* out);
 
 // Builds an Echo Response to the request parsed in `req` (from `frame`)
-// into out (at least 18+20+8+12+2 = 60 bytes): to the sender's MAC, address
-// and port, on the request's VLAN if it was tagged, same sequence number
-// (S flag), TEID 0, Recovery IE (type 14, restart counter 0). Returns the
-// frame length.
+// into out (at least 14+20+8+12+2 = 56 bytes): to the sender's MAC, address
+// and port, same sequence number (S flag), TEID 0, Recovery IE (type 14,
+// restart counter 0). Returns the frame length.
 uint32_t write_echo_response(const uint8_t* frame, const Upstream& req, const Mac& our_mac,
                              uint32_t s1u_ip, uint8_t* out);
 

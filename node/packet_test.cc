@@ -251,18 +251,6 @@ TEST_CASE("echo request gets an echo response with the Recovery IE", "[packet]")
   wr16(&expect[14 + 10], 0);
   wr16(&expect[14 + 10], ipv4_checksum(&expect[14], 20));
   CHECK(got == expect);
-  // A request on a VLAN is answered on the same VLAN (tag copied, PCP too).
-  auto vreq = PacketBuilder().eth(kMine, kPeer, kEthVlan).vlan(0x6064).ipv4(kEnb, kS1u, 17).udp(40000, kGtpuPort)
-                  .gtpu(0x32, kGtpEchoRequest, 0, 0x4242).build();
-  REQUIRE(parse_upstream(vreq.data(), uint32_t(vreq.size()), kMine, kS1u, &u) == Drop::kNone);
-  REQUIRE(u.outer_ip_off == 18);
-  const uint32_t vn = write_echo_response(vreq.data(), u, kMine, kS1u, out);
-  auto vexpect = PacketBuilder().eth(kPeer, kMine, kEthVlan).vlan(0x6064).ipv4(kS1u, kEnb, 17, 64, 0, 0x4000)
-                     .udp(kGtpuPort, 40000).gtpu(0x32, kGtpEchoResponse, 0, 0x4242).raw({14, 0}).build();
-  wr16(&vexpect[18 + 4], 0);
-  wr16(&vexpect[18 + 10], 0);
-  wr16(&vexpect[18 + 10], ipv4_checksum(&vexpect[18], 20));
-  CHECK(std::vector<uint8_t>(out, out + vn) == vexpect);
 }
 
 TEST_CASE("parsers never read outside the frame (random and truncated inputs)", "[packet]") {
