@@ -12,6 +12,8 @@
 #include <cstring>
 #include <regex>
 
+#include "node/eal_runtime.h"
+
 namespace sb::node {
 
 namespace {
@@ -314,7 +316,9 @@ void DataPlane::shutdown() {
   w_.clear();
   if (pool_) rte_mempool_free(pool_);
   pool_ = nullptr;
+  const std::string rd = eal_runtime_dir();
   rte_eal_cleanup();
+  remove_eal_runtime_dir(rd);
   eal_ = false;
 }
 

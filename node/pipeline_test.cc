@@ -11,6 +11,7 @@
 #include <atomic>
 #include <chrono>
 #include <cstdio>
+#include <cstdlib>
 #include <cstring>
 #include <fstream>
 #include <map>
@@ -21,6 +22,7 @@
 
 #include "core/keygen.h"
 #include "core/test_util.h"
+#include "node/eal_runtime.h"
 #include "node/packet_builder.h"
 #include "node/ring_cluster.h"
 
@@ -37,6 +39,8 @@ rte_mempool* pool() {
     std::vector<char*> argv;
     for (auto& s : a) argv.push_back(s.data());
     if (rte_eal_init(int(argv.size()), argv.data()) < 0) FAIL("rte_eal_init failed");
+    static std::string runtime_dir = eal_runtime_dir();  // removed at exit (node/eal_runtime.h)
+    std::atexit([] { remove_eal_runtime_dir(runtime_dir); });
     rte_mempool* mp = rte_pktmbuf_pool_create("pipetest", 8191, 0, 0, RTE_MBUF_DEFAULT_BUF_SIZE, SOCKET_ID_ANY);
     REQUIRE(mp != nullptr);
     return mp;

@@ -7,11 +7,13 @@
 #include <unistd.h>
 
 #include <cstdio>
+#include <cstdlib>
 #include <fstream>
 #include <string>
 #include <vector>
 
 #include "core/large_array.h"
+#include "node/eal_runtime.h"
 
 namespace sb::bench {
 
@@ -73,6 +75,10 @@ Status dpdk_init(uint64_t mem_mb, bool simd128) {
     g_kind = ok ? "THP" : "4K";
     set_default_page_kind(ok ? PageKind::kTHP : PageKind::k4K);
   }
+  // sb-bench never tears EAL down (its pools live until exit); its
+  // runtime directory goes at exit (node/eal_runtime.h).
+  static std::string runtime_dir = node::eal_runtime_dir();
+  std::atexit([] { node::remove_eal_runtime_dir(runtime_dir); });
   g_ready = true;
   g_status = Status::Ok();
   return g_status;

@@ -12,6 +12,7 @@
 #include <fstream>
 #include <regex>
 
+#include "node/eal_runtime.h"
 #include "tools/gen/gen.h"
 
 namespace sb::gen {
@@ -88,7 +89,9 @@ void eal_done(const std::vector<PortInfo>& ports) {
     (void)rte_eth_dev_stop(p.id);
     (void)rte_eth_dev_close(p.id);
   }
+  const std::string rd = node::eal_runtime_dir();
   rte_eal_cleanup();
+  node::remove_eal_runtime_dir(rd);
 }
 
 uint64_t mono_ns() {
