@@ -125,6 +125,26 @@ TEST_CASE("testbed up/down: namespaces, ssh, Ansible, nothing left behind", "[te
   CHECK(has(d2.out, "nothing to remove"));
 }
 
+TEST_CASE("testbed up that fails half-way removes what it made (also from inside a function)", "[testbed]") {
+  const std::string up = src() + "/testbed/up", down = src() + "/testbed/down";
+  sh(down + " --index 14");  // a previous crashed run
+  REQUIRE(traces().empty());
+  // An sshd that starts and writes no PID file: up gives up on node 1's
+  // sshd (tb_die, an exit the old ERR trap never saw) after making the
+  // namespaces, bridges and veths.
+  char tmpl[] = "/tmp/sbtb-fake-XXXXXX";
+  REQUIRE(mkdtemp(tmpl) != nullptr);
+  const std::string bin = tmpl;
+  REQUIRE(sh("printf '#!/bin/sh\nexit 0\n' > " + bin + "/sshd && chmod +x " + bin + "/sshd").rc == 0);
+  const Run u = sh("PATH=" + bin + ":$PATH " + up + " --nodes 2 --index 14");
+  sh("rm -rf " + bin);
+  INFO(u.out);
+  CHECK(u.rc != 0);
+  CHECK(has(u.out, "did not start"));
+  CHECK(has(u.out, "removing what was made"));
+  CHECK(traces().empty());
+}
+
 TEST_CASE("testbed scripts reject bad arguments and non-root users", "[testbed]") {
   const std::string up = src() + "/testbed/up", down = src() + "/testbed/down";
   struct Case { std::string cmd; const char* msg; };
