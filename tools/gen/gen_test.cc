@@ -293,6 +293,15 @@ TEST_CASE("upstream TEID file", "[gen]") {
   std::istringstream bad("1,198.19.0.1,198.18.0.1,4000\n");
   Status st = parse_upstream_teids(bad, "u", &v);
   CHECK(test::has(st.message(), "u:1"));
+  // Leading zeros stay decimal (never octal), as in session files and sb-ctl.
+  std::istringstream zeros("0100,198.19.0.1,198.18.0.1,0080,80,udp\n");
+  REQUIRE(parse_upstream_teids(zeros, "u", &v).ok());
+  CHECK(v[0].teid_ul == 100u);
+  CHECK(parse_uint("010", 100).value() == 10u);
+  CHECK(parse_uint("0x10", 100).value() == 16u);
+  CHECK_FALSE(parse_uint("-1", 100).ok());
+  CHECK_FALSE(parse_uint("101", 100).ok());
+  CHECK_FALSE(parse_uint("99999999999999999999999", UINT64_MAX).ok());
 }
 
 TEST_CASE("sequence bitmap against a set model", "[gen]") {

@@ -15,13 +15,13 @@
 namespace sb::gen {
 
 Result<uint64_t> parse_uint(const std::string& s, uint64_t max) {
-  if (s.empty() || s[0] == '-' || s[0] == '+' || std::isspace(uint8_t(s[0])))
+  // The project's one number syntax (rib/session_file.h, as sb-ctl):
+  // decimal, leading zeros staying decimal, or 0x hex; never octal.
+  uint64_t v = 0;
+  bool overflow = false;
+  if (!rib::parse_number(s, &v, &overflow) || overflow || v > max)
     return Status::InvalidArgument("bad number '" + s + "'");
-  char* end = nullptr;
-  errno = 0;
-  const unsigned long long v = std::strtoull(s.c_str(), &end, 0);
-  if (*end != '\0' || errno != 0 || v > max) return Status::InvalidArgument("bad number '" + s + "'");
-  return uint64_t(v);
+  return v;
 }
 
 Status parse_json_object(const std::string& text, std::vector<std::pair<std::string, std::string>>* out) {

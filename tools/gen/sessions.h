@@ -57,7 +57,8 @@ Status load_upstream_teids(const std::string& path, std::vector<UpstreamFlow>* o
 // rib/session_file.h.
 Status parse_json_object(const std::string& text, std::vector<std::pair<std::string, std::string>>* out);
 
-// A number 0..max (decimal or 0x-hex).
+// A number 0..max: decimal (leading zeros stay decimal) or 0x hex, never
+// octal (rib::parse_number, the syntax of session files and sb-ctl).
 Result<uint64_t> parse_uint(const std::string& s, uint64_t max);
 
 }  // namespace sb::gen
