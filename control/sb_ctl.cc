@@ -70,7 +70,9 @@ const char* kUsageText =
     "      (default 100 ms) up to --backoff-max (default 5000 ms); request ids make resends\n"
     "      idempotent. The summary counts accepted, rejected, malformed, retried and failed\n"
     "      (still unavailable after the last retry) rows, with reasons\n"
-    "  session gen --count N --out FILE [--nodes N] [--choose] [--seed S] [--format csv|jsonl]\n"
+    "  session gen --count N --out FILE [--nodes N | --node-ids A,B,..] [--choose] [--seed S]\n"
+    "      [--format csv|jsonl]   synthetic sessions pinned uniformly to nodes 0..N-1 (default 4),\n"
+    "      or to the listed member ids (a testbed or Ansible cluster numbers them 1..N)\n"
     "  cluster status                            members, partitions, epochs/seqs, lag\n"
     "  cluster weights [--set N=W[,N=W...]]      show the weights `node: choose` uses for new\n"
     "      sessions (from node --via), or change them cluster-wide: the listed members get\n"
@@ -710,6 +712,20 @@ int cmd_session_gen(const Opts& o) {
   Result<uint64_t> nodes = num(o.get("--nodes", "4"), "--nodes", 32);
   Result<uint64_t> seed = num(o.get("--seed", "1"), "--seed", UINT64_MAX);
   if (!n.ok() || !nodes.ok() || !seed.ok() || nodes.value() == 0) return usage_error("session gen: bad number");
+  std::vector<uint8_t> ids;
+  if (o.has("--node-ids")) {
+    if (o.has("--nodes")) return usage_error("session gen: --nodes or --node-ids, not both");
+    std::stringstream ss(o.get("--node-ids"));
+    std::string t;
+    while (std::getline(ss, t, ',')) {
+      Result<uint64_t> id = num(t, "--node-ids", rib::kMaxNodes - 1);
+      if (!id.ok()) return usage_error("session gen: --node-ids: '" + t + "' is not a member id 0..31");
+      ids.push_back(uint8_t(id.value()));
+    }
+    if (ids.empty()) return usage_error("session gen: --node-ids: empty list");
+  } else {
+    for (uint64_t i = 0; i < nodes.value(); ++i) ids.push_back(uint8_t(i));
+  }
   const std::string fmt = o.get("--format", "csv");
   if (fmt != "csv" && fmt != "jsonl") return usage_error("--format: csv or jsonl");
   std::ofstream out(o.get("--out"));
@@ -727,7 +743,7 @@ int cmd_session_gen(const Opts& o) {
     r.dst_port = uint16_t(rng() % 65536);
     r.proto = rng() % 2 ? 6 : 17;
     r.choose = o.has("--choose");
-    if (!r.choose) r.node = uint8_t(rng() % nodes.value());
+    if (!r.choose) r.node = ids[rng() % ids.size()];
     r.teid_dl = uint32_t(rng());
     r.enb_ip = 0xc6130000u + uint32_t(rng() % 256);
     r.bearer = uint8_t(5 + rng() % 11);

@@ -101,6 +101,28 @@ TEST_CASE("sb-ctl session gen: its CSV and JSONL read back through the shared re
   std::filesystem::remove_all(dir);
 }
 
+TEST_CASE("sb-ctl session gen --node-ids: rows pinned to exactly the listed members") {
+  const std::string dir = temp_dir();
+  const std::string ctl = SB_CTL_BIN;
+  REQUIRE(test::sh(ctl + " session gen --count 2000 --node-ids 1,2,3,4 --out " + dir + "/s.csv").rc == 0);
+  std::vector<uint64_t> lines;
+  const auto rows = read_rows(dir + "/s.csv", &lines);
+  REQUIRE(rows.size() == 2000);
+  std::set<uint32_t> seen;
+  for (const auto& r : rows) {
+    CHECK_FALSE(r.choose);
+    seen.insert(r.node);
+  }
+  CHECK(seen == std::set<uint32_t>{1, 2, 3, 4});
+  for (const std::string bad : {"--node-ids 1,x", "--node-ids 32", "--node-ids ,", "--nodes 2 --node-ids 1,2"}) {
+    INFO(bad);
+    const test::Run r = test::sh(ctl + " session gen --count 10 " + bad + " --out " + dir + "/b.csv");
+    CHECK(r.rc == 2);
+    CHECK(test::has(r.out, "session gen: "));
+  }
+  std::filesystem::remove_all(dir);
+}
+
 TEST_CASE("sb-ctl session load: an owner down during the load, its rows succeed once it is back, none lost or duplicated") {
   const std::unique_ptr<Harness> hp = start_cluster(3, 64, 200000);
   Harness& h = *hp;
