@@ -103,3 +103,29 @@ TEST_CASE("sb-supervise: start, keep alive, status, stop by PID file", "[ansible
   CHECK(has(sh("cat " + log).out, "restarting"));
   sh("rm -rf " + d);
 }
+
+TEST_CASE("sb-supervise: stop kills a command that ignores SIGTERM with its supervisor", "[ansible]") {
+  const std::string sup = src() + "/ansible/roles/service/files/sb-supervise";
+  const std::string d = tmpdir();
+  const std::string pid = d + "/p.pid", log = d + "/p.log";
+  Run r = sh(sup + " start --pidfile " + pid + " --log " + log + " -- sh -c 'trap \"\" TERM; exec sleep 1001'");
+  INFO(r.out);
+  REQUIRE(r.rc == 0);
+  Run child;
+  for (int i = 0; i < 50; ++i) {
+    child = sh("pgrep -P $(cat " + pid + ") -f 'sleep 1001'");
+    if (child.rc == 0) break;
+    std::this_thread::sleep_for(std::chrono::milliseconds(100));
+  }
+  REQUIRE(child.rc == 0);
+  const int c = std::stoi(child.out);
+  const int sup_pid = std::stoi(sh("cat " + pid).out);
+  r = sh(sup + " stop --pidfile " + pid);  // SIGTERM ignored: SIGKILL after 10 s
+  CHECK(has(r.out, "stopped"));
+  for (int i = 0; i < 20 && (kill(c, 0) == 0 || kill(sup_pid, 0) == 0); ++i)
+    std::this_thread::sleep_for(std::chrono::milliseconds(100));
+  CHECK(kill(sup_pid, 0) != 0);
+  CHECK(kill(c, 0) != 0);  // not orphaned, still running
+  if (kill(c, 0) == 0) kill(c, SIGKILL);
+  sh("rm -rf " + d);
+}
