@@ -351,6 +351,25 @@ struct Client {
   uint32_t owner_of(const FlowKey& k) const {
     return sim.spec.owner[partition_of(hash_key(k, sim.spec.hash_seed), sim.spec.log2_partitions())];
   }
+  uint32_t partition(const FlowKey& k) const {
+    return partition_of(hash_key(k, sim.spec.hash_seed), sim.spec.log2_partitions());
+  }
+  // The first pool key whose partition `owner` owns.
+  FlowKey key_owned_by(uint32_t owner) const {
+    size_t i = 0;
+    while (owner_of(pool[i]) != owner) ++i;
+    return pool[i];
+  }
+  // An op with a fresh request id (node/teid_dl where the kind uses them).
+  ClientOp make_op(OpKind kind, const FlowKey& k, uint32_t node = 0, uint32_t teid_dl = 0) {
+    ClientOp op;
+    op.kind = kind;
+    op.request_id = next_id++;
+    op.s.key = k;
+    op.s.node = node;
+    op.s.teid_dl = teid_dl;
+    return op;
+  }
   void submit(ClientOp op) {
     op.token = op.request_id;
     op.t0_us = sim.now;
@@ -740,11 +759,7 @@ TEST_CASE("rib sim: an owner restarted from an empty data dir (its stream went b
     }
   REQUIRE(found);
   sim.lose_reports = true;  // the move's real reports are lost: only old_pos could converge it
-  ClientOp mv;
-  mv.kind = OpKind::kMove;
-  mv.request_id = c.next_id++;
-  mv.s.key = k;
-  mv.s.node = (c.model[k].node + 1) % 3;
+  const ClientOp mv = c.make_op(OpKind::kMove, k, (c.model[k].node + 1) % 3);
   c.submit(mv);
   for (int s = 0; s < 100000 && sim.step(); ++s) c.drain(nullptr);
   CHECK(c.model[k].node == mv.s.node);  // the move committed
@@ -770,13 +785,8 @@ TEST_CASE("rib sim: a head older than a snapshot just loaded is late, not a stre
   size_t sent = 0;
   for (size_t i = 0; i < c.pool.size() && sent < 40; ++i) {
     const FlowKey k = c.pool[i];
-    if (c.model.count(k) || partition_of(hash_key(k, sim.spec.hash_seed), sim.spec.log2_partitions()) != p) continue;
-    ClientOp op;
-    op.kind = OpKind::kAdd;
-    op.request_id = c.next_id++;
-    op.s.key = k;
-    op.s.node = 0;
-    c.submit(op);
+    if (c.model.count(k) || c.partition(k) != p) continue;
+    c.submit(c.make_op(OpKind::kAdd, k, 0));
     ++sent;
   }
   REQUIRE(sent > 2);
@@ -1013,16 +1023,8 @@ TEST_CASE("rib owner: a RIB snapshot that cannot be written stops the owner") {
   fs::remove_all(snap);
   { std::ofstream(snap) << "not a directory"; }
   Client c(sim, 48, 1000);
-  for (size_t i = 0; i < 400; ++i) {  // past snapshot_every (300)
-    ClientOp op;
-    op.kind = OpKind::kAdd;
-    op.request_id = c.next_id++;
-    op.s.key = c.pool[i];
-    op.s.node = 0;
-    op.s.teid_dl = uint32_t(i + 1);
-    op.s.enb_ip = 0xc6130001u;
-    c.submit(op);
-  }
+  for (size_t i = 0; i < 400; ++i)  // past snapshot_every (300)
+    c.submit(c.make_op(OpKind::kAdd, c.pool[i], 0, uint32_t(i + 1)));
   for (int guard = 0; guard < 200000 && sim.fatal.ok(); ++guard)
     if (!sim.step()) sim.now += 1000;
   INFO(sim.fatal.to_string());
@@ -1041,29 +1043,15 @@ TEST_CASE("rib owner: a snapshot taken during a move keeps the old handler's ent
   Client c(sim, 51, 200);
   sim.run_until_idle();
   // A session of a partition node 0 owns, handled by node 0.
-  size_t i = 0;
-  while (c.owner_of(c.pool[i]) != 0) ++i;
-  const FlowKey k = c.pool[i];
-  const uint32_t p = partition_of(hash_key(k, sim.spec.hash_seed), sim.spec.log2_partitions());
-  ClientOp add;
-  add.kind = OpKind::kAdd;
-  add.request_id = c.next_id++;
-  add.s.key = k;
-  add.s.node = 0;
-  add.s.teid_dl = 0x1234;
-  add.s.enb_ip = 0xc6130001u;
-  c.submit(add);
+  const FlowKey k = c.key_owned_by(0);
+  const uint32_t p = c.partition(k);
+  c.submit(c.make_op(OpKind::kAdd, k, 0, 0x1234));
   sim.run_until_idle();
   c.drain(nullptr);
   REQUIRE(c.model.count(k));
   // Move it to node 1, whose FIB never acks (node 1 is unreachable).
   sim.down[1] = true;
-  ClientOp mv;
-  mv.kind = OpKind::kMove;
-  mv.request_id = c.next_id++;
-  mv.s.key = k;
-  mv.s.node = 1;
-  c.submit(mv);
+  c.submit(c.make_op(OpKind::kMove, k, 1));
   for (int s = 0; s < 5; ++s) sim.step();  // the group is in flight, waiting for node 1
   auto has_at_0 = [&](const SnapshotOut& snap) {
     for (const FibEntry& e : snap.fib)
@@ -1098,12 +1086,7 @@ TEST_CASE("rib sim: lost applied reports are sent again, so a move still converg
   size_t moves = 0;
   for (const auto& [k, rec] : c.model) {
     if (moves == 20) break;
-    ClientOp op;
-    op.kind = OpKind::kMove;
-    op.request_id = c.next_id++;
-    op.s.key = k;
-    op.s.node = (rec.node + 1) % 3;
-    c.submit(op);
+    c.submit(c.make_op(OpKind::kMove, k, (rec.node + 1) % 3));
     busy.insert(k);
     ++moves;
   }
@@ -1178,28 +1161,15 @@ TEST_CASE("rib owner: a snapshot keeps a committed move's old entry at the old h
   Sim sim(2, Architecture::kScaleBricks, 57);
   Client c(sim, 58, 200);
   sim.run_until_idle();
-  size_t i = 0;
-  while (c.owner_of(c.pool[i]) != 0) ++i;
-  const FlowKey k = c.pool[i];
-  const uint32_t p = partition_of(hash_key(k, sim.spec.hash_seed), sim.spec.log2_partitions());
-  ClientOp add;
-  add.kind = OpKind::kAdd;
-  add.request_id = c.next_id++;
-  add.s.key = k;
-  add.s.node = 0;
-  add.s.teid_dl = 0x77;
-  c.submit(add);
+  const FlowKey k = c.key_owned_by(0);
+  const uint32_t p = c.partition(k);
+  c.submit(c.make_op(OpKind::kAdd, k, 0, 0x77));
   sim.run_until_idle();
   c.drain(nullptr);
   // Move it to node 1; node 1's applied reports are lost, so the move
   // commits and then waits for convergence.
   sim.lose_reports = true;
-  ClientOp mv;
-  mv.kind = OpKind::kMove;
-  mv.request_id = c.next_id++;
-  mv.s.key = k;
-  mv.s.node = 1;
-  c.submit(mv);
+  c.submit(c.make_op(OpKind::kMove, k, 1));
   for (int s = 0; s < 100000 && sim.step(); ++s) c.drain(nullptr);
   REQUIRE(sim.owners[0]->find(k)->node == 1);  // committed
   REQUIRE_FALSE(sim.owners[0]->idle());        // not converged
@@ -1225,26 +1195,13 @@ TEST_CASE("rib owner: a snapshot during a modify in flight never hands out the o
   Sim sim(3, Architecture::kFullDuplication, 59);
   Client c(sim, 60, 200);
   sim.run_until_idle();
-  size_t i = 0;
-  while (c.owner_of(c.pool[i]) != 0) ++i;
-  const FlowKey k = c.pool[i];
-  const uint32_t p = partition_of(hash_key(k, sim.spec.hash_seed), sim.spec.log2_partitions());
-  ClientOp add;
-  add.kind = OpKind::kAdd;
-  add.request_id = c.next_id++;
-  add.s.key = k;
-  add.s.node = 1;
-  add.s.teid_dl = 0x100;
-  c.submit(add);
+  const FlowKey k = c.key_owned_by(0);
+  const uint32_t p = c.partition(k);
+  c.submit(c.make_op(OpKind::kAdd, k, 1, 0x100));
   sim.run_until_idle();
   c.drain(nullptr);
   sim.owners[0]->set_live(2, false, sim.now);
-  ClientOp mod;
-  mod.kind = OpKind::kModify;
-  mod.request_id = c.next_id++;
-  mod.s.key = k;
-  mod.s.teid_dl = 0x200;
-  c.submit(mod);
+  c.submit(c.make_op(OpKind::kModify, k, 0, 0x200));
   REQUIRE(sim.owners[0]->pump(sim.now).ok());  // the group is in flight, waiting for FIB acks
   sim.owners[0]->set_live(2, true, sim.now);
   auto snap = sim.owners[0]->snapshot(p, 2);
