@@ -1024,7 +1024,7 @@ struct Agent::Impl : rib::OwnerIo {
   }
 
   void request_snapshots() {
-    for (uint32_t p : state->take_resync()) {
+    for (uint32_t p : state->take_resync(now_us())) {
       const uint32_t own = spec.owner[p];
       if (own == self) {
         Result<rib::SnapshotOut> s = owner->snapshot(p, self);
@@ -1261,7 +1261,7 @@ struct Agent::Impl : rib::OwnerIo {
         next_report_refresh_us = t + 1000000;
       }
       if (t >= next_snapshot_retry_us) {
-        state->retry_requested();
+        state->retry_requested(t, uint64_t(opt.snapshot_retry_ms) * 1000);
         next_snapshot_retry_us = t + uint64_t(opt.snapshot_retry_ms) * 1000;
       }
     }

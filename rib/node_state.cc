@@ -273,11 +273,12 @@ void NodeState::on_head(uint32_t partition, StreamPos head) {
   }
 }
 
-std::vector<uint32_t> NodeState::take_resync() {
+std::vector<uint32_t> NodeState::take_resync(uint64_t now_us) {
   std::vector<uint32_t> out;
   for (uint32_t i : needy_)
     if (parts_[i].state == kNeedSnapshot) {
       parts_[i].state = kRequested;
+      parts_[i].requested_us = now_us;
       parts_[i].request_id = ++next_request_id_;
       parts_[i].progress = false;
       assembly_.erase(i);
@@ -287,13 +288,14 @@ std::vector<uint32_t> NodeState::take_resync() {
   return out;
 }
 
-void NodeState::retry_requested() {
+void NodeState::retry_requested(uint64_t now_us, uint64_t min_age_us) {
   for (uint32_t i = 0; i < parts_.size(); ++i)
     if (parts_[i].state == kRequested) {
       if (parts_[i].progress) {  // chunks are coming: let it finish
         parts_[i].progress = false;
         continue;
       }
+      if (now_us < parts_[i].requested_us + min_age_us) continue;  // asked too recently
       parts_[i].state = kNeedSnapshot;
       needy_.push_back(i);
     }

@@ -36,8 +36,10 @@
 // kNeedSnapshot (a new request, a new id; counted `snapshot_restarts`);
 // chunks of an older request are ignored (`snapshot_chunk_stale`).
 // retry_requested() re-requests only partitions whose assembly made no
-// progress since the previous call, so a long snapshot is not restarted by
-// the retry timer.
+// progress since the previous call and whose request is at least min_age
+// old, so a long snapshot is not restarted by the retry timer, nor a
+// request sent just before a tick (the first requests of a start and the
+// first tick come in the same loop pass).
 // Every partition starts resyncing: a (re)starting node fetches every
 // partition (subscribe first, then snapshot: the agent subscribes before
 // calling take_resync()).
@@ -131,10 +133,10 @@ class NodeState {
   DeltaResult on_delta(const StreamDeltaView& d);
   void on_head(uint32_t partition, StreamPos head);
   // Partitions that need a snapshot and have none requested yet (marks them
-  // requested). retry_all_requested() makes requested ones eligible again
-  // (after a timeout).
-  std::vector<uint32_t> take_resync();
-  void retry_requested();
+  // requested at now_us). retry_requested() makes requested ones that made
+  // no progress and are min_age_us old eligible again (the retry timer).
+  std::vector<uint32_t> take_resync(uint64_t now_us = 0);
+  void retry_requested(uint64_t now_us = 0, uint64_t min_age_us = 0);
   // The id of the partition's outstanding snapshot request (0: none).
   uint64_t snapshot_request_id(uint32_t p) const { return p < parts_.size() ? parts_[p].request_id : 0; }
   // One chunk of a requested snapshot (see CHUNKED SNAPSHOTS).
@@ -187,6 +189,7 @@ class NodeState {
     uint64_t reported_us = 0;  // last take_applied_changes() that listed it
     StreamPos last_head;       // the owner's last heartbeat head ({0, 0}: none yet)
     bool progress = false;    // a chunk was accepted since the last retry_requested()
+    uint64_t requested_us = 0;  // when take_resync() sent the outstanding request
     uint64_t request_id = 0;  // outstanding snapshot request (kRequested)
   };
   // A snapshot being received (partition -> chunks so far).

@@ -1315,3 +1315,28 @@ TEST_CASE("node state: a bulk load that fails leaves the node empty, and a good 
   CHECK(n.sessions().size() == 100);
   CHECK(n.fib().size() == 100);
 }
+
+TEST_CASE("node state: the snapshot retry timer re-requests only requests older than its period") {
+  ClusterSpec spec;
+  spec.curve = false;
+  spec.partitions = 4;
+  spec.capacity = 1000;
+  spec.members.push_back({0, "inproc://c", "inproc://p", "", "", 1.0});
+  spec.members.push_back({1, "inproc://c", "inproc://p", "", "", 1.0});
+  spec.architecture = Architecture::kHashPartition;
+  spec.assign_round_robin();
+  REQUIRE(spec.validate().ok());
+  auto ns = NodeState::create(spec, 1, 1000, nullptr);
+  REQUIRE(ns.ok());
+  NodeState& n = *ns.value();
+  const auto first = n.take_resync(1000000);  // a start: every partition requested at t = 1 s
+  REQUIRE(first.size() == 4);
+  const uint64_t id0 = n.snapshot_request_id(first[0]);
+  n.retry_requested(1000100, 500000);  // the first tick, in the same loop pass
+  CHECK(n.take_resync(1000100).empty());  // not re-requested
+  CHECK(n.snapshot_request_id(first[0]) == id0);
+  n.retry_requested(1600000, 500000);  // 0.6 s later, no chunk came: re-requested
+  const auto again = n.take_resync(1600000);
+  CHECK(again.size() == 4);
+  CHECK(n.snapshot_request_id(first[0]) != id0);
+}
