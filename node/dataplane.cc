@@ -218,7 +218,13 @@ Status DataPlane::start(rib::NodeState* state, const std::atomic<uint32_t>* live
   }
   for (int r = 0; r < kRoles; ++r) {
     const int rc = rte_eth_dev_start(port_[r]);
-    if (rc != 0) return Status::Internal(std::string(kRoleField[r]) + ": start failed: " + rte_strerror(-rc));
+    if (rc != 0) {
+      // The ports started before this one are stopped here (shutdown()
+      // stops only a fully started data plane): a running port must not
+      // keep receiving into the pool shutdown() frees.
+      for (int s = 0; s < r; ++s) (void)rte_eth_dev_stop(port_[s]);
+      return Status::Internal(std::string(kRoleField[r]) + ": start failed: " + rte_strerror(-rc));
+    }
     // The pipeline filters by destination MAC itself (l2_not_mine), and
     // the fabric MAC comes from the cluster config, not the device.
     (void)rte_eth_promiscuous_enable(port_[r]);
