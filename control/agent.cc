@@ -153,6 +153,7 @@ struct Agent::Impl : rib::OwnerIo {
       }
       auto server = [&](zmq::socket_t& s) {
         s.set(zmq::sockopt::linger, 0);
+        keepalive(s);
         if (spec.curve) {
           s.set(zmq::sockopt::zap_domain, "sb");
           s.set(zmq::sockopt::curve_server, 1);
@@ -193,8 +194,22 @@ struct Agent::Impl : rib::OwnerIo {
   // error reply and counts it (`oversized_frames`); only a frame above
   // this cap is dropped by libzmq, with its connection (see the monitors).
   int64_t wire_cap() const { return int64_t(vctx.limits.max_frame_bytes) * 2; }
+  // ZMTP heartbeats on every connection: a peer that vanished without a
+  // reset (power off, a black-holing link) keeps its TCP connection
+  // "established" for many minutes, and libzmq would go on queueing up to
+  // the HWM for it (a million stream batches on the PUB). A connection
+  // with no traffic answered for twice dead_after_ms is closed instead;
+  // the protocol's resyncs and retries recover what it carried.
+  void keepalive(zmq::socket_t& s) const {
+    const int ivl = int(std::max<uint32_t>(100, opt.heartbeat_ms));
+    const int timeout = int(std::max<uint32_t>(1000, 2 * opt.dead_after_ms));
+    s.set(zmq::sockopt::heartbeat_ivl, ivl);
+    s.set(zmq::sockopt::heartbeat_timeout, timeout);
+    s.set(zmq::sockopt::heartbeat_ttl, timeout);
+  }
   void client_keys(zmq::socket_t& s, const rib::Member& peer) {
     s.set(zmq::sockopt::linger, 0);
+    keepalive(s);
     if (spec.curve) {
       s.set(zmq::sockopt::curve_serverkey, peer.curve_public);
       s.set(zmq::sockopt::curve_publickey, opt.keys.public_key);
