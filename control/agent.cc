@@ -1129,18 +1129,16 @@ struct Agent::Impl : rib::OwnerIo {
     out["session_record_bytes"] = state->sessions().record_bits() / 8;
     if (state->gpt()) out["gpt_bytes"] = state->gpt()->num_bits() / 8;
     if (opt.extra_counters) opt.extra_counters(out);
-    auto q = [](std::vector<uint32_t>& v, double f) -> uint64_t {
-      if (v.empty()) return 0;
-      const size_t i = std::min(v.size() - 1, size_t(f * double(v.size())));
-      std::nth_element(v.begin(), v.begin() + long(i), v.end());
-      return v[i];
-    };
-    out["update_samples"] = owner->update_latencies().size();
-    out["update_p50_us"] = q(owner->update_latencies(), 0.50);
-    out["update_p99_us"] = q(owner->update_latencies(), 0.99);
-    out["converge_samples"] = owner->converge_latencies().size();
-    out["converge_p50_us"] = q(owner->converge_latencies(), 0.50);
-    out["converge_p99_us"] = q(owner->converge_latencies(), 0.99);
+    // Histograms: a stats request costs a scan of 1920 counters, not a
+    // selection over millions of samples on the control thread.
+    const LatencyHistogram& u = owner->update_latency();
+    const LatencyHistogram& cv = owner->converge_latency();
+    out["update_samples"] = u.count();
+    out["update_p50_us"] = u.percentile(0.50);
+    out["update_p99_us"] = u.percentile(0.99);
+    out["converge_samples"] = cv.count();
+    out["converge_p50_us"] = cv.percentile(0.50);
+    out["converge_p99_us"] = cv.percentile(0.99);
     return out;
   }
 

@@ -385,7 +385,7 @@ void Owner::check_converged(uint32_t partition, uint64_t now_us) {
   std::unordered_map<uint32_t, FibBatch> removes;
   while (!d.empty() && converged(partition, d.front().pos)) {
     const Waiter& w = d.front();
-    if (lat_converge_.size() < (4u << 20)) lat_converge_.push_back(uint32_t(std::min<uint64_t>(now_us - w.t0_us, UINT32_MAX)));
+    lat_converge_.add(now_us - w.t0_us);
     if (w.remove_mask) {
       // Never remove an entry the current state (or the group in flight) still needs.
       uint32_t keep = 0;
@@ -889,7 +889,7 @@ void Owner::finish_group(uint64_t now_us) {
       }
     }
     const uint64_t lat = now_us - g.in.t0_us;
-    if (lat_update_.size() < (4u << 20)) lat_update_.push_back(uint32_t(std::min<uint64_t>(lat, UINT32_MAX)));
+    lat_update_.add(lat);
     replies.push_back(std::move(r));
   }
   // Replay is assignment, so the compensation records only have to reach

@@ -64,6 +64,7 @@
 
 #include "core/flow_key.h"
 #include "core/hash.h"
+#include "core/latency_histogram.h"
 #include "core/status.h"
 #include "gpt/gpt.h"
 #include "rib/choose.h"
@@ -188,9 +189,10 @@ class Owner {
   const ClusterSpec& spec() const { return spec_; }
   // Lowest applied position of a live node for a partition.
   StreamPos min_applied(uint32_t partition) const;
-  // Latency samples (us): request arrival -> client reply, and -> converged.
-  std::vector<uint32_t>& update_latencies() { return lat_update_; }
-  std::vector<uint32_t>& converge_latencies() { return lat_converge_; }
+  // Latencies (us): request arrival -> client reply, and -> converged;
+  // every op counts (core/latency_histogram.h).
+  const LatencyHistogram& update_latency() const { return lat_update_; }
+  const LatencyHistogram& converge_latency() const { return lat_converge_; }
   // Every record (tests, status).
   void for_each(const std::function<void(const SessionRec&)>& f) const;
   const SessionRec* find(const FlowKey& k) const;
@@ -288,7 +290,7 @@ class Owner {
   std::deque<uint64_t> done_order_;
   std::unordered_map<uint64_t, std::vector<ClientOp>> inflight_ids_;  // retries waiting
 
-  std::vector<uint32_t> lat_update_, lat_converge_;
+  LatencyHistogram lat_update_, lat_converge_;
   OwnerStats stats_;
 };
 
