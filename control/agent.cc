@@ -590,6 +590,19 @@ struct Agent::Impl : rib::OwnerIo {
     }
   }
 
+  // The member id a member-only message claims to come from (its sender,
+  // owner or requester); UINT32_MAX for other messages.
+  static uint32_t claimed_member(const pb::Envelope& env) {
+    switch (env.body_case()) {
+      case pb::Envelope::kFibUpdate: return env.fib_update().owner();
+      case pb::Envelope::kApplied: return env.applied().node();
+      case pb::Envelope::kSnapshotRequest: return env.snapshot_request().node();
+      case pb::Envelope::kSnapshotChunk: return env.snapshot_chunk().owner();
+      case pb::Envelope::kWeightsUpdate: return env.weights_update().from();
+      default: return UINT32_MAX;
+    }
+  }
+
   // user: the connection's ZAP User-Id ("member:N" / "client:NAME"; empty
   // without CURVE, where every peer is trusted).
   void on_router(const std::string& routing, const zmq::message_t& payload, const std::string& user) {
@@ -606,6 +619,17 @@ struct Agent::Impl : rib::OwnerIo {
       ++c["forbidden_messages"];
       error_reply(routing, env.corr(), pb::INVALID,
                   "only cluster members may send this message (this key is " + (user.empty() ? "unknown" : user) + ")");
+      return;
+    }
+    // A member speaks only for itself: the id the message claims must be
+    // the member whose key authenticated the connection (else one member's
+    // key could report another's applied position and converge moves early,
+    // or send FIB updates and snapshot chunks as another owner).
+    if (spec.curve && member_only(env.body_case()) && user != "member:" + std::to_string(claimed_member(env))) {
+      ++c["forbidden_messages"];
+      error_reply(routing, env.corr(), pb::INVALID,
+                  "a member speaks only for itself (this key is " + user + ", the message claims member " +
+                      std::to_string(claimed_member(env)) + ")");
       return;
     }
     switch (env.body_case()) {

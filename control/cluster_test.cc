@@ -382,6 +382,36 @@ TEST_CASE("cluster: malformed frames and unknown CURVE keys are rejected and cou
   }
   CHECK(counter(*c.value(), 0, "forbidden_messages") == 1);
   CHECK(counter(*c.value(), 0, "bad_message") >= 2);
+  // A member speaks only for itself: node 1's key reporting node 0's
+  // applied position (it would converge moves early) is refused.
+  {
+    Result<KeyPair> k1 = load_key_file(h.value()->dir() + "/node1.key");
+    REQUIRE(k1.ok());
+    zmq::context_t ctx;
+    zmq::socket_t s(ctx, zmq::socket_type::dealer);
+    s.set(zmq::sockopt::linger, 0);
+    s.set(zmq::sockopt::curve_serverkey, h.value()->spec().members[0].curve_public);
+    s.set(zmq::sockopt::curve_publickey, k1.value().public_key);
+    s.set(zmq::sockopt::curve_secretkey, k1.value().secret_key);
+    s.set(zmq::sockopt::rcvtimeo, 5000);
+    s.connect(h.value()->spec().members[0].control);
+    pb::Envelope ap;
+    ap.set_version(1);
+    ap.mutable_applied()->set_node(0);  // not node 1
+    auto* x = ap.mutable_applied()->add_applied();
+    x->set_partition(0);
+    x->set_epoch(1);
+    x->set_seq(1);
+    const std::string ab = ap.SerializeAsString();
+    s.send(zmq::buffer(ab));
+    zmq::message_t r;
+    REQUIRE(s.recv(r));
+    pb::Envelope e;
+    REQUIRE(e.ParseFromArray(r.data(), int(r.size())));
+    CHECK(e.has_error());
+    CHECK(e.error().text().find("speaks only for itself") != std::string::npos);
+  }
+  CHECK(counter(*c.value(), 0, "forbidden_messages") == 2);
   // A client with a key the cluster does not know gets nothing.
   {
     KeyPair evil = generate_keypair().value();
