@@ -92,6 +92,7 @@ struct Agent::Impl : rib::OwnerIo {
   // the node state, which only the control thread may touch.
   mutable std::mutex pub_mu;
   std::map<std::string, uint64_t> pub_counters;
+  std::unordered_map<std::string, uint64_t> zap_logged;  // source address -> last rejection logged (us)
   uint64_t next_publish_us = 0;
 
   Impl(const AgentOptions& o) : opt(o), spec(opt.config.cluster), self(opt.config.node.id) {}
@@ -1026,8 +1027,18 @@ struct Agent::Impl : rib::OwnerIo {
       who = bin_to_z85(key);
     }
     if (!ok) {
+      // Every rejection is counted; the log gets one line per source
+      // address a minute (anyone who can reach the port can try keys).
       ++c["curve_rejected"];
-      log("rejected a " + mech + " connection from " + parts[3].to_string() + " (key " + who + ")");
+      const std::string from = parts[3].to_string();
+      const uint64_t t = now_us();
+      if (zap_logged.size() > 4096) zap_logged.clear();
+      uint64_t& last = zap_logged[from];
+      if (last == 0 || t >= last + 60000000) {
+        last = t;
+        log("rejected a " + mech + " connection from " + from + " (key " + who +
+            "; further rejections from this address are counted in curve_rejected, logged once a minute)");
+      }
     }
     auto send = [&](const std::string& s, bool more) {
       zmq::message_t m(s.data(), s.size());
