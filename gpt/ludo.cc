@@ -528,14 +528,14 @@ void LudoTable::publish(uint32_t g, std::unique_ptr<LudoShard> s) {
   shards_[g].store(s.get(), std::memory_order_release);
   if (owned_[g]) {
     const Geometry geo = geometry(*owned_[g]);
-    retired_.emplace(geo, std::move(owned_[g]));
+    retired_.emplace(std::make_pair(g, geo), std::move(owned_[g]));
   }
   owned_[g] = std::move(s);
 }
 
 uint64_t LudoTable::retired_bits() const {
   uint64_t bits = 0;
-  for (const auto& [geo, r] : retired_) bits += r->num_bits();
+  for (const auto& [key, r] : retired_) bits += r->num_bits();
   return bits;
 }
 
@@ -776,7 +776,7 @@ Status LudoTable::install_shard(uint32_t g, std::unique_ptr<LudoShard> n) {
     rewrite_shard(s, *n);
     return Status::Ok();
   }
-  if (auto it = retired_.find(geometry(*n)); it != retired_.end()) {
+  if (auto it = retired_.find(std::make_pair(g, geometry(*n))); it != retired_.end()) {
     std::unique_ptr<LudoShard> r = std::move(it->second);
     retired_.erase(it);
     rewrite_shard(r.get(), *n);

@@ -137,11 +137,14 @@
 // writer when they have left (no reader registration; a time-based grace
 // has no happens-before edge: ThreadSanitizer flags the free, and so does
 // the C++ model), so a retired shard is never freed while the table lives.
-// Instead it is REUSED: a later swap to a geometry that a retired shard
-// has takes that shard, rewrites it in place under its own epoch (a reader
-// still inside it fails its epoch check and re-reads the shard pointer)
-// and publishes it. So memory never exceeds, per geometry, as many shard
-// objects as there were shards of that geometry at one time (a resync
+// Instead it is REUSED: a later swap OF THE SAME SHARD to a geometry that
+// one of its retired objects has takes that object, rewrites it in place
+// under its own epoch (a reader still inside it fails its epoch check and
+// re-reads the shard pointer) and publishes it. Only the same shard: a
+// reader that loaded the pointer but not yet the epoch would otherwise
+// read another shard's words under a stable epoch, with stripe versions
+// of its own shard that nobody wrote (a wrong answer for a present key).
+// So each shard keeps at most one object per geometry it had (a resync
 // alternating two geometries keeps two objects per shard, not one per
 // load; growth, x grow_factor, retires less than the live size).
 // retired_shards() / retired_bits() report the pool. All shared words use seq_load /
@@ -369,7 +372,7 @@ class LudoTable final : public GptTable {
   // table (THREAD SAFETY).
   using Geometry = std::tuple<uint32_t, uint32_t, uint32_t, uint32_t>;
   static Geometry geometry(const LudoShard& s) { return {s.nb, s.m_a, s.m_b, s.W}; }
-  std::multimap<Geometry, std::unique_ptr<LudoShard>> retired_;
+  std::multimap<std::pair<uint32_t, Geometry>, std::unique_ptr<LudoShard>> retired_;  // (shard, geometry)
   SeqStripes stripes_{kLudoStripes};
   FallbackTable fallback_;
   std::atomic<uint64_t> fallback_n_{0};

@@ -796,6 +796,53 @@ TEST_CASE("ludo: reloading partition snapshots keeps retired memory bounded", "[
   CHECK((s3 == s2));
 }
 
+TEST_CASE("ludo: a retired shard object is reused only for the shard it served", "[ludo]") {
+  // Two shards of one geometry G swap to others (their G objects retire,
+  // in order), then the second swaps back to G: it must get its own G
+  // object back, never the first shard's (a reader of the first shard that
+  // loaded the pointer but not the epoch would read the second's words).
+  const uint64_t seed = test_seed(32);
+  auto c = small_config(2, 2, 2);
+  auto keys = make_keys(8000, seed);
+  std::vector<uint8_t> v(keys.size());
+  for (size_t i = 0; i < v.size(); ++i) v[i] = uint8_t(i % 4);
+  auto b = LudoBuilder::create(c);
+  REQUIRE(b.ok());
+  REQUIRE((*b)->build(keys.data(), v.data(), keys.size(), 1).ok());
+  auto c2 = c;
+  c2.build_load = 0.6;  // larger shards
+  auto b2 = LudoBuilder::create(c2);
+  REQUIRE(b2.ok());
+  REQUIRE((*b2)->build(keys.data(), v.data(), keys.size(), 1).ok());
+  auto e = LudoTable::create(c);
+  REQUIRE(e.ok());
+  LudoTable& T = **e;
+  for (uint32_t p = 0; p < 4; ++p) {
+    std::vector<uint8_t> ps;
+    REQUIRE((*b)->ludo().serialize_partition(p, &ps).ok());
+    REQUIRE(T.load_partition(ps).ok());
+  }
+  const uint32_t k = c.shards_per_partition;
+  const LudoTable& B = (*b)->ludo();
+  const LudoTable& B2 = (*b2)->ludo();
+  auto geo = [](const LudoShard& x) { return std::make_tuple(x.nb, x.m_a, x.m_b, x.W); };
+  uint32_t ga = UINT32_MAX, gb = UINT32_MAX;
+  for (uint32_t x = 0; x < T.num_shards() && gb == UINT32_MAX; ++x)
+    for (uint32_t y = x + 1; y < T.num_shards() && gb == UINT32_MAX; ++y)
+      if (geo(B.shard(x)) == geo(B.shard(y)) && geo(B2.shard(x)) != geo(B.shard(x)) &&
+          geo(B2.shard(y)) != geo(B.shard(y))) {
+        ga = x;
+        gb = y;
+      }
+  REQUIRE(gb != UINT32_MAX);
+  const LudoShard* own_b = &T.shard(gb);
+  for (uint32_t g : {ga, gb})
+    REQUIRE(T.apply(make_delta(T, LudoDelta::kShardReplace, g, shard_blob(B2, g / k, g % k))).ok());
+  REQUIRE(T.apply(make_delta(T, LudoDelta::kShardReplace, gb, shard_blob(B, gb / k, gb % k))).ok());
+  CHECK(&T.shard(gb) == own_b);
+  for (size_t i = 0; i < keys.size(); ++i) REQUIRE(T.lookup(keys[i], hash_key(keys[i], c.hash_seed)) == v[i]);
+}
+
 TEST_CASE("ludo: a fallback entry from a peer must be canonical and filed under its hash's shard", "[ludo]") {
   auto c = small_config(2, 2, 2);
   auto t = LudoTable::create(c);
