@@ -168,6 +168,10 @@ SessionCounters SessionTable::counters(uint32_t idx) const {
     // another generation's restart wrote are seen only with its tag after.
     const uint64_t w = __atomic_load_n(p, __ATOMIC_ACQUIRE);
     if ((w >> 48) != gen) continue;  // an older session's slot (or never counted)
+    // The restart's first store (tag, no packets) is not ordered with the
+    // bytes: with it, the bytes may still be the older session's. Every
+    // other state of a live generation has >= 1 packet (until 2^48 wrap).
+    if ((w & kPacketMask) == 0) continue;
     const uint64_t b = __atomic_load_n(p + 1, __ATOMIC_ACQUIRE);  // pairs with count()'s release of bytes
     if ((load_relaxed(p) >> 48) != gen) continue;  // restarted for a newer session meanwhile
     sum.packets += w & kPacketMask;

@@ -225,8 +225,10 @@ class SessionTable {
     const uint64_t gen = meta >> 48;
     const uint64_t w = load_relaxed(p);
     if ((w >> 48) == gen) [[likely]] {
-      store_relaxed(p, gen << 48 | ((w + 1) & kPacketMask));  // packets wrap within 48 bits
       store_relaxed(p + 1, load_relaxed(p + 1) + bytes);
+      // Release (a plain store on x86): a reader that acquires this tag
+      // sees at least the bytes of the restart that began the generation.
+      __atomic_store_n(p, gen << 48 | ((w + 1) & kPacketMask), __ATOMIC_RELEASE);  // packets wrap within 48 bits
     } else if (int16_t(uint16_t(gen - (w >> 48))) > 0) {
       // First packet of a newer session on this lcore: the new tag with no
       // packets, then the bytes, then the tag with the packet. A reader
