@@ -80,6 +80,10 @@ class GptTable {
   // backend, shape and payload before touching anything; a rejected delta
   // leaves the table unchanged.
   virtual Status apply(std::span<const uint8_t> delta) = 0;
+  // A hint for a delta apply() will get soon (a receiver draining a queue
+  // hints a few ahead): may start its cache misses, changes nothing, reads
+  // only what it bounds-checks. Writer thread only. Default: nothing.
+  virtual void prefetch_delta(std::span<const uint8_t> /*delta*/) const {}
 
   // Snapshots: the whole structure (self-describing: deserialize_gpt builds
   // a new table from it) or one partition's part (load_partition replaces

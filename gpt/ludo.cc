@@ -614,6 +614,7 @@ void LudoTable::prefetch_delta(std::span<const uint8_t> delta) const {
   const uint32_t part = get_u32(d + 4), sub = get_u32(d + 8);
   if (part >= (1u << log2p_) || sub >= k_) return;
   const LudoShard* s = owned_[part * k_ + sub].get();
+  if (uint64_t(s->bkt.size()) * 8 * nshards_ <= (4u << 20)) return;  // in cache: no hint
   const uint8_t* p = d + kDeltaHeaderBytes;
   const uint8_t* end = d + delta.size();
   if (get_u64(p) != s->nb) return;

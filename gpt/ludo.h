@@ -309,7 +309,9 @@ class LudoTable final : public GptTable {
   // paying them one delta at a time. Reads nothing it does not bounds-check,
   // writes nothing, verifies no checksum: apply() still validates the delta
   // in full. Writer thread only (it reads the writer's shard pointers).
-  void prefetch_delta(std::span<const uint8_t> delta) const;
+  // Does nothing while the table fits the caches of a core (<= 4 MiB of
+  // buckets): there the hint was pure overhead (1M keys: 12.7 -> 10.1 Mops).
+  void prefetch_delta(std::span<const uint8_t> delta) const override;
 
   // The pool of retired shards (THREAD SAFETY). Writer thread only.
   size_t retired_shards() const { return retired_.size(); }

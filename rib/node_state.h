@@ -131,6 +131,11 @@ class NodeState {
     return on_delta(StreamDeltaView{d.partition, d.sub_id, d.epoch, d.seq, d.bytes});
   }
   DeltaResult on_delta(const StreamDeltaView& d);
+  // A hint for a delta on_delta() will get next (the agent drains a batch a
+  // few deltas ahead): GptTable::prefetch_delta for a synced partition.
+  void prefetch_delta(const StreamDeltaView& d) const {
+    if (gpt_ && d.partition < parts_.size() && parts_[d.partition].state == kSynced) gpt_->prefetch_delta(d.bytes);
+  }
   void on_head(uint32_t partition, StreamPos head);
   // Partitions that need a snapshot and have none requested yet (marks them
   // requested at now_us). retry_requested() makes requested ones that made
