@@ -465,6 +465,9 @@ TEST_CASE("sb-ctl: commands, clear errors and exit codes") {
   r = run(g + "session add " + flow + "--node 1");  // no tunnel: refused before sending
   CHECK(r.first == 2);
   CHECK(r.second.find("--teid-dl T and --enb IP are required") != std::string::npos);
+  r = run(g + "session add " + flow + "--node 1 --teid-dl 0x12 --enb 198.19.0.9 --bearr 9");  // a typo
+  CHECK(r.first == 2);
+  CHECK(r.second.find("unknown option '--bearr'") != std::string::npos);
   r = run(g + "--via 2 session show " + flow);
   CHECK(r.first == 0);
   CHECK(r.second.find("node=1 teid_dl=0x00000010") != std::string::npos);

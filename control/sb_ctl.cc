@@ -102,11 +102,25 @@ struct Opts {
 // Flags that take no value.
 bool is_flag(const std::string& a) { return a == "--choose" || a == "--help" || a == "--quiet"; }
 
+// Every option some command reads: anything else is a typo (`--bearr 9`
+// would otherwise add the session with the default bearer), exit 2.
+bool is_known_option(const std::string& a) {
+  static const char* const kKnown[] = {
+      "--config", "--key",     "--via",  "--timeout",  "--backoff", "--backoff-max", "--batch",
+      "--bearer", "--choose",  "--count", "--enb",     "--flow",    "--format",      "--help",
+      "--node",   "--node-ids", "--nodes", "--out",    "--quiet",   "--retries",     "--seed",
+      "--set",    "--teid-dl", "--window"};
+  for (const char* k : kKnown)
+    if (a == k) return true;
+  return false;
+}
+
 Result<Opts> parse_opts(int argc, char** argv, int from) {
   Opts o;
   for (int i = from; i < argc; ++i) {
     std::string a = argv[i];
     if (a.rfind("--", 0) == 0) {
+      if (!is_known_option(a)) return Status::InvalidArgument("unknown option '" + a + "'");
       // insert_or_assign with a std::string: gcc 12 at -O3 reports a bogus
       // -Wrestrict for operator[](k) = "literal".
       if (is_flag(a)) { o.kv.insert_or_assign(a, std::string(1, '1')); continue; }
