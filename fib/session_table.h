@@ -251,7 +251,11 @@ class SessionTable {
   uint32_t node_id() const { return node_id_; }
   uint32_t encode_teid_ul(uint32_t idx, uint16_t generation) const;
   // Records + versions (what lookups touch), and the counters apart.
-  uint64_t record_bits() const { return uint64_t(capacity_) * 256 + uint64_t(kStripes) * 32; }
+  uint64_t record_bits() const { return record_bits_for(capacity_); }
+  // The same for a table of `capacity` records, without making one.
+  static constexpr uint64_t record_bits_for(uint64_t capacity) {
+    return capacity * 256 + uint64_t(kStripes) * 32;
+  }
   uint64_t counter_bits() const { return uint64_t(capacity_) * lcores_ * 128; }
 
  private:
