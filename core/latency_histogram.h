@@ -54,8 +54,8 @@ class LatencyHistogram {
     if (i < kSub) return i;
     const unsigned e = unsigned(i / kSub) + kSubBits - 1;
     const uint64_t m = uint64_t(i % kSub) + kSub;
-    const unsigned sh = e - kSubBits;
-    return ((m + 1) << sh) - 1 < (m << sh) ? UINT64_MAX : ((m + 1) << sh) - 1;
+    const uint64_t next = (m + 1) << (e - kSubBits);  // 0 only past 2^64 (the last bucket)
+    return next == 0 ? UINT64_MAX : next - 1;
   }
 
  private:

@@ -360,6 +360,13 @@ struct Client {
     while (owner_of(pool[i]) != owner) ++i;
     return pool[i];
   }
+  // Submits op and runs the simulation until idle, the reply applied to
+  // the model.
+  void run_op(const ClientOp& op) {
+    submit(op);
+    sim.run_until_idle();
+    drain(nullptr);
+  }
   // An op with a fresh request id (node/teid_dl where the kind uses them).
   ClientOp make_op(OpKind kind, const FlowKey& k, uint32_t node = 0, uint32_t teid_dl = 0) {
     ClientOp op;
@@ -1045,9 +1052,7 @@ TEST_CASE("rib owner: a snapshot taken during a move keeps the old handler's ent
   // A session of a partition node 0 owns, handled by node 0.
   const FlowKey k = c.key_owned_by(0);
   const uint32_t p = c.partition(k);
-  c.submit(c.make_op(OpKind::kAdd, k, 0, 0x1234));
-  sim.run_until_idle();
-  c.drain(nullptr);
+  c.run_op(c.make_op(OpKind::kAdd, k, 0, 0x1234));
   REQUIRE(c.model.count(k));
   // Move it to node 1, whose FIB never acks (node 1 is unreachable).
   sim.down[1] = true;
@@ -1163,9 +1168,7 @@ TEST_CASE("rib owner: a snapshot keeps a committed move's old entry at the old h
   sim.run_until_idle();
   const FlowKey k = c.key_owned_by(0);
   const uint32_t p = c.partition(k);
-  c.submit(c.make_op(OpKind::kAdd, k, 0, 0x77));
-  sim.run_until_idle();
-  c.drain(nullptr);
+  c.run_op(c.make_op(OpKind::kAdd, k, 0, 0x77));
   // Move it to node 1; node 1's applied reports are lost, so the move
   // commits and then waits for convergence.
   sim.lose_reports = true;
@@ -1197,9 +1200,7 @@ TEST_CASE("rib owner: a snapshot during a modify in flight never hands out the o
   sim.run_until_idle();
   const FlowKey k = c.key_owned_by(0);
   const uint32_t p = c.partition(k);
-  c.submit(c.make_op(OpKind::kAdd, k, 1, 0x100));
-  sim.run_until_idle();
-  c.drain(nullptr);
+  c.run_op(c.make_op(OpKind::kAdd, k, 1, 0x100));
   sim.owners[0]->set_live(2, false, sim.now);
   c.submit(c.make_op(OpKind::kModify, k, 0, 0x200));
   REQUIRE(sim.owners[0]->pump(sim.now).ok());  // the group is in flight, waiting for FIB acks
