@@ -35,7 +35,7 @@ bool FallbackTable::find(const FlowKey& key, uint64_t h, uint8_t* value) const {
       for (uint64_t probes = 0; probes <= mask; ++probes) {
         const uint64_t meta = seq_load(w + 4 * i + 3);
         if (meta == 0) break;
-        if (seq_load(w + 4 * i) == lo && seq_load(w + 4 * i + 1) == hi) {
+        if (seq_load(w + 4 * i) == lo && seq_load(w + 4 * i + 1) == hi && seq_load(w + 4 * i + 2) == h) {
           found = true;
           v = uint8_t(meta);
           break;
@@ -64,7 +64,7 @@ void FallbackTable::put_nolock(Rep* r, const FlowKey& key, uint64_t h, uint64_t 
       ++count_;
       return;
     }
-    if (seq_load(w + 4 * i) == lo && seq_load(w + 4 * i + 1) == hi) {
+    if (seq_load(w + 4 * i) == lo && seq_load(w + 4 * i + 1) == hi && seq_load(w + 4 * i + 2) == h) {
       seq_store(w + 4 * i + 3, meta);
       return;
     }
@@ -128,7 +128,7 @@ bool FallbackTable::erase_nolock(const FlowKey& key, uint64_t h) {
     if (probes > mask) return false;
     const uint64_t m = seq_load(w + 4 * i + 3);
     if (m == 0) return false;
-    if (seq_load(w + 4 * i) == lo && seq_load(w + 4 * i + 1) == hi) break;
+    if (seq_load(w + 4 * i) == lo && seq_load(w + 4 * i + 1) == hi && seq_load(w + 4 * i + 2) == h) break;
     i = (i + 1) & mask;
   }
   // Backward-shift deletion: pull later members of the run into the hole

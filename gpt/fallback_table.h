@@ -45,7 +45,13 @@ class FallbackTable {
   FallbackTable(const FallbackTable&) = delete;
   FallbackTable& operator=(const FallbackTable&) = delete;
 
-  // Reader: true and *value when key is present.
+  // Entries are identified by (key, h): the hash is part of the identity.
+  // A key's hash is a function of the key, so for the table's users the
+  // two are the same; but entries arrive from peers (deltas, snapshots)
+  // with the hash as sent, and an entry filed under a made-up hash must
+  // not answer lookups of the real key (it would let one partition's
+  // stream override another partition's keys).
+  // Reader: true and *value when (key, h) is present.
   bool find(const FlowKey& key, uint64_t h, uint8_t* value) const;
   // Reader: the table's version (core/seqlock.h), bumped around every
   // writer operation. A reader that combines find() with reads of another
@@ -78,13 +84,15 @@ class FallbackTable {
   std::vector<Entry> entries() const;
   size_t size() const { return count_; }
   uint64_t num_bits() const;
+  // The slot a probe for hash h starts at, in a table of mask + 1 slots
+  // (public for tests that need two hashes to share a probe run).
+  static uint64_t start(uint64_t h, uint64_t mask);
 
  private:
   struct Rep {
     uint64_t mask;
     std::unique_ptr<uint64_t[]> w;  // 4 words per slot
   };
-  static uint64_t start(uint64_t h, uint64_t mask);
   void grow(size_t want);
   void put_nolock(Rep* r, const FlowKey& key, uint64_t h, uint64_t meta);
   bool erase_nolock(const FlowKey& key, uint64_t h);

@@ -94,7 +94,10 @@ class GptTable {
   // hash seed and checksum.
   virtual void serialize(std::vector<uint8_t>* out) const = 0;
   virtual Status serialize_partition(uint32_t partition, std::vector<uint8_t>* out) const = 0;
-  virtual Status load_partition(std::span<const uint8_t> bytes) = 0;
+  // `partition` is the partition the caller asked for: bytes that hold
+  // another partition's part (a peer's mistake or worse) are refused and
+  // change nothing.
+  virtual Status load_partition(uint32_t partition, std::span<const uint8_t> bytes) = 0;
 
   // Everything a data-plane node holds for lookups, in bits.
   virtual uint64_t num_bits() const = 0;

@@ -10,6 +10,7 @@
 #include <cstdlib>
 #include <new>
 #include <string>
+#include <unordered_set>
 
 #include "core/bit_array.h"
 #include "core/checksum.h"
@@ -590,8 +591,10 @@ Status LudoTable::apply(std::span<const uint8_t> delta) {
       const uint8_t v = payload[24];
       const uint64_t h = get_u64(payload.data() + 16);
       if (v >> l_) return Status::Corrupt("ludo apply: fallback value wider than l");
-      // Canonical, and filed under the shard its hash selects (the hash is
-      // taken as sent: fallback keys are there because hashes collide).
+      // Canonical, and filed under the shard its hash selects. The hash is
+      // taken as sent (tests file keys under made-up colliding hashes); the
+      // fallback table matches (key, hash), so an entry under a hash that
+      // is not the key's own never answers that key's lookups.
       if (!key.canonical() || shard_of(h) != g)
         return Status::Corrupt("ludo apply: fallback key not canonical or not of this shard");
       fb_put(key, h, g, v);
@@ -601,7 +604,10 @@ Status LudoTable::apply(std::span<const uint8_t> delta) {
       if (payload.size() != 16 + 8) return Status::Corrupt("ludo apply: bad fallback erase");
       FlowKey key;
       std::memcpy(key.bytes, payload.data(), 16);
-      fb_erase(key, get_u64(payload.data() + 16));
+      const uint64_t h = get_u64(payload.data() + 16);
+      // Only this stream's shard: another partition's entries are not its to drop.
+      if (shard_of(h) != g) return Status::Corrupt("ludo apply: fallback erase of a key not of this shard");
+      fb_erase(key, h);
       return Status::Ok();
     }
   }
@@ -1001,6 +1007,10 @@ Status LudoTable::serialize_partition(uint32_t partition, std::vector<uint8_t>* 
   return Status::Ok();
 }
 
+struct FbEntryHash {
+  size_t operator()(const std::pair<FlowKey, uint64_t>& e) const { return size_t(e.second ^ e.first.lo()); }
+};
+
 struct LudoSnapInfo {
   uint8_t kind, l, log2p;
   uint32_t k, first, ns, shape;
@@ -1032,13 +1042,16 @@ Status LudoTable::parse_snapshot(std::span<const uint8_t> bytes, LudoSnapInfo* v
   return Status::Ok();
 }
 
-Status LudoTable::load_range(std::span<const uint8_t> bytes, bool whole) {
+Status LudoTable::load_range(std::span<const uint8_t> bytes, bool whole, uint32_t partition) {
   LudoSnapInfo v;
   SB_RETURN_IF_ERROR(parse_snapshot(bytes, &v));
   if (v.shape != shape_) return Status::InvalidArgument("ludo snapshot: made for another geometry");
   if (whole ? (v.first != 0 || v.ns != nshards_ || v.kind != kSnapWhole)
             : (v.kind != kSnapPartition || v.ns != k_ || v.first % k_ != 0 || v.first >= nshards_))
     return Status::Corrupt("ludo snapshot: bad shard range");
+  if (!whole && v.first / k_ != partition)
+    return Status::InvalidArgument("ludo load_partition: the snapshot holds partition " + std::to_string(v.first / k_) +
+                                   ", not the requested " + std::to_string(partition));
   // Parse and validate everything before installing anything.
   std::vector<std::unique_ptr<LudoShard>> shards(v.ns);
   ByteReader r(bytes.subspan(kSnapHeader));
@@ -1074,12 +1087,15 @@ Status LudoTable::load_range(std::span<const uint8_t> bytes, bool whole) {
   for (uint32_t i = 0; i < v.ns; ++i) SB_RETURN_IF_ERROR(install_shard(v.first + i, std::move(shards[i])));
   // Entries of these shards that the snapshot does not hold leave the table.
   {
+    // (A hash set, not a scan of fb per entry: a peer's snapshot may carry
+    // many entries, and n^2 compares would stall the control thread.)
+    std::unordered_set<std::pair<FlowKey, uint64_t>, FbEntryHash> keep;
+    keep.reserve(fb.size());
+    for (const auto& f : fb) keep.insert({f.key, f.h});
     std::vector<FallbackTable::Entry> drop;
     for (const auto& e : fallback_.entries()) {
       if (e.group < v.first || e.group >= v.first + v.ns) continue;
-      bool keep = false;
-      for (const auto& f : fb) keep |= f.h == e.h && f.key == e.key;
-      if (!keep) drop.push_back(e);
+      if (!keep.count({e.key, e.h})) drop.push_back(e);
     }
     for (const auto& e : drop) fallback_.erase(e.key, e.h);
     if (!drop.empty()) fb_refilter();
@@ -1088,7 +1104,9 @@ Status LudoTable::load_range(std::span<const uint8_t> bytes, bool whole) {
   return Status::Ok();
 }
 
-Status LudoTable::load_partition(std::span<const uint8_t> bytes) { return load_range(bytes, false); }
+Status LudoTable::load_partition(uint32_t partition, std::span<const uint8_t> bytes) {
+  return load_range(bytes, false, partition);
+}
 
 Result<std::unique_ptr<LudoTable>> LudoTable::deserialize(std::span<const uint8_t> bytes) {
   LudoSnapInfo v;
@@ -1108,7 +1126,7 @@ Result<std::unique_ptr<LudoTable>> LudoTable::deserialize(std::span<const uint8_
     return Status::Corrupt("ludo snapshot: shard count does not match the size");
   std::unique_ptr<LudoTable> t(new LudoTable());
   if (Status st = t->init(cfg); !st.ok()) return Status::Corrupt("ludo snapshot: " + st.message());
-  SB_RETURN_IF_ERROR(t->load_range(bytes, true));
+  SB_RETURN_IF_ERROR(t->load_range(bytes, true, 0));
   t->retired_.clear();  // nobody can be reading a table that was just created
   return t;
 }

@@ -284,7 +284,7 @@ class LudoTable final : public GptTable {
   Status apply(std::span<const uint8_t> delta) override;
   void serialize(std::vector<uint8_t>* out) const override;
   Status serialize_partition(uint32_t partition, std::vector<uint8_t>* out) const override;
-  Status load_partition(std::span<const uint8_t> bytes) override;
+  Status load_partition(uint32_t partition, std::span<const uint8_t> bytes) override;
   uint64_t num_bits() const override;
   uint64_t fallback_keys() const override { return fallback_.size(); }
 
@@ -353,7 +353,9 @@ class LudoTable final : public GptTable {
   void serialize_range(uint32_t first_shard, uint32_t nshards, uint8_t kind,
                        std::vector<uint8_t>* out) const;
   static Status parse_snapshot(std::span<const uint8_t> bytes, struct LudoSnapInfo* info);
-  Status load_range(std::span<const uint8_t> bytes, bool whole);
+  // whole: a whole-table snapshot (deserialize); else one partition's
+  // shards, which must be `partition`'s.
+  Status load_range(std::span<const uint8_t> bytes, bool whole, uint32_t partition);
 
   // Writer primitives.
   void ovf_put(LudoShard* s, uint64_t bucket, unsigned seed);

@@ -395,10 +395,24 @@ TEST_CASE("ludo: snapshots round-trip, corrupt input rejected", "[ludo]") {
   for (uint32_t p = 0; p < 4; ++p) {
     std::vector<uint8_t> ps;
     REQUIRE((*b)->ludo().serialize_partition(p, &ps).ok());
-    REQUIRE((*e)->load_partition(ps).ok());
+    REQUIRE((*e)->load_partition(p, ps).ok());
   }
   for (size_t i = 0; i < keys.size(); ++i)
     REQUIRE((*e)->lookup(keys[i], hash_key(keys[i], c.hash_seed)) == v[i]);
+  // A partition's part offered as another partition's (a peer answering a
+  // resync with the wrong bytes): refused, the table keeps its answers.
+  {
+    auto f = LudoTable::create(c);
+    REQUIRE(f.ok());
+    std::vector<uint8_t> p1;
+    REQUIRE((*b)->ludo().serialize_partition(1, &p1).ok());
+    std::vector<uint8_t> before, after;
+    (*f)->serialize(&before);
+    for (uint32_t p : {0u, 2u, 3u}) REQUIRE((*f)->load_partition(p, p1).code() == StatusCode::kInvalidArgument);
+    (*f)->serialize(&after);
+    REQUIRE(after == before);
+    REQUIRE((*f)->load_partition(1, p1).ok());
+  }
   // A delta for another geometry, a corrupt delta, a truncated delta: rejected,
   // table unchanged.
   DeltaList d;
@@ -561,7 +575,7 @@ TEST_CASE("ludo: a key moving between fallback table and shard is never answered
     for (uint32_t p = 0; p < T.num_shards() / c.shards_per_partition; ++p) {
       std::vector<uint8_t> ps;
       REQUIRE(t1.serialize_partition(p, &ps).ok());
-      REQUIRE(T.load_partition(ps).ok());
+      REQUIRE(T.load_partition(p, ps).ok());
     }
     // Sanity: the shard without K answers K wrong on its own.
     REQUIRE(T.apply(without_k).ok());
@@ -703,7 +717,7 @@ TEST_CASE("ludo: inline seeds >= 31 and overflow marks without an entry are reje
   put_u64(ps.data() + 56, checksum64(ps.data() + 64, ps.size() - 64, checksum64(ps.data(), 56)));
   std::vector<uint8_t> snap_before, snap_after;
   remote->serialize(&snap_before);
-  const Status st = remote->load_partition(ps);
+  const Status st = remote->load_partition(0, ps);
   INFO(st.to_string());
   CHECK(st.code() == StatusCode::kCorrupt);
   const uint64_t len = get_u64(ps.data() + 64);
@@ -737,7 +751,7 @@ TEST_CASE("ludo: reloading partition snapshots keeps retired memory bounded", "[
   std::vector<std::vector<uint8_t>> ps(4);
   for (uint32_t p = 0; p < 4; ++p) {
     REQUIRE((*b)->ludo().serialize_partition(p, &ps[p]).ok());
-    REQUIRE(T.load_partition(ps[p]).ok());
+    REQUIRE(T.load_partition(p, ps[p]).ok());
   }
   // The first load replaced the empty table's shards (another geometry).
   CHECK(T.retired_shards() == 8);
@@ -746,10 +760,10 @@ TEST_CASE("ludo: reloading partition snapshots keeps retired memory bounded", "[
     for (uint32_t g = 0; g < T.num_shards(); ++g) n += T.shard(g).ovf_reps.size();
     return n;
   };
-  for (uint32_t p = 0; p < 4; ++p) REQUIRE(T.load_partition(ps[p]).ok());
+  for (uint32_t p = 0; p < 4; ++p) REQUIRE(T.load_partition(p, ps[p]).ok());
   const uint64_t bits = T.num_bits();
   const size_t arrays = ovf_arrays();
-  for (int round = 0; round < 300; ++round) REQUIRE(T.load_partition(ps[round & 3]).ok());
+  for (int round = 0; round < 300; ++round) REQUIRE(T.load_partition(round & 3, ps[round & 3]).ok());
   CHECK(T.retired_shards() == 8);  // none retired by the reloads
   CHECK(T.num_bits() == bits);     // nothing grew
   CHECK(ovf_arrays() == arrays);   // no overflow array retired inside a shard either
@@ -774,18 +788,18 @@ TEST_CASE("ludo: reloading partition snapshots keeps retired memory bounded", "[
   size_t swapped = 0;
   for (uint32_t g = 2; g < 4; ++g) swapped += (*b)->ludo().shard(g).nb != (*b2)->ludo().shard(g).nb;
   REQUIRE(swapped >= 1);
-  REQUIRE(T.load_partition(other).ok());
+  REQUIRE(T.load_partition(1, other).ok());
   CHECK(T.retired_shards() == 8 + swapped);
-  REQUIRE(T.load_partition(ps[1]).ok());
+  REQUIRE(T.load_partition(1, ps[1]).ok());
   CHECK(T.retired_shards() == 8 + swapped);  // reused, the other geometry retired
   // One more round trip: a reused shard may trade its overflow array for a
   // roomier one once (rewrite_shard); from then on nothing changes.
-  REQUIRE(T.load_partition(other).ok());
-  REQUIRE(T.load_partition(ps[1]).ok());
+  REQUIRE(T.load_partition(1, other).ok());
+  REQUIRE(T.load_partition(1, ps[1]).ok());
   const uint64_t retired_bits = T.retired_bits();
   const size_t arrays2 = ovf_arrays();
   for (int round = 0; round < 100; ++round) {
-    REQUIRE(T.load_partition((round & 1) ? ps[1] : other).ok());
+    REQUIRE(T.load_partition(1, (round & 1) ? ps[1] : other).ok());
     CHECK(T.retired_shards() == 8 + swapped);
   }
   CHECK(T.retired_bits() == retired_bits);
@@ -820,7 +834,7 @@ TEST_CASE("ludo: a retired shard object is reused only for the shard it served",
   for (uint32_t p = 0; p < 4; ++p) {
     std::vector<uint8_t> ps;
     REQUIRE((*b)->ludo().serialize_partition(p, &ps).ok());
-    REQUIRE(T.load_partition(ps).ok());
+    REQUIRE(T.load_partition(p, ps).ok());
   }
   const uint32_t k = c.shards_per_partition;
   const LudoTable& B = (*b)->ludo();
@@ -870,6 +884,56 @@ TEST_CASE("ludo: a fallback entry from a peer must be canonical and filed under 
   CHECK(T.apply(make_delta(T, LudoDelta::kFallbackPut, T.shard_of(hb), fb_payload(bad, hb, 2))).code() ==
         StatusCode::kCorrupt);
   CHECK(T.fallback_keys() == before);
+}
+
+// A peer's stream could file a key under a hash that is not the key's own
+// (another partition's key, with a hash made up to land in this stream's
+// shard). The fallback table identifies entries by (key, hash), so such an
+// entry never answers the real key's lookups, and the erase of another
+// shard's key is refused.
+TEST_CASE("fallback table: entries are (key, hash); a made-up hash never answers the real key", "[ludo][gpt]") {
+  auto keys = make_keys(2, 21);
+  const FlowKey K = keys[0];
+  const uint64_t hK = hash_key(K, 1);
+  // A different hash whose probe run starts where hK's does (an empty table
+  // has 16 slots): before (key, hash) identity, find(K, hK) met it.
+  uint64_t fake = hK;
+  for (uint64_t x = 1; fake == hK || FallbackTable::start(fake, 15) != FallbackTable::start(hK, 15); ++x)
+    fake = hK ^ (x * 0x9E3779B97F4A7C15ULL);
+  FallbackTable f;
+  f.put(K, fake, 0, 3);
+  uint8_t v = 0;
+  CHECK_FALSE(f.find(K, hK, &v));
+  REQUIRE(f.find(K, fake, &v));
+  CHECK(v == 3);
+  f.put(K, hK, 0, 1);  // the real entry is another entry
+  CHECK(f.size() == 2);
+  REQUIRE(f.find(K, hK, &v));
+  CHECK(v == 1);
+  CHECK(f.erase(K, fake));
+  REQUIRE(f.find(K, hK, &v));
+  CHECK(v == 1);
+  CHECK_FALSE(f.erase(K, fake));
+}
+
+TEST_CASE("ludo: a peer's fallback erase must name a key of its own shard", "[ludo]") {
+  auto c = small_config(2, 2, 2);
+  auto t = LudoTable::create(c);
+  REQUIRE(t.ok());
+  LudoTable& T = **t;
+  auto keys = make_keys(64, 9);
+  const FlowKey K = keys[0];
+  const uint64_t hK = hash_key(K, c.hash_seed);
+  const uint32_t g = T.shard_of(hK);
+  REQUIRE(T.apply(make_delta(T, LudoDelta::kFallbackPut, g, fb_payload(K, hK, 1))).ok());
+  uint32_t other = g;
+  for (uint32_t s = 0; s < T.num_shards() && other == g; ++s) other = s;
+  REQUIRE(other != g);
+  // Another shard's stream erasing K: refused, K stays.
+  CHECK(T.apply(make_delta(T, LudoDelta::kFallbackErase, other, fb_payload(K, hK, -1))).code() == StatusCode::kCorrupt);
+  CHECK(T.lookup(K, hK) == 1);
+  REQUIRE(T.apply(make_delta(T, LudoDelta::kFallbackErase, g, fb_payload(K, hK, -1))).ok());
+  CHECK(T.fallback_keys() == 0);
 }
 
 }  // namespace sb::gpt

@@ -826,17 +826,22 @@ Result<std::unique_ptr<SetSep>> SetSep::deserialize(std::span<const uint8_t> byt
   std::unique_ptr<SetSep> t(new SetSep());
   SB_RETURN_IF_ERROR(t->init(v.cfg));
   if (t->shape_ != v.shape) return Status::Corrupt("setsep snapshot: shape fingerprint mismatch");
-  SB_RETURN_IF_ERROR(t->load_partition(bytes.subspan(0), /*whole=*/true));
+  SB_RETURN_IF_ERROR(t->load_range(bytes.subspan(0), /*whole=*/true, 0));
   return t;
 }
 
-Status SetSep::load_partition(std::span<const uint8_t> bytes) { return load_partition(bytes, false); }
+Status SetSep::load_partition(uint32_t partition, std::span<const uint8_t> bytes) {
+  return load_range(bytes, false, partition);
+}
 
-Status SetSep::load_partition(std::span<const uint8_t> bytes, bool whole) {
+Status SetSep::load_range(std::span<const uint8_t> bytes, bool whole, uint32_t partition) {
   SnapView v;
   SB_RETURN_IF_ERROR(parse_snapshot(bytes, &v));
   if (!whole && v.kind != kSnapPartition)
     return Status::InvalidArgument("setsep load_partition: snapshot is not a partition snapshot");
+  if (!whole && (v.first != partition || v.nparts != 1))
+    return Status::InvalidArgument("setsep load_partition: the snapshot holds partition " + std::to_string(v.first) +
+                                   ", not the requested " + std::to_string(partition));
   if (v.shape != shape_ || v.cfg.value_bits != l_ || v.cfg.index_bits != x_ || v.cfg.array_bits != m_ ||
       v.cfg.log2_partitions != log2p_ || v.B != B_ || v.cfg.hash_seed != hash_seed_)
     return Status::InvalidArgument("setsep load_partition: snapshot geometry differs from the table's");

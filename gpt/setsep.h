@@ -261,7 +261,7 @@ class SetSep final : public GptTable {
   Status apply(std::span<const uint8_t> delta) override;
   void serialize(std::vector<uint8_t>* out) const override;
   Status serialize_partition(uint32_t partition, std::vector<uint8_t>* out) const override;
-  Status load_partition(std::span<const uint8_t> bytes) override;
+  Status load_partition(uint32_t partition, std::span<const uint8_t> bytes) override;
   uint64_t num_bits() const override;
   uint64_t fallback_keys() const override { return fallback_.size(); }
 
@@ -315,7 +315,9 @@ class SetSep final : public GptTable {
   friend class SetSepBuilder;
   SetSep() = default;
   Status init(const SetSepConfig& cfg);
-  Status load_partition(std::span<const uint8_t> bytes, bool whole);
+  // whole: a whole-table snapshot (deserialize); else one partition's part,
+  // which must be `partition`'s.
+  Status load_range(std::span<const uint8_t> bytes, bool whole, uint32_t partition);
   // Back to the empty state (seed 0, choices 0, records 0, no fallback
   // keys). Not safe against concurrent lookups (a rebuild is not an update).
   void clear();

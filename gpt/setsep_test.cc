@@ -322,9 +322,21 @@ TEST_CASE("setsep: serialization round trip, partitions, corruption rejected", "
   for (uint32_t p = 0; p < 8; ++p) {
     std::vector<uint8_t> ps;
     REQUIRE(b->table().serialize_partition(p, &ps).ok());
-    REQUIRE(empty.value()->load_partition(ps).ok());
+    REQUIRE(empty.value()->load_partition(p, ps).ok());
   }
   check_all(*empty.value(), keys, vals, c.hash_seed);
+  // A partition's part offered as another partition's: refused, nothing
+  // changes (the table answers as before).
+  {
+    std::vector<uint8_t> p1, before, after;
+    REQUIRE(b->table().serialize_partition(1, &p1).ok());
+    auto fresh = SetSep::create(c);
+    REQUIRE(fresh.ok());
+    fresh.value()->serialize(&before);
+    for (uint32_t p : {0u, 2u, 7u}) REQUIRE(fresh.value()->load_partition(p, p1).code() == StatusCode::kInvalidArgument);
+    fresh.value()->serialize(&after);
+    REQUIRE(after == before);
+  }
   std::vector<uint8_t> again;
   empty.value()->serialize(&again);
   REQUIRE(again == snap);
@@ -349,7 +361,7 @@ TEST_CASE("setsep: serialization round trip, partitions, corruption rejected", "
   other.value_bits = 2;
   auto o = SetSep::create(other);
   REQUIRE(o.ok());
-  REQUIRE_FALSE(o.value()->load_partition(ps).ok());
+  REQUIRE_FALSE(o.value()->load_partition(1, ps).ok());
 }
 
 TEST_CASE("setsep: bad deltas are rejected and leave the table unchanged", "[gpt][setsep]") {
@@ -515,7 +527,7 @@ TEST_CASE("gpt interface: make_gpt_builder / make_gpt_table by configuration", "
   for (uint32_t p = 0; p < 4; ++p) {
     std::vector<uint8_t> ps;
     REQUIRE(b.value()->table().serialize_partition(p, &ps).ok());
-    REQUIRE(t.value()->load_partition(ps).ok());
+    REQUIRE(t.value()->load_partition(p, ps).ok());
   }
   DeltaList dl;
   for (size_t i = 4000; i < 5000; ++i) REQUIRE(b.value()->insert(keys[i], vals[i], &dl).ok());

@@ -391,7 +391,7 @@ Status NodeState::on_snapshot(const SnapshotOut& s) {
       ++c_.snapshot_rejected;
       return Status::InvalidArgument("snapshot: no GPT part");
     }
-    const Status st = gpt_->load_partition(s.gpt);
+    const Status st = gpt_->load_partition(s.partition, s.gpt);
     if (!st.ok()) {
       ++c_.snapshot_rejected;
       if (p.state != kNeedSnapshot) needy_.push_back(s.partition);
