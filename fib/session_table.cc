@@ -44,7 +44,9 @@ Result<std::unique_ptr<SessionTable>> SessionTable::create(uint32_t capacity, un
     w[0] = w[1] = kPoison;
   }
   t->free_.resize(capacity);
-  for (uint32_t i = 0; i < capacity; ++i) t->free_[i] = capacity - 1 - i;  // pop gives 0, 1, ...
+  for (uint32_t i = 0; i < capacity; ++i) t->free_[i] = i;  // taken as 0, 1, ...
+  t->free_head_ = 0;
+  t->free_count_ = capacity;
   return t;
 }
 
@@ -75,10 +77,11 @@ void SessionTable::write_record(uint32_t idx, const uint64_t w[4]) {
 Result<uint32_t> SessionTable::add(const SessionInfo& s) {
   if (!s.key.canonical()) return Status::InvalidArgument("session table: key bytes 13..15 must be zero");
   if (s.handler >= (1u << kNodeBits)) return Status::InvalidArgument("session table: handler must be < 32");
-  if (free_.empty())
+  if (free_count_ == 0)
     return Status::Capacity("session table full: " + std::to_string(capacity_) + " sessions");
-  const uint32_t idx = free_.back();
-  free_.pop_back();
+  const uint32_t idx = free_[free_head_];
+  free_head_ = free_head_ + 1 == capacity_ ? 0 : free_head_ + 1;
+  --free_count_;
   const uint64_t* old = words(idx);
   const uint16_t gen = uint16_t((old[3] >> 48) + 1);
   // Counters are not reset (header: a worker may still count the old
@@ -102,7 +105,7 @@ Result<uint32_t> SessionTable::add(const SessionInfo& s) {
                          word3(encode_teid_ul(idx, gen), s.bearer, flags_of(s), gen)};
   write_record(idx, w);
   ++size_;
-  if (!free_.empty()) prefetch_w(words(free_.back()));  // the next add's record
+  if (free_count_ != 0) prefetch_w(words(free_[free_head_]));  // the next add's record
   return idx;
 }
 
@@ -125,7 +128,10 @@ Status SessionTable::remove(uint32_t idx) {
   const uint64_t* p = words(idx);
   const uint64_t w[4] = {kPoison, kPoison, 0, p[3] & (0xffffULL << 48)};  // keep the generation
   write_record(idx, w);
-  free_.push_back(idx);
+  // FIFO (header, "INDEX REUSE"): the index goes behind every free one.
+  const uint64_t tail = uint64_t(free_head_) + free_count_;
+  free_[tail >= capacity_ ? tail - capacity_ : tail] = idx;
+  ++free_count_;
   --size_;
   return Status::Ok();
 }

@@ -12,9 +12,10 @@
 //               node handles, so the ingress resolves it; SessionInfo::copy)
 //             A free record holds the poison key (all bytes 0xff): canonical
 //             keys have bytes 13..15 zero, so no lookup ever matches it.
-//   free list a stack of free indexes; an index is taken by add() and given
-//             back by remove() only: indexes are stable for a session's life
-//             (no compaction, no moves).
+//   free list a FIFO queue of free indexes (a ring of capacity entries); an
+//             index is taken by add() and given back by remove() only:
+//             indexes are stable for a session's life (no compaction, no
+//             moves). FIFO, not a stack: see "INDEX REUSE".
 //   versions  8192 striped 32-bit seqlock versions (record i -> stripe
 //             i mod 8192), so the data plane reads a record (key compare,
 //             teid_dl/enb_ip) consistently while the control thread
@@ -48,8 +49,15 @@
 // c is the only caller of count(c, ...). counters() may run anywhere (sums
 // relaxed loads; a concurrent increment may or may not be included).
 //
-// INDEX REUSE: after remove() an index may be reused at once (the free list
-// is LIFO, so the next add() takes it). Callers remove every FIB entry
+// INDEX REUSE: a removed index goes to the back of the free queue, so it
+// is reused only after every index freed before it. teid_ul holds only
+// 27 - index_bits bits of the generation (3 at 2^24 sessions), so a stack
+// (the next add() takes the index just freed) would hand a session the
+// teid_ul of a session removed 2^(27 - index_bits) reuses earlier after as
+// many add/remove pairs, and a late uplink packet of the old session would
+// pass the TEID check; with the queue that takes (free indexes) x
+// 2^(27 - index_bits) removals. Still, an index may be reused at once when
+// it is the only free one. Callers remove every FIB entry
 // pointing to an index first, but a data-plane thread may hold an index a
 // lookup answered just BEFORE that: the FIB verified the key at lookup
 // time, and the record can be freed (tunnel word 0, live bit clear) or
@@ -268,7 +276,8 @@ class SessionTable {
   unsigned lcores_ = 1, index_bits_ = 1;
   LargeArray<uint64_t> rec_;            // 4 words per record (mmap: 4 KiB+ aligned)
   LargeArray<SessionCounters> counters_;
-  std::vector<uint32_t> free_;
+  std::vector<uint32_t> free_;  // ring of capacity_: free_count_ indexes from free_head_
+  uint32_t free_head_ = 0, free_count_ = 0;
   SeqStripes ver_{kStripes};
 };
 
