@@ -687,6 +687,13 @@ struct Agent::Impl : rib::OwnerIo {
       case pb::Envelope::kWeightsRequest: on_weights_request(routing, env); break;
       case pb::Envelope::kWeightsUpdate: {
         const auto& u = env.weights_update();
+        // Only the coordinator numbers weight changes (see "weights of
+        // choose" below): an update from any other member is refused.
+        if (u.from() != coordinator()) {
+          ++c["weights_rejected"];
+          ++c["bad_message"];
+          break;
+        }
         adopt_weights(u.version(), u.weights());
         pb::Envelope out;
         out.set_corr(env.corr());
@@ -825,8 +832,15 @@ struct Agent::Impl : rib::OwnerIo {
     }
     send_router(routing, out);
   }
+  // Versions count changes one by one from 1: a version this large was not
+  // counted to, and adopting it would leave the coordinator no next number.
+  static constexpr uint64_t kMaxWeightsVersion = uint64_t(1) << 48;
   void adopt_weights(uint64_t version, const google::protobuf::RepeatedPtrField<pb::NodeWeight>& ws) {
     if (version <= owner->weights_version()) return;
+    if (version > kMaxWeightsVersion) {
+      ++c["weights_rejected"];
+      return;
+    }
     std::vector<std::pair<uint32_t, double>> w;
     for (const auto& x : ws) w.emplace_back(x.node(), x.weight());
     bool changed = false;
@@ -871,6 +885,11 @@ struct Agent::Impl : rib::OwnerIo {
     for (const auto& x : w.weights()) merged[x.node()] = x.weight();
     std::vector<std::pair<uint32_t, double>> nw(merged.begin(), merged.end());
     const uint64_t version = owner->weights_version() + 1;
+    if (version > kMaxWeightsVersion) {
+      ++c["weights_rejected"];
+      weights_reply(routing, env.corr(), pb::INTERNAL, "weights version space exhausted", 0, {}, 0, 0);
+      return;
+    }
     bool changed = false;
     const Status st = owner->set_weights(version, nw, &changed);
     if (!st.ok() || !changed) {
@@ -1169,6 +1188,8 @@ struct Agent::Impl : rib::OwnerIo {
     out["fib_installs"] = nc.fib_installs;
     out["fib_removes"] = nc.fib_removes;
     out["fib_errors"] = nc.fib_errors;
+    out["fib_foreign"] = nc.fib_foreign;
+    out["delta_mislabelled"] = nc.delta_mislabelled;
     out["fib_entries"] = state->fib_size();
     out["unsynced_partitions"] = state->unsynced();
     out["sessions_handled"] = state->sessions().size();

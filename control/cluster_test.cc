@@ -412,6 +412,56 @@ TEST_CASE("cluster: malformed frames and unknown CURVE keys are rejected and cou
     CHECK(e.error().text().find("speaks only for itself") != std::string::npos);
   }
   CHECK(counter(*c.value(), 0, "forbidden_messages") == 2);
+  // A member speaks for its own partitions only, and only the coordinator
+  // (node 0) numbers weight changes: node 1 reconciling node 0's partitions
+  // with nothing (it would empty node 0's FIB of them) and announcing a
+  // weights version at the end of the number space are refused and counted.
+  {
+    const uint64_t fib0 = counter(*c.value(), 0, "fib_entries");
+    auto w0 = c.value()->get_weights(0, 5000);
+    REQUIRE(w0.ok());
+    Result<KeyPair> k1 = load_key_file(h.value()->dir() + "/node1.key");
+    REQUIRE(k1.ok());
+    zmq::context_t ctx;
+    zmq::socket_t s(ctx, zmq::socket_type::dealer);
+    s.set(zmq::sockopt::linger, 0);
+    s.set(zmq::sockopt::curve_serverkey, h.value()->spec().members[0].curve_public);
+    s.set(zmq::sockopt::curve_publickey, k1.value().public_key);
+    s.set(zmq::sockopt::curve_secretkey, k1.value().secret_key);
+    s.connect(h.value()->spec().members[0].control);
+    pb::Envelope fu;
+    fu.set_version(1);
+    fu.mutable_fib_update()->set_owner(1);
+    fu.mutable_fib_update()->set_batch_id(98);
+    uint32_t theirs = 0;
+    for (uint32_t p = 0; p < h.value()->spec().partitions; ++p)
+      if (h.value()->spec().owner[p] == 0) {
+        fu.mutable_fib_update()->add_reconcile(p);
+        ++theirs;
+      }
+    REQUIRE(theirs > 0);
+    const std::string fb = fu.SerializeAsString();
+    s.send(zmq::buffer(fb));
+    pb::Envelope wu;
+    wu.set_version(1);
+    wu.mutable_weights_update()->set_from(1);
+    wu.mutable_weights_update()->set_version(~uint64_t(0));
+    auto* nw = wu.mutable_weights_update()->add_weights();
+    nw->set_node(1);
+    nw->set_weight(1.0);
+    const std::string wb = wu.SerializeAsString();
+    s.send(zmq::buffer(wb));
+    for (int i = 0; i < 100 && counter(*c.value(), 0, "fib_foreign") < theirs; ++i)
+      std::this_thread::sleep_for(std::chrono::milliseconds(50));
+    CHECK(counter(*c.value(), 0, "fib_foreign") == theirs);
+    CHECK(counter(*c.value(), 0, "fib_entries") == fib0);
+    for (int i = 0; i < 100 && counter(*c.value(), 0, "weights_rejected") < 1; ++i)
+      std::this_thread::sleep_for(std::chrono::milliseconds(50));
+    CHECK(counter(*c.value(), 0, "weights_rejected") == 1);
+    auto w1 = c.value()->get_weights(0, 5000);
+    REQUIRE(w1.ok());
+    CHECK(w1.value().version == w0.value().version);
+  }
   // A client with a key the cluster does not know gets nothing.
   {
     KeyPair evil = generate_keypair().value();

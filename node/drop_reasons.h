@@ -14,6 +14,7 @@ namespace sb::node {
   X(parse, "truncated or malformed Ethernet/IPv4/L4 header")                                  \
   X(non_ipv4, "not IPv4 (ARP, IPv6, ...) on a data port")                                     \
   X(l2_not_mine, "destination MAC is not this port's")                                        \
+  X(shim_not_member, "fabric shim frame whose source MAC is no other member's fabric MAC")     \
   X(ttl, "IPv4 TTL expired (<= 1) before forwarding")                                         \
   X(frag_no_l4, "non-first IPv4 fragment in 5-tuple key mode (no ports)")                     \
   X(gpt_invalid_node, "GPT answer is not a live member (unknown key, N not a power of two)")  \

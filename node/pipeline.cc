@@ -95,6 +95,12 @@ void Worker::downstream(Role in, rte_mbuf** pkts, uint16_t n) {
           drop(b, Drop::k_l2_not_mine);
           continue;
         }
+        // A shim frame is trusted (a resolved one is encapsulated with the
+        // tunnel it carries): only the other members send them.
+        if (!from_member(f + 6)) {
+          drop(b, Drop::k_shim_not_member);
+          continue;
+        }
         fabric_shim(b, f, len);
         continue;
       }
@@ -205,6 +211,13 @@ void Worker::fib_stage(const Pending* p, const FlowKey* keys, const uint64_t* h,
       st.count(lcore_, idx[i], meta, p[i].ip_len);
   }
   if (ingress) bump(c_->local_hits, local);
+}
+
+bool Worker::from_member(const uint8_t* src) const {
+  const Mac m{{src[0], src[1], src[2], src[3], src[4], src[5]}};
+  for (const uint32_t n : spec_.members)
+    if (n != spec_.self && spec_.fabric_mac[n] == m) return true;
+  return false;
 }
 
 void Worker::fabric_shim(rte_mbuf* m, const uint8_t* f, uint32_t len) {

@@ -153,6 +153,8 @@ class Worker {
   void fib_stage(const Pending* p, const FlowKey* keys, const uint64_t* hashes, uint16_t n, bool ingress);
   void upstream(rte_mbuf* m, bool steered);
   void fabric_shim(rte_mbuf* m, const uint8_t* frame, uint32_t len);
+  // True when src is the fabric MAC of a member other than this node.
+  bool from_member(const uint8_t* src) const;
   // encap(), forward_shim(), send_enb_fragmented(): true when the packet
   // (or its fragments) is handed to a tx buffer, false when it was dropped
   // (and counted) on the way.

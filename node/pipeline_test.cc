@@ -611,6 +611,36 @@ TEST_CASE("pipeline: malformed GTP-U and DNS on port 2152 are counted, never cra
   CHECK(delta(before, totals(*fx.c)).at("drop_parse") == 1);
 }
 
+TEST_CASE("pipeline: a fabric shim frame is taken only from another member's fabric MAC") {
+  // A resolved shim is encapsulated with the tunnel it carries, no lookup:
+  // a host on the fabric segment that is not a member must not be able to
+  // send GTP-U toward any eNodeB through the node.
+  ClusterFixture fx(rib::Architecture::kFullDuplication);
+  auto frame_from = [&](const Mac& src) {
+    std::vector<uint8_t> f = PacketBuilder().eth(rc_fabric_mac(0), src, kEthShim).raw(std::vector<uint8_t>(kShimLen, 0))
+                                 .ipv4(kInternet, kUe0, 17).udp(53, 4000).payload(20).build();
+    write_shim(f.data() + 14, Shim{ShimKind::kResolved, 0x4711, kEnb0, 5555});
+    return f;
+  };
+  // From member 1: encapsulated toward the eNodeB.
+  auto before = totals(*fx.c);
+  auto out = run(*fx.c, 0, kFabric, frame_from(rc_fabric_mac(1)));
+  REQUIRE(out.size() == 1);
+  CHECK(out[0].role == kEnb);
+  CHECK(delta(before, totals(*fx.c)).at("fabric_shim_in") == 1);
+  // From a MAC no member has, and from our own: dropped and counted.
+  Mac stranger = rc_fabric_mac(1);
+  stranger.b[5] ^= 0x40;
+  for (const Mac& src : {stranger, rc_fabric_mac(0)}) {
+    before = totals(*fx.c);
+    CHECK(run(*fx.c, 0, kFabric, frame_from(src)).empty());
+    const auto d = delta(before, totals(*fx.c));
+    CHECK(d.at("drop_shim_not_member") == 1);
+    CHECK(d.count("fabric_shim_in") == 0);
+    CHECK(d.count("gtpu_out") == 0);
+  }
+}
+
 TEST_CASE("pipeline: Echo Request gets an Echo Response with the Recovery IE") {
   ClusterFixture fx(rib::Architecture::kScaleBricks);
   const auto req = PacketBuilder().eth(rc_mac(0, kEnb), rc_enb_next_hop()).ipv4(kEnb1, fx.s1u(0), 17)
@@ -677,13 +707,20 @@ TEST_CASE("pipeline: index reuse by the control thread never sends a packet in a
   for (fib::FibKind fk : {fib::FibKind::kCuckoo, fib::FibKind::kOthello}) {
     INFO((fk == fib::FibKind::kOthello ? "othello" : "cuckoo"));
     ClusterFixture fx(rib::Architecture::kScaleBricks, 4, fk);
-    std::vector<rib::FibEntry> mine;  // sessions handled by node 0 (teid_dl 0x2000 + i, kEnb0)
+    // Sessions handled by node 0 (teid_dl 0x2000 + i, kEnb0) in partitions
+    // node 0 owns (a batch speaks for its owner's partitions only).
+    const rib::ClusterSpec& spec = fx.c->state(0).spec();
+    auto owner_of = [&](const FlowKey& k) {
+      return spec.owner[partition_of(hash_key(k, spec.hash_seed), spec.log2_partitions())];
+    };
+    std::vector<rib::FibEntry> mine;
     for (const rib::FibEntry& e : sessions(4))
-      if (e.handling_node == 0 && e.teid_dl >= 0x2000 && mine.size() < 64) mine.push_back(e);
+      if (e.handling_node == 0 && e.teid_dl >= 0x2000 && owner_of(e.key) == 0 && mine.size() < 64) mine.push_back(e);
     REQUIRE(mine.size() == 64);
     rib::FibBatch del, add;
     del.batch_id = 1;
     add.batch_id = 2;
+    del.owner = add.owner = 0;
     for (const rib::FibEntry& e : mine) {
       del.remove.push_back(e.key);
       add.install.push_back(e);

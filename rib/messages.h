@@ -89,7 +89,7 @@ struct StreamDelta {
   uint32_t sub_id = 0;
   uint32_t epoch = 0;
   uint64_t seq = 0;
-  std::vector<uint8_t> bytes;  // gpt/delta.h bytes, stamped with (epoch, seq); empty = filler
+  std::vector<uint8_t> bytes;  // gpt/delta.h bytes, stamped with (epoch, seq); header == labels
 };
 
 // The same without owning the bytes (the receive path: no copy per delta).

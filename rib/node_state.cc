@@ -133,13 +133,20 @@ FibAckMsg NodeState::apply_fib(const FibBatch& b) {
   // entries overlap.
   const size_t ni = b.install.size(), nr = b.remove.size();
   std::vector<uint64_t> hs(std::max(ni, nr));
+  // A batch speaks for its owner's partitions only: an entry (or a
+  // reconcile partition) of another member's partition is refused and
+  // counted, whatever else the batch holds (a member with a stale or buggy
+  // config, or a hostile one, must not rewrite or wipe others' sessions).
+  const unsigned log2p = spec_.log2_partitions();
+  auto foreign = [&](uint64_t h) { return spec_.owner[partition_of(h, log2p)] != b.owner; };
   for (size_t j = 0; j < ni; ++j) hs[j] = fib_->hash(b.install[j].key);
   for (size_t j = 0; j < ni; ++j) {
     if (j + 8 < ni) fib_->prefetch_update(b.install[j + 8].key, hs[j + 8], 0);
     if (j + 4 < ni) fib_->prefetch_update(b.install[j + 4].key, hs[j + 4], 1);
     const FibEntry& e = b.install[j];
     uint32_t t = 0;
-    const Status st = install(e, hs[j], &t);
+    const Status st = foreign(hs[j]) ? (++c_.fib_foreign, Status::InvalidArgument("FIB entry of a partition the sender does not own"))
+                                     : install(e, hs[j], &t);
     if (!st.ok()) ++c_.fib_errors;
     ++c_.fib_installs;
     a.install_code.push_back(st.code());
@@ -149,19 +156,23 @@ FibAckMsg NodeState::apply_fib(const FibBatch& b) {
   for (size_t j = 0; j < nr; ++j) {
     if (j + 8 < nr) fib_->prefetch_update(b.remove[j + 8], hs[j + 8], 0);
     if (j + 4 < nr) fib_->prefetch_update(b.remove[j + 4], hs[j + 4], 1);
-    const Status st = remove(b.remove[j], hs[j]);
+    const Status st = foreign(hs[j]) ? (++c_.fib_foreign, Status::InvalidArgument("FIB removal in a partition the sender does not own"))
+                                     : remove(b.remove[j], hs[j]);
     if (!st.ok()) ++c_.fib_errors;
     ++c_.fib_removes;
     a.remove_code.push_back(st.code());
   }
   if (!b.reconcile.empty()) {
     std::vector<bool> in(spec_.partitions, false);
-    for (uint32_t p : b.reconcile)
-      if (p < in.size()) in[p] = true;
+    for (uint32_t p : b.reconcile) {
+      if (p < in.size() && spec_.owner[p] == b.owner)
+        in[p] = true;
+      else
+        ++c_.fib_foreign;
+    }
     std::unordered_set<FlowKey, KeyHash> keep;
     keep.reserve(b.install.size());
     for (const FibEntry& e : b.install) keep.insert(e.key);
-    const unsigned log2p = spec_.log2_partitions();
     std::vector<std::pair<FlowKey, uint64_t>> stale;
     fib_->for_each([&](const FlowKey& k, uint32_t) {
       const uint64_t h = fib_->hash(k);
@@ -206,7 +217,19 @@ void NodeState::need_snapshot(Part& p, const StreamDeltaView* keep) {
 }
 
 NodeState::DeltaResult NodeState::apply_in_order(Part& p, const StreamDeltaView& d) {
-  if (!d.bytes.empty()) {
+  // The stream position comes from the transport's labels; the delta's own
+  // checksummed header says the same or the delta is not applied (an empty
+  // delta would advance the position with nothing checked; a delta of
+  // another partition or stream slot would be applied under this one's
+  // label). Refused without touching the stream: if it was the owner's own,
+  // the next delta finds the gap and resyncs; if not, the real delta with
+  // this position still applies.
+  if (!delta_label_ok(d)) {
+    ++c_.delta_mislabelled;
+    ++c_.delta_rejected;
+    return DeltaResult::kRejected;
+  }
+  {
     if (!gpt_) {
       ++c_.delta_rejected;
       return DeltaResult::kRejected;
@@ -223,6 +246,13 @@ NodeState::DeltaResult NodeState::apply_in_order(Part& p, const StreamDeltaView&
   mark_changed(p);
   ++c_.deltas_applied;
   return DeltaResult::kApplied;
+}
+
+bool NodeState::delta_label_ok(const StreamDeltaView& d) {
+  if (d.bytes.size() < gpt::kDeltaHeaderBytes) return false;
+  const uint8_t* h = d.bytes.data();
+  return gpt::get_u32(h + 4) == d.partition && gpt::get_u32(h + 8) == d.sub_id && gpt::get_u32(h + 20) == d.epoch &&
+         gpt::get_u64(h + 24) == d.seq;
 }
 
 NodeState::DeltaResult NodeState::on_delta(const StreamDeltaView& d) {
@@ -386,6 +416,20 @@ Status NodeState::on_snapshot(const SnapshotOut& s) {
   if (s.partition >= parts_.size()) return Status::InvalidArgument("snapshot: partition out of range");
   Part& p = parts_[s.partition];
   if (p.state == kSynced && s.pos <= p.applied) return Status::Ok();  // an older answer: nothing to do
+  // Every FIB entry must be a session of this partition: a snapshot that
+  // carries another partition's sessions is refused before anything of it
+  // is loaded (its GPT part is checked by load_partition the same way).
+  const unsigned log2p = spec_.log2_partitions();
+  for (const FibEntry& e : s.fib)
+    if (partition_of(fib_->hash(e.key), log2p) != s.partition) {
+      ++c_.fib_foreign;
+      ++c_.snapshot_rejected;
+      if (p.state != kNeedSnapshot) needy_.push_back(s.partition);
+      p.state = kNeedSnapshot;
+      return Status::InvalidArgument("snapshot of partition " + std::to_string(s.partition) +
+                                     " carries a session of partition " +
+                                     std::to_string(partition_of(fib_->hash(e.key), log2p)));
+    }
   if (gpt_) {
     if (s.gpt.empty()) {
       ++c_.snapshot_rejected;

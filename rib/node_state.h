@@ -82,6 +82,10 @@ struct NodeCounters {
   uint64_t deltas_applied = 0, stale_delta = 0, gap = 0, delta_rejected = 0, stream_regressed = 0;
   uint64_t buffered = 0, buffer_overflow = 0, snapshots_loaded = 0, snapshot_rejected = 0;
   uint64_t fib_installs = 0, fib_removes = 0, fib_errors = 0, fib_reconciled = 0;
+  // FIB entries, reconcile partitions and snapshot entries refused because
+  // they belong to a partition the sender does not own (or, in a snapshot,
+  // not the snapshot's partition); empty or mislabelled deltas refused.
+  uint64_t fib_foreign = 0, delta_mislabelled = 0;
   uint64_t snapshot_chunks = 0, snapshot_chunk_stale = 0, snapshot_restarts = 0;
 };
 
@@ -207,6 +211,7 @@ class NodeState {
   // h == fib_->hash(key): callers hash each key once.
   Status install(const FibEntry& e, uint64_t h, uint32_t* teid_ul);
   Status remove(const FlowKey& k, uint64_t h);
+  static bool delta_label_ok(const StreamDeltaView& d);
   DeltaResult apply_in_order(Part& p, const StreamDeltaView& d);
   void need_snapshot(Part& p, const StreamDeltaView* keep);
   void mark_changed(Part& p);

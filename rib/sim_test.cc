@@ -1341,3 +1341,93 @@ TEST_CASE("node state: the snapshot retry timer re-requests only requests older 
   CHECK(again.size() == 4);
   CHECK(n.snapshot_request_id(first[0]) != id0);
 }
+
+// Bad input from a peer (a member with a stale or buggy config, or a
+// hostile one): a FIB batch speaks for its owner's partitions only, a
+// snapshot for its own partition only, and a delta must carry the labels
+// of its stream slot in its own header. Each is refused and counted, and
+// nothing else changes.
+TEST_CASE("rib sim: FIB batches, snapshots and deltas naming another member's partitions are refused") {
+  Sim sim(3, Architecture::kScaleBricks, 71);
+  Client c(sim, 72, 600);
+  sim.run_until_idle();
+  run_workload(sim, c, 6, 40, false);
+  sim.run_until_idle([&] { c.drain(nullptr); });
+  NodeState& n1 = *sim.nodes[1];
+  // A partition owned by node 0 in which node 1 handles sessions.
+  uint32_t p = sim.spec.partitions;
+  FlowKey k1{};
+  for (const auto& [k, s] : c.model)
+    if (s.node == 1 && sim.spec.owner[c.partition(k)] == 0) {
+      p = c.partition(k);
+      k1 = k;
+      break;
+    }
+  REQUIRE(p < sim.spec.partitions);
+  const size_t fib0 = n1.fib_size();
+  // Node 2 reconciling node 0's partition (an empty reconcile would wipe it),
+  // installing over one of its sessions and removing another.
+  FibBatch b;
+  b.batch_id = 777;
+  b.owner = 2;
+  b.reconcile = {p};
+  FibEntry e;
+  e.key = k1;
+  e.handling_node = 1;
+  e.teid_dl = 0xbad;
+  e.enb_ip = 0xC6120063;
+  b.install.push_back(e);
+  b.remove.push_back(k1);
+  const FibAckMsg a = n1.apply_fib(b);
+  REQUIRE(a.install_code.size() == 1);
+  CHECK(a.install_code[0] == StatusCode::kInvalidArgument);
+  REQUIRE(a.remove_code.size() == 1);
+  CHECK(a.remove_code[0] == StatusCode::kInvalidArgument);
+  CHECK(n1.counters().fib_foreign == 3);
+  CHECK(n1.fib_size() == fib0);
+  check_converged_state(sim, c);
+
+  // A snapshot of p whose FIB part carries a session of another partition.
+  Result<SnapshotOut> s = sim.owners[0]->snapshot(p, 1);
+  REQUIRE(s.ok());
+  FlowKey other{};
+  bool found = false;
+  for (const auto& [k, x] : c.model)
+    if (c.partition(k) != p) {
+      other = k;
+      found = true;
+      break;
+    }
+  REQUIRE(found);
+  FibEntry o;
+  o.key = other;
+  o.handling_node = 1;
+  o.teid_dl = 1;
+  o.enb_ip = 0xC6120063;
+  s.value().fib.push_back(o);
+  s.value().pos.seq += 1;  // newer than what node 1 applied: it would load
+  const uint64_t rejected = n1.counters().snapshot_rejected;
+  CHECK(n1.on_snapshot(s.value()).code() == StatusCode::kInvalidArgument);
+  CHECK(n1.counters().snapshot_rejected == rejected + 1);
+  CHECK(n1.fib_size() == fib0);
+
+  // An empty delta at the next position, and a delta whose header names
+  // another stream slot: refused, the position does not move.
+  sim.run_until_idle([&] { c.drain(nullptr); });
+  uint32_t q = 0;
+  while (sim.spec.owner[q] != 0 || !sim.nodes[2]->synced(q)) ++q;
+  NodeState& n2 = *sim.nodes[2];
+  const StreamPos pos = n2.applied(q);
+  StreamDelta d;
+  d.partition = q;
+  d.epoch = pos.epoch;
+  d.seq = pos.seq + 1;
+  CHECK(n2.on_delta(d) == NodeState::DeltaResult::kRejected);
+  CHECK(n2.applied(q) == pos);
+  d.bytes.assign(gpt::kDeltaHeaderBytes, 0);  // a header labelled (0, 0, 0, 0)
+  CHECK(n2.on_delta(d) == NodeState::DeltaResult::kRejected);
+  CHECK(n2.applied(q) == pos);
+  CHECK(n2.counters().delta_mislabelled == 2);
+  CHECK(n2.synced(q));
+  check_converged_state(sim, c);
+}
