@@ -186,6 +186,17 @@ Status Wal::sync_dir(const std::string& d) {
   return r == 0 ? Status::Ok() : Status::Io(d + ": fsync dir");
 }
 
+Status Wal::sync_file(const std::string& p) {
+  const int fd = ::open(p.c_str(), O_RDONLY);
+  if (fd < 0) return Status::Io(p + ": open: " + std::strerror(errno));
+  const int r = ::fdatasync(fd);
+  const int e = errno;
+  ::close(fd);
+  if (r != 0) return Status::Io(p + ": fdatasync: " + std::strerror(e));
+  ++stats_.recovery_syncs;
+  return Status::Ok();
+}
+
 Status Wal::open_segment(uint64_t seg) {
   // The new segment is opened before the current one is closed: on failure
   // the log keeps working in the current one.
@@ -266,6 +277,7 @@ Status Wal::recover(const std::function<void(const WalRecord&)>& replay) {
     std::string().swap(snap);
   }
   uint64_t last = base;
+  std::vector<std::string> replayed;
   for (size_t i = 0; i < segs.size(); ++i) {
     if (segs[i] < base) continue;
     const std::string p = opt_.dir + "/wal/" + seg_name(segs[i]) + ".log";
@@ -289,6 +301,19 @@ Status Wal::recover(const std::function<void(const WalRecord&)>& replay) {
       if (::truncate(p.c_str(), off_t(off)) != 0) return Status::Io(p + ": truncate");
     }
     last = segs[i];
+    replayed.push_back(p);
+  }
+  // What was replayed came through the page cache: a process killed before
+  // its fdatasync left records that are not durable yet, and replaying them
+  // turns their request ids into "done" (a retry is acked). Make them (and
+  // a truncation) durable before anything is acknowledged on top of them.
+  // Every replayed file, not only the last: a log written by an older
+  // binary may hold unsynced segments before the last one.
+  if (opt_.fsync != FsyncPolicy::kNone && (base != 0 || !replayed.empty())) {
+    if (base != 0) SB_RETURN_IF_ERROR(sync_file(opt_.dir + "/snap/" + seg_name(base) + ".snap"));
+    for (const std::string& p : replayed) SB_RETURN_IF_ERROR(sync_file(p));
+    if (base != 0) SB_RETURN_IF_ERROR(sync_dir(opt_.dir + "/snap"));
+    SB_RETURN_IF_ERROR(sync_dir(opt_.dir + "/wal"));
   }
   // New records go to a fresh segment after everything replayed.
   return open_segment(segs.empty() ? std::max<uint64_t>(base, 1) : last + 1);

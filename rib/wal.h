@@ -47,6 +47,11 @@
 // used is missing, segment numbers have a gap, or there is no snapshot and
 // the first segment is not 1. Starting with part of the RIB would make the
 // owner's reconciling re-push delete the missing sessions cluster-wide.
+// Unless the policy is kNone, recovery fdatasyncs the snapshot and every
+// segment it replayed (after cutting a torn tail) and fsyncs snap/ and wal/
+// before it opens the next segment: records a killed process wrote but
+// never synced were replayed from the page cache and their request ids are
+// "done" now, so they must survive a power loss from here on.
 //
 // WRITE ERRORS are kIo and leave the log as it was: a failed or short
 // write() is cut back (ftruncate) to the last whole commit, so a later
@@ -93,6 +98,9 @@ struct WalOptions {
 struct WalStats {
   uint64_t records = 0, commits = 0, syncs = 0, bytes = 0, snapshots = 0;
   uint64_t truncated_tail_bytes = 0;  // found at recovery
+  // Files recover() fdatasynced (the snapshot and segments it replayed;
+  // none under kNone).
+  uint64_t recovery_syncs = 0;
 };
 
 class Wal {
@@ -128,6 +136,7 @@ class Wal {
   explicit Wal(WalOptions opt) : opt_(std::move(opt)) {}
   Status open_segment(uint64_t seg);
   Status sync_dir(const std::string& d);
+  Status sync_file(const std::string& p);  // fdatasync; counts recovery_syncs
 
   WalOptions opt_;
   int fd_ = -1;

@@ -366,3 +366,46 @@ TEST_CASE("wal: a snapshot's DONE records (the dedup window) come back in order 
   CHECK(puts == 10);
   CHECK(done == std::vector<std::pair<uint64_t, uint32_t>>{{900, 0}, {7, 2}, {123456789, 4}});
 }
+
+TEST_CASE("wal: recovery syncs what it replayed before appending after it (unless kNone)", "[wal]") {
+  // A process killed between write() and fdatasync() leaves records in the
+  // page cache only. Recovery replays them (their request ids become
+  // "done": a retry is acked), so they must be made durable before the
+  // owner acknowledges anything: else a power loss after the restart loses
+  // records whose retries were already acked.
+  TmpDir d;
+  WalOptions unsynced{d.path, FsyncPolicy::kNone, 10};
+  Model model;
+  { auto w = log_with(unsynced, 50, &model); }  // written, never synced
+  const std::string seg = files_in(d.path + "/wal").back();
+  SECTION("kBatch: the replayed segment is synced") {
+    WalOptions o{d.path, FsyncPolicy::kBatch, 10};
+    WalStats st;
+    CHECK(recover_model(o, &st) == model);
+    CHECK(st.recovery_syncs == 1);
+  }
+  SECTION("kInterval: also after cutting a torn tail") {
+    std::string extra;
+    Wal::encode(put(5000, 1), &extra);
+    {
+      std::ofstream f(seg, std::ios::app | std::ios::binary);
+      f.write(extra.data(), std::streamsize(extra.size() - 5));
+    }
+    WalOptions o{d.path, FsyncPolicy::kInterval, 10};
+    WalStats st;
+    CHECK(recover_model(o, &st) == model);
+    CHECK(st.truncated_tail_bytes == extra.size() - 5);
+    CHECK(st.recovery_syncs == 1);
+  }
+  SECTION("a snapshot and the segment after it") {
+    make_snapshotted_log(WalOptions{d.path + "/s", FsyncPolicy::kNone, 10});
+    WalStats st;
+    CHECK(recover_model(WalOptions{d.path + "/s", FsyncPolicy::kBatch, 10}, &st).size() == 105);
+    CHECK(st.recovery_syncs == 2);
+  }
+  SECTION("kNone never syncs") {
+    WalStats st;
+    CHECK(recover_model(unsynced, &st) == model);
+    CHECK(st.recovery_syncs == 0);
+  }
+}
