@@ -85,17 +85,27 @@ Status read_file(const std::string& path, std::string* out) {
   return Status::Ok();
 }
 
-// Decodes one record at p (n bytes available). Returns bytes consumed, 0 on a
-// torn/corrupt record.
-size_t decode(const char* p, size_t n, WalRecord* r) {
-  if (n < kHdr) return 0;
+// What decode() found at a position.
+enum class Decoded {
+  kOk,       // a whole record this version knows
+  kTorn,     // too short, or the checksum does not verify: torn or damaged
+  kUnknown,  // the checksum verifies but the header (type, flag bits,
+             // padding, length) is not one this version writes: a newer
+             // version wrote it (or a bug); never cut off as a torn tail
+};
+
+// Decodes one record at p (n bytes available) into *r; *used = its size.
+Decoded decode(const char* p, size_t n, WalRecord* r, size_t* used) {
+  *used = 0;
+  if (n < kHdr) return Decoded::kTorn;
   const uint32_t len = get32(p);
+  if (n - kHdr < size_t(len) + 8) return Decoded::kTorn;
+  if (checksum64(p, kHdr + len) != get64(p + kHdr + len)) return Decoded::kTorn;
   const uint8_t type = uint8_t(p[4]);
-  if ((uint8_t(p[5]) & ~kFlagUndo) != 0 || p[6] != 0 || p[7] != 0) return 0;
-  if (payload_len(type) == 0 || len != payload_len(type)) return 0;
-  if (type == WalRecord::kDone && p[5] != 0) return 0;  // nothing to undo
-  if (n < kHdr + len + 8) return 0;
-  if (checksum64(p, kHdr + len) != get64(p + kHdr + len)) return 0;
+  if ((uint8_t(p[5]) & ~kFlagUndo) != 0 || p[6] != 0 || p[7] != 0) return Decoded::kUnknown;
+  if (payload_len(type) == 0 || len != payload_len(type)) return Decoded::kUnknown;
+  if (type == WalRecord::kDone && p[5] != 0) return Decoded::kUnknown;  // nothing to undo
+  *used = kHdr + len + 8;
   const char* q = p + kHdr;
   r->type = WalRecord::Type(type);
   r->undo = (uint8_t(p[5]) & kFlagUndo) != 0;
@@ -105,7 +115,7 @@ size_t decode(const char* p, size_t n, WalRecord* r) {
     r->node = get32(q + 8);
     r->teid_dl = r->enb_ip = 0;
     r->bearer = 0;
-    return kHdr + len + 8;
+    return Decoded::kOk;
   }
   std::memcpy(r->key.bytes, q, 16);
   if (type == WalRecord::kPut) {
@@ -119,7 +129,21 @@ size_t decode(const char* p, size_t n, WalRecord* r) {
     r->bearer = 0;
     r->request_id = get64(q + 16);
   }
-  return kHdr + len + 8;
+  return Decoded::kOk;
+}
+
+// The first position >= from in b where a whole record of a known type and
+// length starts (its checksum verifies; flag bits not checked), or npos. A
+// torn tail is the end of the last write: nothing whole can follow it.
+size_t find_record(const std::string& b, size_t from) {
+  for (size_t at = from; at + kHdr + 8 <= b.size(); ++at) {
+    const char* p = b.data() + at;
+    const size_t len = payload_len(uint8_t(p[4]));
+    if (len == 0 || get32(p) != len || p[6] != 0 || p[7] != 0) continue;
+    if (b.size() - at < kHdr + len + 8) continue;
+    if (checksum64(p, kHdr + len) == get64(p + kHdr + len)) return at;
+  }
+  return std::string::npos;
 }
 
 Status write_all(int fd, const char* p, size_t n, const std::string& what) {
@@ -232,8 +256,8 @@ Status Wal::recover(const std::function<void(const WalRecord&)>& replay) {
     bool ok = true;
     for (uint64_t i = 0; i < count && ok; ++i) {
       WalRecord r;
-      const size_t used = decode(b.data() + off, b.size() - 8 - off, &r);
-      ok = used != 0;
+      size_t used = 0;
+      ok = decode(b.data() + off, b.size() - 8 - off, &r, &used) == Decoded::kOk;
       off += used;
     }
     if (!ok) continue;
@@ -267,8 +291,9 @@ Status Wal::recover(const std::function<void(const WalRecord&)>& replay) {
     size_t off = 16;
     for (uint64_t i = 0, n = get64(snap.data() + 8); i < n; ++i) {
       WalRecord r;
-      const size_t used = decode(snap.data() + off, snap.size() - 8 - off, &r);
-      if (used == 0)  // the file's checksum verified, its records must too
+      size_t used = 0;
+      if (decode(snap.data() + off, snap.size() - 8 - off, &r, &used) != Decoded::kOk)
+        // the file's checksum verified, its records must too
         return Status::Corrupt(where + "snap/" + seg_name(base) + ".snap: record " + std::to_string(i) +
                                " does not decode: refusing to start with part of the RIB");
       off += used;
@@ -286,8 +311,13 @@ Status Wal::recover(const std::function<void(const WalRecord&)>& replay) {
     size_t off = 0;
     while (off < b.size()) {
       WalRecord r;
-      const size_t used = decode(b.data() + off, b.size() - off, &r);
-      if (used == 0) break;
+      size_t used = 0;
+      const Decoded d = decode(b.data() + off, b.size() - off, &r, &used);
+      if (d == Decoded::kUnknown)
+        return Status::Corrupt(p + ": the record at offset " + std::to_string(off) +
+                               " verifies but has a type, flag bits or length this version does not know "
+                               "(written by a newer version?): refusing to start rather than drop it");
+      if (d != Decoded::kOk) break;
       replay(r);
       ++since_snap_;
       off += used;
@@ -297,6 +327,16 @@ Status Wal::recover(const std::function<void(const WalRecord&)>& replay) {
       if (!is_last)
         return Status::Corrupt(p + ": corrupt record at offset " + std::to_string(off) +
                                " in a segment that is not the last");
+      // A torn tail is only the last write: a whole record after the bad
+      // one means the damage is inside acknowledged records. Cutting there
+      // would drop them silently.
+      if (const size_t next = find_record(b, off + 1); next != std::string::npos)
+        return Status::Corrupt(
+            p + ": the record at offset " + std::to_string(off) + " does not verify but a whole record follows at offset " +
+            std::to_string(next) + " (" + std::to_string(b.size() - off) +
+            " bytes after it): damage inside the log, not a torn tail; refusing to start rather than drop the "
+            "acknowledged records after it (restore the data dir from a backup; if the machine lost power while "
+            "this segment was written, `truncate -s " + std::to_string(off) + "` of it accepts losing them)");
       stats_.truncated_tail_bytes += b.size() - off;
       if (::truncate(p.c_str(), off_t(off)) != 0) return Status::Io(p + ": truncate");
     }

@@ -18,7 +18,8 @@
 //   restores the state before it); replay applies it like any record and
 //   forgets request_id, so a retry of that id after a restart runs again
 //   instead of being answered "done" from the op's own record. Other flag
-//   bits must be zero.
+//   bits, the padding and unknown types are refused (kCorrupt, "written by
+//   a newer version?") when the checksum verifies: never cut off as torn.
 // Records state the RESULT of an op (not the op), so replay is assignment
 // and applying a record twice is harmless.
 //
@@ -39,10 +40,16 @@
 // RECOVERY: recover() loads the newest snapshot whose checksum verifies
 // (an older one is the fallback only while the segments after it are still
 // there: a crash between a snapshot's rename and the truncation), then
-// replays every segment >= its number in order. A torn or corrupt record in
+// replays every segment >= its number in order. A torn record at the end of
 // the LAST segment ends the log (the tail is truncated there: it was never
-// acknowledged under kBatch); in an earlier segment it is an error
-// (kCorrupt) and the owner refuses to start. So is a log that cannot be
+// acknowledged under kBatch). A torn tail is only the last write: if any
+// later position of the segment holds a whole record (known type and
+// length, checksum verifies), the damage is inside acknowledged records and
+// recovery refuses (kCorrupt, naming the segment and both offsets) instead
+// of cutting them off. A record that does not verify in an earlier segment
+// is an error (kCorrupt) too, and the owner refuses to start. (A power loss
+// that persisted a later page of the last write but not an earlier one is
+// refused as well: the operator decides; the message says how to cut.) So is a log that cannot be
 // complete: snapshots exist but none verifies, segment S of the snapshot
 // used is missing, segment numbers have a gap, or there is no snapshot and
 // the first segment is not 1. Starting with part of the RIB would make the

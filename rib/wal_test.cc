@@ -141,7 +141,7 @@ TEST_CASE("wal: corruption before the last segment refuses to start") {
   CHECK(w->recover([](const WalRecord&) {}).code() == StatusCode::kCorrupt);
 }
 
-TEST_CASE("wal: the UNDO flag survives recovery; unknown flag bits end the log like a torn record") {
+TEST_CASE("wal: the UNDO flag survives recovery; a verified record of an unknown kind is refused, not cut off", "[wal]") {
   TmpDir d;
   WalOptions o{d.path, FsyncPolicy::kBatch, 10};
   {
@@ -166,22 +166,35 @@ TEST_CASE("wal: the UNDO flag survives recovery; unknown flag bits end the log l
   CHECK(got[1].type == WalRecord::kDel);
   CHECK(got[1].request_id == 2);
   CHECK_FALSE(got[2].undo);
-  // A record with a flag bit this version does not know is not trusted.
+  // A record whose checksum verifies was written whole: one with a flag bit
+  // or a type this version does not know comes from a newer version (or a
+  // bug), not from a torn write. Cutting it off as a torn tail would drop
+  // an acknowledged op silently: recovery refuses, the file stays as it is.
   std::string seg;
   for (auto& e : fs::directory_iterator(d.path + "/wal")) seg = std::max(seg, e.path().string());
-  std::string extra;
-  Wal::encode(put(9, 1), &extra);
-  extra[5] = 2;  // and a valid checksum, so only the flag check can refuse it
-  const uint64_t sum = checksum64(extra.data(), extra.size() - 8);
-  std::memcpy(&extra[extra.size() - 8], &sum, 8);
-  {
+  auto append_verified = [&](int byte, char value) {
+    std::string extra;
+    Wal::encode(put(9, 1), &extra);
+    extra[size_t(byte)] = value;  // and a valid checksum, so only the header check can refuse it
+    const uint64_t sum = checksum64(extra.data(), extra.size() - 8);
+    std::memcpy(&extra[extra.size() - 8], &sum, 8);
     std::ofstream f(seg, std::ios::app | std::ios::binary);
     f.write(extra.data(), std::streamsize(extra.size()));
-  }
-  WalStats st;
-  const Model m = recover_model(o, &st);
-  CHECK(m.count(9) == 0);
-  CHECK(st.truncated_tail_bytes == extra.size());
+  };
+  const auto size = fs::file_size(seg);
+  SECTION("an unknown flag bit") { append_verified(5, 2); }
+  SECTION("an unknown type") { append_verified(4, 9); }
+  SECTION("nonzero padding") { append_verified(7, 1); }
+  const auto grown = fs::file_size(seg);
+  REQUIRE(grown > size);
+  auto w = Wal::open(o).value();
+  const Status st = w->recover([](const WalRecord&) {});
+  INFO(st.to_string());
+  CHECK(st.code() == StatusCode::kCorrupt);
+  CHECK(st.message().find("newer version") != std::string::npos);
+  CHECK(st.message().find(fs::path(seg).filename().string()) != std::string::npos);
+  CHECK(st.message().find("offset " + std::to_string(size)) != std::string::npos);
+  CHECK(fs::file_size(seg) == grown);
 }
 
 namespace {
@@ -407,5 +420,60 @@ TEST_CASE("wal: recovery syncs what it replayed before appending after it (unles
     WalStats st;
     CHECK(recover_model(unsynced, &st) == model);
     CHECK(st.recovery_syncs == 0);
+  }
+}
+
+TEST_CASE("wal: a damaged record inside the last segment refuses to start; only a true tail is cut", "[wal]") {
+  TmpDir d;
+  WalOptions o{d.path, FsyncPolicy::kBatch, 10};
+  Model model;
+  { auto w = log_with(o, 40, &model); }  // 40 acknowledged records in one segment
+  const std::string seg = files_in(d.path + "/wal").back();
+  const auto size = fs::file_size(seg);
+  std::string one;
+  Wal::encode(put(0, 1), &one);
+  const size_t rec = one.size();
+  REQUIRE(size == 40 * rec);
+  auto flip = [&](size_t at) {
+    std::fstream f(seg, std::ios::in | std::ios::out | std::ios::binary);
+    f.seekg(std::streamoff(at));
+    const char c = char(f.get());
+    f.seekp(std::streamoff(at));
+    f.put(char(c ^ 0x5a));
+  };
+  SECTION("a bit flip in record 10: records 11..39 were acknowledged") {
+    flip(10 * rec + 20);
+    auto w = Wal::open(o).value();
+    size_t replayed = 0;
+    const Status st = w->recover([&](const WalRecord&) { ++replayed; });
+    INFO(st.to_string());
+    CHECK(st.code() == StatusCode::kCorrupt);
+    CHECK(st.message().find(fs::path(seg).filename().string()) != std::string::npos);
+    CHECK(st.message().find("offset " + std::to_string(10 * rec)) != std::string::npos);
+    CHECK(st.message().find("offset " + std::to_string(11 * rec)) != std::string::npos);
+    CHECK(fs::file_size(seg) == size);  // nothing cut
+    CHECK(w->stats().truncated_tail_bytes == 0);
+  }
+  SECTION("a damaged length field in record 38") {
+    flip(38 * rec);
+    CHECK(recover_code(o) == StatusCode::kCorrupt);
+    CHECK(fs::file_size(seg) == size);
+  }
+  SECTION("damage in the last record only is a torn tail: cut") {
+    flip(39 * rec + 30);
+    WalStats st;
+    Model want = model;
+    want.erase(39);
+    CHECK(recover_model(o, &st) == want);
+    CHECK(st.truncated_tail_bytes == rec);
+    CHECK(fs::file_size(seg) == 39 * rec);
+  }
+  SECTION("a torn last write of several records: cut") {
+    fs::resize_file(seg, 37 * rec + 11);  // records 37.. partly written
+    WalStats st;
+    Model want = model;
+    for (uint32_t i = 37; i < 40; ++i) want.erase(i);
+    CHECK(recover_model(o, &st) == want);
+    CHECK(st.truncated_tail_bytes == 11);
   }
 }
