@@ -791,7 +791,7 @@ void Owner::finish_group(uint64_t now_us) {
   replies.reserve(ops.size());
   gpt::DeltaList dl;
   std::unordered_map<uint32_t, FibBatch> cleanup;  // strays of failed ops
-  bool compensated = false;
+  std::vector<size_t> compensated;  // indices in `replies` of ops whose log record is undone
   // GPT updates 8, 4 and 2 ops ahead are hinted (GptBuilder::prefetch_update
   // stages 0, 1, 2) so the misses of consecutive updates overlap.
   auto hint = [&](size_t j, unsigned stage) {
@@ -866,7 +866,7 @@ void Owner::finish_group(uint64_t now_us) {
       // Compensate the log (an UNDO record: recovery forgets the id too) and
       // undo stray FIB changes.
       ++stats_.compensations;
-      compensated = true;
+      compensated.push_back(replies.size());
       if (g.had_old)
         wal_->append(WalRecord{WalRecord::kPut, g.old.key, g.old.node, g.old.teid_dl, g.old.enb_ip, g.old.bearer,
                                g.in.request_id, /*undo=*/true});
@@ -893,9 +893,18 @@ void Owner::finish_group(uint64_t now_us) {
     replies.push_back(std::move(r));
   }
   // Replay is assignment, so the compensation records only have to reach
-  // the log; a failure to write them is a failed log: fatal (pump()).
-  if (compensated)
-    if (Status c = wal_->commit(); !c.ok() && fatal_.ok()) fatal_ = c;
+  // the log; a failure to write them is a failed log: fatal (pump()). The
+  // op's own record is in the log then and takes effect at the restart, so
+  // its failure is not the answer: the outcome is unknown (kIo; the
+  // client's retry after the restart gets the log's answer).
+  if (!compensated.empty())
+    if (Status c = wal_->commit(); !c.ok()) {
+      if (fatal_.ok()) fatal_ = c;
+      for (const size_t i : compensated)
+        replies[i].status = Status::Io("outcome unknown: the op failed (" + replies[i].status.message() +
+                                       ") but the log could not record its undo (" + c.message() +
+                                       "); its record stays in the log and takes effect when the owner restarts");
+    }
   stats_.deltas += deltas.size();
   if (!deltas.empty()) io_->publish(std::move(deltas));
   for (auto& [n, b] : cleanup) {

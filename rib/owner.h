@@ -46,8 +46,11 @@
 //
 // FAILURES: an op whose FIB ack does not come within fib_timeout_ms fails
 // with kUnavailable; its WAL record is compensated (the previous state is
-// logged again) and the stray entry removed. A handling node that is not
-// live is refused up front (kUnavailable, nothing logged).
+// logged again) and the stray entry removed. If the compensation cannot be
+// written, the op's record stays in the log and takes effect at the next
+// start: the op is answered kIo "outcome unknown" (not its failure) and the
+// owner stops (pump() returns kIo). A handling node that is not live is
+// refused up front (kUnavailable, nothing logged).
 //
 // THREAD SAFETY: not thread-safe; one thread (the node agent's control
 // thread) calls everything. OwnerIo callbacks are made from inside these

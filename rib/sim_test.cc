@@ -3,7 +3,10 @@
 // delete workloads against a model; kill/restart of an owner; dropped and
 // replayed deltas; a probe that checks during moves that no synced node's
 // GPT ever points a live session at a node without its FIB entry.
+#include <sys/resource.h>
 #include <unistd.h>
+
+#include <csignal>
 
 #include <catch2/catch.hpp>
 #include <filesystem>
@@ -1430,4 +1433,50 @@ TEST_CASE("rib sim: FIB batches, snapshots and deltas naming another member's pa
   CHECK(n2.counters().delta_mislabelled == 2);
   CHECK(n2.synced(q));
   check_converged_state(sim, c);
+}
+
+TEST_CASE("rib owner: a failed op whose undo cannot be logged is answered 'outcome unknown'", "[owner]") {
+  // The FIB install of an add times out; the owner compensates the log with
+  // an UNDO record, but that write fails (file size limit: EFBIG). The op's
+  // PUT stays in the log and comes back at the restart, so replying with
+  // the timeout ("it did not happen") would be false: kIo, outcome unknown.
+  Sim sim(2, Architecture::kScaleBricks, 61);
+  sim.allow_fatal = true;
+  Client c(sim, 62, 200);
+  sim.run_until_idle();
+  const FlowKey k = c.key_owned_by(0);
+  sim.down[1] = true;  // node 1 never acks: the install times out
+  ClientOp op = c.make_op(OpKind::kAdd, k, 1, 0x4242);
+  op.token = op.request_id;
+  sim.owners[0]->submit(ClientOp(op));
+  REQUIRE(sim.owners[0]->pump(sim.now).ok());  // logged, FIB install sent (lost)
+  REQUIRE(sim.owners[0]->groups_in_flight() == 1);
+  std::string seg;
+  for (const auto& e : fs::directory_iterator(sim.dir + "/n0/wal")) seg = std::max(seg, e.path().string());
+  auto* old_handler = std::signal(SIGXFSZ, SIG_IGN);
+  struct rlimit old_lim;
+  REQUIRE(::getrlimit(RLIMIT_FSIZE, &old_lim) == 0);
+  struct rlimit lim = old_lim;
+  lim.rlim_cur = rlim_t(fs::file_size(seg));  // no byte more
+  REQUIRE(::setrlimit(RLIMIT_FSIZE, &lim) == 0);
+  sim.now += 1000000;  // past fib_timeout_ms
+  (void)sim.owners[0]->pump(sim.now);
+  REQUIRE(::setrlimit(RLIMIT_FSIZE, &old_lim) == 0);
+  std::signal(SIGXFSZ, old_handler);
+  REQUIRE(sim.replies.size() == 1);
+  const OpReply r = sim.replies[0];
+  INFO(r.status.to_string());
+  CHECK(r.status.code() == StatusCode::kIo);
+  CHECK(r.status.message().find("outcome unknown") != std::string::npos);
+  CHECK(sim.owners[0]->stats().compensations == 1);
+  CHECK(sim.owners[0]->pump(sim.now).code() == StatusCode::kIo);  // the owner stops
+  // And indeed: after the restart the op's record is there.
+  sim.down[1] = false;
+  sim.replies.clear();
+  sim.kill(0);
+  sim.restart(0);
+  sim.allow_fatal = false;
+  sim.run_until_idle();
+  REQUIRE(sim.owners[0]->find(k) != nullptr);
+  CHECK(sim.owners[0]->find(k)->teid_dl == 0x4242);
 }
