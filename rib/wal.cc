@@ -249,7 +249,8 @@ Status Wal::recover(const std::function<void(const WalRecord&)>& replay) {
   for (auto it = snaps.rbegin(); it != snaps.rend(); ++it) {
     std::string b;
     if (!read_file(opt_.dir + "/snap/" + seg_name(*it) + ".snap", &b).ok()) continue;
-    if (b.size() < 32 || get64(b.data()) != kSnapMagic) continue;
+    // magic, count, records, checksum: 24 bytes when there is no record
+    if (b.size() < 24 || get64(b.data()) != kSnapMagic) continue;
     const uint64_t count = get64(b.data() + 8);
     if (checksum64(b.data(), b.size() - 8) != get64(b.data() + b.size() - 8)) continue;
     size_t off = 16;
@@ -260,7 +261,7 @@ Status Wal::recover(const std::function<void(const WalRecord&)>& replay) {
       ok = decode(b.data() + off, b.size() - 8 - off, &r, &used) == Decoded::kOk;
       off += used;
     }
-    if (!ok) continue;
+    if (!ok || off != b.size() - 8) continue;  // the records fill the file exactly
     base = *it;
     snap = std::move(b);
     break;

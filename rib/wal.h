@@ -3,7 +3,9 @@
 // FILES (in the owner's data dir)
 //   wal/SSSSSSSSSSSSSSSS.log   segments, numbered in order (16 hex digits)
 //   snap/SSSSSSSSSSSSSSSS.snap RIB snapshot: the state at the START of
-//                              segment S (every record of segments < S is in it)
+//                              segment S (every record of segments < S is in it):
+//                              u64 magic | u64 count | count records | u64 checksum64;
+//                              the records fill it exactly (24 bytes when empty)
 //   epoch                      the owner's stream epoch (rib/owner.h)
 //
 // RECORD (little-endian)

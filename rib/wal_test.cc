@@ -477,3 +477,40 @@ TEST_CASE("wal: a damaged record inside the last segment refuses to start; only 
     CHECK(st.truncated_tail_bytes == 11);
   }
 }
+
+TEST_CASE("wal: an empty snapshot (no record) loads; one whose records do not fill it does not", "[wal]") {
+  // Every session deleted (and no request id in the window): the snapshot
+  // is magic + count 0 + checksum = 24 bytes, and must not make the owner
+  // refuse to start with "no RIB snapshot verifies".
+  TmpDir d;
+  WalOptions o{d.path, FsyncPolicy::kBatch, 10};
+  {
+    Model m;
+    auto w = log_with(o, 10, &m);
+    for (uint32_t i = 0; i < 10; ++i) {
+      WalRecord del = put(i, 1);
+      del.type = WalRecord::kDel;
+      w->append(del);
+    }
+    REQUIRE(w->commit().ok());
+    REQUIRE(w->snapshot([](const std::function<void(const WalRecord&)>&) {}).ok());
+  }
+  const auto snaps = files_in(d.path + "/snap");
+  REQUIRE(snaps.size() == 1);
+  REQUIRE(fs::file_size(snaps[0]) == 24);
+  WalStats st;
+  CHECK(recover_model(o, &st).empty());
+  // Bytes between the last record and the checksum (a count too small for
+  // the file, with a checksum over all of it) are not a snapshot.
+  std::string b;
+  {
+    std::ifstream f(snaps[0], std::ios::binary);
+    b.assign(std::istreambuf_iterator<char>(f), {});
+  }
+  b.resize(16);
+  Wal::encode(put(1, 1), &b);  // one record, count still 0
+  const uint64_t sum = checksum64(b.data(), b.size());
+  b.append(reinterpret_cast<const char*>(&sum), 8);
+  { std::ofstream(snaps[0], std::ios::binary | std::ios::trunc).write(b.data(), std::streamsize(b.size())); }
+  CHECK(recover_code(o) == StatusCode::kCorrupt);
+}
