@@ -12,6 +12,7 @@
 #include <fstream>
 #include <new>
 
+#include "core/checksum.h"
 #include "gpt/setsep.h"
 
 #include <chrono>
@@ -93,6 +94,80 @@ Status write_weights_file(const std::string& dir, uint64_t version,
     s += line;
   }
   return write_file_durably(dir, "weights", s);
+}
+
+// data_dir/identity: the cluster shape the RIB in this data dir was
+// written for. Records are kept by partition; under another hash_seed,
+// partition count or ownership table they belong to other partitions or
+// owners, and recovery would have to drop acknowledged sessions.
+struct Identity {
+  uint64_t node = 0, hash_seed = 0, partitions = 0, ownership = 0;
+};
+
+Identity identity_of(const ClusterSpec& spec, uint32_t self) {
+  Identity id;
+  id.node = self;
+  id.hash_seed = spec.hash_seed;
+  id.partitions = spec.partitions;
+  std::string table;
+  for (const uint32_t o : spec.owner) table.append(reinterpret_cast<const char*>(&o), 4);
+  id.ownership = checksum64(table.data(), table.size());
+  return id;
+}
+
+std::string identity_text(const Identity& id) {
+  char b[160];
+  std::snprintf(b, sizeof b, "node %llu\nhash_seed %llu\npartitions %llu\nownership %016llx\n",
+                (unsigned long long)id.node, (unsigned long long)id.hash_seed, (unsigned long long)id.partitions,
+                (unsigned long long)id.ownership);
+  return b;
+}
+
+// Compares data_dir/identity with the configuration's; *exists = false
+// when there is none yet (a new data dir, or one of an older version).
+Status check_identity(const std::string& dir, const Identity& want, bool* exists) {
+  const std::string path = dir + "/identity";
+  *exists = false;
+  std::ifstream in(path);
+  if (!in) return Status::Ok();
+  *exists = true;
+  Identity got;
+  bool seen[4] = {false, false, false, false};
+  std::string key, val;
+  while (in >> key >> val) {
+    const int base = key == "ownership" ? 16 : 10;
+    char* end = nullptr;
+    errno = 0;
+    const unsigned long long v = std::strtoull(val.c_str(), &end, base);
+    if (val.empty() || *end != '\0' || errno != 0) return Status::Corrupt(path + ": " + key + ": bad value '" + val + "'");
+    uint64_t* field = key == "node"         ? &got.node
+                      : key == "hash_seed"  ? &got.hash_seed
+                      : key == "partitions" ? &got.partitions
+                      : key == "ownership"  ? &got.ownership
+                                            : nullptr;
+    if (field == nullptr) return Status::Corrupt(path + ": unknown field '" + key + "'");
+    *field = v;
+    seen[field - &got.node] = true;
+  }
+  if (!in.eof()) return Status::Corrupt(path + ": unreadable");
+  for (const bool b : seen)
+    if (!b) return Status::Corrupt(path + ": a field is missing (node, hash_seed, partitions, ownership)");
+  const std::string tail =
+      ": cluster shape changes are not supported in place (the RIB's records are kept by partition); "
+      "restore the old configuration, or move the data dir away to start this node's RIB empty";
+  if (got.node != want.node)
+    return Status::FailedPrecondition(dir + " holds the RIB of node " + std::to_string(got.node) + ", this is node " +
+                                      std::to_string(want.node) + tail);
+  if (got.hash_seed != want.hash_seed)
+    return Status::FailedPrecondition(dir + " was written with cluster hash_seed " + std::to_string(got.hash_seed) +
+                                      ", the configuration has " + std::to_string(want.hash_seed) + tail);
+  if (got.partitions != want.partitions)
+    return Status::FailedPrecondition(dir + " was written with " + std::to_string(got.partitions) +
+                                      " partitions, the configuration has " + std::to_string(want.partitions) + tail);
+  if (got.ownership != want.ownership)
+    return Status::FailedPrecondition(dir + " was written under another partition ownership table (members or "
+                                      "their order changed)" + tail);
+  return Status::Ok();
 }
 
 }  // namespace
@@ -179,11 +254,20 @@ Result<std::unique_ptr<Owner>> Owner::open(const ClusterSpec& spec, const OwnerO
     if (!b.ok()) return b.status().with_context("owner: GPT builder");
     o->gpt_ = std::move(b.value());
   }
+  // The data dir must hold this node's RIB under this cluster shape; checked
+  // before anything in it changes.
+  const Identity ident = identity_of(spec, opt.self);
+  bool have_identity = false;
+  SB_RETURN_IF_ERROR(check_identity(opt.wal.dir, ident, &have_identity).with_context("owner"));
   Result<uint32_t> e = bump_epoch(opt.wal.dir);
   if (!e.ok()) return e.status();
   o->epoch_ = e.value();
   SB_RETURN_IF_ERROR(o->load_weights());
   SB_RETURN_IF_ERROR(o->recover());
+  // First open (or a data dir of an older version, whose records were just
+  // checked against this shape by recover()).
+  if (!have_identity)
+    SB_RETURN_IF_ERROR(write_file_durably(opt.wal.dir, "identity", identity_text(ident)).with_context("owner"));
   return o;
 }
 
@@ -198,7 +282,7 @@ Status Owner::recover() {
       return;
     }
     const uint32_t p = partition_of_key(r.key);
-    if (!owns(p)) { ++foreign; return; }  // ownership changed under the log: ignore
+    if (!owns(p)) { ++foreign; return; }  // the cluster shape changed under the log: refused below
     auto& m = recs_[p];
     if (r.type == WalRecord::kPut) {
       SessionRec s;
@@ -217,6 +301,15 @@ Status Owner::recover() {
       else remember(r.request_id, StatusCode::kOk, r.node);
     }
   }));
+  // Skipping them would drop acknowledged sessions silently (and the next
+  // snapshot would make it permanent).
+  if (foreign > 0)
+    return Status::FailedPrecondition(
+        "owner: " + std::to_string(foreign) + " records of the RIB in " + opt_.wal.dir +
+        " belong to partitions node " + std::to_string(opt_.self) +
+        " does not own under the current cluster configuration (hash_seed, partitions, members, ownership): "
+        "cluster shape changes are not supported in place; restore the old configuration, or move the data dir "
+        "away to start this node's RIB empty");
   nsessions_ = 0;
   for (const auto& m : recs_) nsessions_ += m.size();
   // Rebuild the GPT of our partitions.

@@ -38,6 +38,14 @@
 // and rebuilt from the WAL on restart); a retry gets the first result, a
 // retry of an op still in flight gets the reply when it completes.
 //
+// CLUSTER SHAPE: records are kept by partition. data_dir/identity (written
+// at the first open) holds the node id, hash_seed, partition count and a
+// hash of the ownership table the RIB was written under; open() refuses
+// (kFailedPrecondition, naming the field) when the configuration differs,
+// and recovery refuses a log holding records of partitions this node does
+// not own (a data dir from before the identity file): changing the shape
+// in place would drop acknowledged sessions.
+//
 // EPOCHS: the owner's epoch (data_dir/epoch) is read, incremented and synced
 // at open(); every partition stream restarts at (epoch, 0). Subscribers see
 // the new epoch and fetch a snapshot (rib/follower.h). After recovery the

@@ -1480,3 +1480,64 @@ TEST_CASE("rib owner: a failed op whose undo cannot be logged is answered 'outco
   REQUIRE(sim.owners[0]->find(k) != nullptr);
   CHECK(sim.owners[0]->find(k)->teid_dl == 0x4242);
 }
+
+TEST_CASE("rib owner: a data dir written under another cluster shape is refused, not half recovered", "[owner]") {
+  // Records are kept by partition: under another hash_seed, partition
+  // count or ownership table some belong to partitions this node does not
+  // own. Skipping them dropped acknowledged sessions silently (and the next
+  // snapshot made it permanent).
+  Sim sim(2, Architecture::kScaleBricks, 63);
+  Client c(sim, 64, 300);
+  sim.run_until_idle();
+  for (size_t i = 0; i < 100; ++i) c.submit(c.make_op(OpKind::kAdd, c.pool[i], uint32_t(i % 2), uint32_t(i + 1)));
+  sim.run_until_idle();
+  c.drain(nullptr);
+  const size_t sessions0 = sim.owners[0]->sessions();
+  REQUIRE(sessions0 > 20);
+  const std::string dir = sim.dir + "/n0";
+  REQUIRE(fs::exists(dir + "/identity"));
+  sim.kill(0);
+  auto open_with = [&](const ClusterSpec& spec) {
+    REQUIRE(spec.validate().ok());
+    return Owner::open(spec, sim.opts(0), sim.io[0].get());
+  };
+  ClusterSpec seed = sim.spec;
+  seed.hash_seed = 100;
+  ClusterSpec parts = sim.spec;
+  parts.partitions = 32;
+  parts.assign_round_robin();
+  ClusterSpec order = sim.spec;  // the members listed the other way round: round-robin ownership swaps
+  std::swap(order.members[0], order.members[1]);
+  order.assign_round_robin();
+  SECTION("the identity file names the field that differs") {
+    for (auto& [spec, field] : std::vector<std::pair<ClusterSpec, std::string>>{
+             {seed, "hash_seed 99"}, {parts, "16 partitions"}, {order, "ownership"}}) {
+      auto r = open_with(spec);
+      REQUIRE_FALSE(r.ok());
+      INFO(r.status().to_string());
+      CHECK(r.status().code() == StatusCode::kFailedPrecondition);
+      CHECK(r.status().message().find(field) != std::string::npos);
+      CHECK(r.status().message().find("not supported in place") != std::string::npos);
+    }
+    OwnerOptions other = sim.opts(1);
+    other.wal.dir = dir;  // node 1 started on node 0's data dir
+    auto r = Owner::open(sim.spec, other, sim.io[1].get());
+    REQUIRE_FALSE(r.ok());
+    CHECK(r.status().message().find("RIB of node 0") != std::string::npos);
+  }
+  SECTION("a data dir without identity (an older version): the foreign records are counted and refused") {
+    fs::remove(dir + "/identity");
+    auto r = open_with(seed);
+    REQUIRE_FALSE(r.ok());
+    INFO(r.status().to_string());
+    CHECK(r.status().code() == StatusCode::kFailedPrecondition);
+    CHECK(r.status().message().find(" records of the RIB") != std::string::npos);
+    CHECK(r.status().message().find("not supported in place") != std::string::npos);
+    CHECK_FALSE(fs::exists(dir + "/identity"));  // not written for a shape that was refused
+  }
+  // The old configuration still opens it, with every session.
+  sim.restart(0);
+  CHECK(sim.owners[0]->sessions() == sessions0);
+  CHECK(fs::exists(dir + "/identity"));
+  sim.run_until_idle();
+}
