@@ -603,9 +603,12 @@ Status Owner::pump(uint64_t now_us) {
   }
   while (!flight_.empty() && now_us - flight_.front().t0_us > uint64_t(opt_.fib_timeout_ms) * 1000)
     fail_timeouts(now_us);
-  // FsyncPolicy::kInterval: a quiet owner still syncs its last writes once
-  // the interval has passed (a no-op under kBatch / kNone or when clean).
-  if (flight_.empty()) SB_RETURN_IF_ERROR(wal_->commit());
+  // FsyncPolicy::kInterval: the last writes are synced once the interval
+  // has passed, whether or not groups are in flight: a group already acked
+  // must not stay unsynced while a later one waits up to fib_timeout_ms for
+  // a slow node (a no-op under kBatch / kNone or when clean; nothing is
+  // pending between calls, every group commits in the call that builds it).
+  SB_RETURN_IF_ERROR(wal_->commit());
   while (can_start()) SB_RETURN_IF_ERROR(start_group(now_us));
   return Status::Ok();
 }

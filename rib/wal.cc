@@ -195,11 +195,24 @@ Result<std::unique_ptr<Wal>> Wal::open(const WalOptions& opt) {
   return std::unique_ptr<Wal>(new Wal(opt));
 }
 
-Wal::~Wal() {
-  if (fd_ >= 0) {
-    if (!buf_.empty()) (void)commit();
-    ::close(fd_);
+Wal::~Wal() { (void)close(); }
+
+Status Wal::close() {
+  if (fd_ < 0) return Status::Ok();
+  Status st = buf_.empty() ? Status::Ok() : commit();
+  // Under kInterval the last commits may be younger than the interval: an
+  // orderly shutdown makes them durable too.
+  if (st.ok() && dirty_ && broken_.ok() && opt_.fsync != FsyncPolicy::kNone) {
+    if (::fdatasync(fd_) != 0) {
+      st = Status::Io(std::string("wal: fdatasync at close: ") + std::strerror(errno));
+    } else {
+      ++stats_.syncs;
+      dirty_ = false;
+    }
   }
+  ::close(fd_);
+  fd_ = -1;
+  return st;
 }
 
 Status Wal::sync_dir(const std::string& d) {
@@ -366,7 +379,7 @@ void Wal::append(const WalRecord& r) {
 }
 
 Status Wal::commit() {
-  if (fd_ < 0) return Status::FailedPrecondition("wal: recover() was not called");
+  if (fd_ < 0) return Status::FailedPrecondition("wal: not open (recover() was not called, or closed)");
   if (!broken_.ok()) return broken_;
   if (!buf_.empty()) {
     Status w = write_all(fd_, buf_.data(), buf_.size(), "wal");

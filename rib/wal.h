@@ -30,8 +30,9 @@
 // before returning, so everything appended before a commit() that returned
 // OK survives kill -9 and power loss. kInterval syncs when the last sync is
 // older than the interval (an ack may precede it: a crash can lose up to an
-// interval; the owner calls commit() from pump() so a quiet log is synced
-// too); kNone never syncs (the page cache still survives kill -9, not a
+// interval; the owner calls commit() from every pump(), also while groups
+// wait for FIB acks, so a quiet log is synced too, and close() syncs what
+// is left); kNone never syncs (the page cache still survives kill -9, not a
 // power loss).
 //
 // SNAPSHOTS AND TRUNCATION: rotate() closes the current segment and opens
@@ -117,7 +118,12 @@ class Wal {
   // Creates the directories if needed. Does not recover: call recover() once
   // before the first append().
   static Result<std::unique_ptr<Wal>> open(const WalOptions& opt);
+  // close(); its error is lost (call close() to see it).
   ~Wal();
+  // Commits what is pending and, unless kNone, fdatasyncs the segment if a
+  // commit since the last sync was not synced (kInterval), then closes it.
+  // Later commits fail (kFailedPrecondition).
+  Status close();
 
   // Replays snapshot + log: `put_snapshot` gets every snapshot record (type
   // kPut), then `replay` every log record in order. Opens the segment that

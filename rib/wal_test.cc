@@ -514,3 +514,27 @@ TEST_CASE("wal: an empty snapshot (no record) loads; one whose records do not fi
   { std::ofstream(snaps[0], std::ios::binary | std::ios::trunc).write(b.data(), std::streamsize(b.size())); }
   CHECK(recover_code(o) == StatusCode::kCorrupt);
 }
+
+TEST_CASE("wal: close() syncs commits the interval policy left unsynced", "[wal]") {
+  TmpDir d;
+  WalOptions o{d.path, FsyncPolicy::kInterval, 60000};  // no interval passes in this test
+  auto w = Wal::open(o).value();
+  REQUIRE(w->recover([](const WalRecord&) {}).ok());
+  w->append(put(1, 1));
+  REQUIRE(w->commit().ok());  // the first sync (the last one was "never")
+  const uint64_t s0 = w->stats().syncs;
+  w->append(put(2, 1));
+  REQUIRE(w->commit().ok());  // acked, not synced: the interval has not passed
+  REQUIRE(w->stats().syncs == s0);
+  REQUIRE(w->close().ok());
+  CHECK(w->stats().syncs == s0 + 1);
+  CHECK(w->commit().code() == StatusCode::kFailedPrecondition);
+  // kNone: close() does not sync.
+  TmpDir d2;
+  auto n = Wal::open(WalOptions{d2.path, FsyncPolicy::kNone, 10}).value();
+  REQUIRE(n->recover([](const WalRecord&) {}).ok());
+  n->append(put(1, 1));
+  REQUIRE(n->commit().ok());
+  REQUIRE(n->close().ok());
+  CHECK(n->stats().syncs == 0);
+}
