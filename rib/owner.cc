@@ -1,6 +1,7 @@
 #include "rib/owner.h"
 
 #include <fcntl.h>
+#include <sys/file.h>
 #include <unistd.h>
 
 #include <algorithm>
@@ -62,6 +63,37 @@ Status write_file_durably(const std::string& dir, const std::string& name, const
     ::close(dfd);
   }
   return Status::Ok();
+}
+
+// Takes the exclusive lock of data_dir/LOCK (flock, not blocking) and
+// writes our pid into it; the descriptor holds the lock until it is closed
+// (also by the kernel when the process dies).
+Result<int> lock_data_dir(const std::string& dir) {
+  std::error_code ec;
+  std::filesystem::create_directories(dir, ec);
+  if (ec) return Status::Io(dir + ": " + ec.message());
+  const std::string path = dir + "/LOCK";
+  const int fd = ::open(path.c_str(), O_RDWR | O_CREAT | O_CLOEXEC, 0644);
+  if (fd < 0) return Status::Io(path + ": open: " + std::strerror(errno));
+  if (::flock(fd, LOCK_EX | LOCK_NB) != 0) {
+    const int e = errno;
+    char b[32] = {};
+    const ssize_t n = ::pread(fd, b, sizeof b - 1, 0);
+    ::close(fd);
+    if (e != EWOULDBLOCK) return Status::Io(path + ": flock: " + std::strerror(e));
+    std::string pid = n > 0 ? std::string(b, size_t(n)) : std::string();
+    while (!pid.empty() && (pid.back() == '\n' || pid.back() == ' ')) pid.pop_back();
+    return Status::FailedPrecondition("data dir " + dir + " is in use by another process" +
+                                      (pid.empty() ? std::string() : " (pid " + pid + ")") +
+                                      ": two owners on one data dir would corrupt its log");
+  }
+  const std::string me = std::to_string(::getpid()) + "\n";
+  if (::ftruncate(fd, 0) != 0 || ::pwrite(fd, me.data(), me.size(), 0) != ssize_t(me.size())) {
+    const int e = errno;
+    ::close(fd);
+    return Status::Io(path + ": write: " + std::strerror(e));
+  }
+  return fd;
 }
 
 // Reads, bumps and syncs data_dir/epoch.
@@ -206,13 +238,23 @@ Result<std::unique_ptr<gpt::GptTable>> make_setsep_table(const ClusterSpec& spec
 Owner::Owner(const ClusterSpec& spec, const OwnerOptions& opt, OwnerIo* io)
     : spec_(spec), opt_(opt), io_(io) {}
 
-Owner::~Owner() = default;
+Owner::~Owner() {
+  wal_.reset();  // the log is closed before the data dir is unlocked
+  if (lock_fd_ >= 0) ::close(lock_fd_);
+}
 
 Result<std::unique_ptr<Owner>> Owner::open(const ClusterSpec& spec, const OwnerOptions& opt,
                                            OwnerIo* io) {
   SB_RETURN_IF_ERROR(spec.validate());
   if (!spec.is_member(opt.self)) return Status::InvalidArgument("owner: self is not a member");
   std::unique_ptr<Owner> o(new Owner(spec, opt, io));
+  // Before anything in the data dir changes: a second process on it (an
+  // operator's, or a supervisor's restart racing the old one) would bump
+  // the epoch, cut the live segment's "torn" tail and append to the log.
+  if (opt.wal.dir.empty()) return Status::InvalidArgument("owner: empty data dir");
+  Result<int> lk = lock_data_dir(opt.wal.dir);
+  if (!lk.ok()) return lk.status().with_context("owner");
+  o->lock_fd_ = lk.value();
   o->log2p_ = spec.log2_partitions();
   for (const Member& m : spec.members) o->member_mask_ |= 1u << m.id;
   o->live_mask_ = o->member_mask_;

@@ -46,6 +46,11 @@
 // not own (a data dir from before the identity file): changing the shape
 // in place would drop acknowledged sessions.
 //
+// DATA DIR LOCK: open() first takes an exclusive flock on data_dir/LOCK
+// (the file holds the pid) and fails (kFailedPrecondition, "in use by
+// another process (pid N)") if another open file holds it; the lock is
+// released when the owner is destroyed or the process dies.
+//
 // EPOCHS: the owner's epoch (data_dir/epoch) is read, incremented and synced
 // at open(); every partition stream restarts at (epoch, 0). Subscribers see
 // the new epoch and fetch a snapshot (rib/follower.h). After recovery the
@@ -274,6 +279,7 @@ class Owner {
   unsigned log2p_ = 0;
   uint32_t epoch_ = 0;
   uint32_t live_mask_ = 0, member_mask_ = 0;
+  int lock_fd_ = -1;  // holds the flock of data_dir/LOCK
   std::unique_ptr<Wal> wal_;
   std::unique_ptr<gpt::GptBuilder> gpt_;
   CodeTable codes_;

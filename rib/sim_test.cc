@@ -1585,3 +1585,40 @@ TEST_CASE("rib owner: kInterval syncs an acked group while a later group waits f
   CHECK(own.wal_stats().syncs == s_x + 1);
   sim.down[1] = false;
 }
+
+TEST_CASE("rib owner: a second owner on a data dir in use is refused before it changes anything", "[owner]") {
+  // An operator debugging, or a supervisor's restart racing the old
+  // process: without a lock the second open bumped the epoch, cut what it
+  // took for a torn tail of the live segment and created a segment.
+  Sim sim(1, Architecture::kScaleBricks, 67);
+  Client c(sim, 68, 100);
+  sim.run_until_idle();
+  for (size_t i = 0; i < 20; ++i) c.submit(c.make_op(OpKind::kAdd, c.pool[i], 0, uint32_t(i + 1)));
+  sim.run_until_idle();
+  const std::string dir = sim.dir + "/n0";
+  auto listing = [&] {
+    std::map<std::string, uintmax_t> m;
+    for (const auto& e : fs::recursive_directory_iterator(dir))
+      if (e.is_regular_file()) m[e.path().string()] = e.file_size();
+    return m;
+  };
+  const auto before = listing();
+  std::string epoch0;
+  std::getline(std::ifstream(dir + "/epoch"), epoch0);
+  auto second = Owner::open(sim.spec, sim.opts(0), sim.io[0].get());
+  REQUIRE_FALSE(second.ok());
+  INFO(second.status().to_string());
+  CHECK(second.status().code() == StatusCode::kFailedPrecondition);
+  CHECK(second.status().message().find("in use by another process (pid " + std::to_string(::getpid()) + ")") !=
+        std::string::npos);
+  std::string epoch1;
+  std::getline(std::ifstream(dir + "/epoch"), epoch1);
+  CHECK(epoch1 == epoch0);
+  CHECK(listing() == before);  // no new segment, nothing cut
+  // The first owner goes away: the data dir is free again.
+  const size_t sessions = sim.owners[0]->sessions();
+  sim.kill(0);
+  sim.restart(0);
+  CHECK(sim.owners[0]->sessions() == sessions);
+  sim.run_until_idle();
+}
