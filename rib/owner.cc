@@ -395,12 +395,34 @@ uint32_t Owner::placement(const SessionRec& rec, uint64_t h) const {
 
 void Owner::remember(uint64_t request_id, StatusCode code, uint32_t node, bool in_flight) {
   if (request_id == 0) return;
-  if (!done_.put(request_id, Done{code, node, in_flight})) return;
-  done_order_.push_back(request_id);
-  while (done_order_.size() > opt_.dedup_window) {
-    done_.erase(done_order_.front());
-    done_order_.pop_front();
+  if (Done* d = done_.find(request_id)) {  // keeps its place (and generation) in the window
+    d->code = code;
+    d->node = node;
+    d->in_flight = in_flight;
+    return;
   }
+  const uint64_t gen = ++done_gen_;
+  (void)done_.put(request_id, Done{code, node, in_flight, gen});
+  done_order_.push_back({request_id, gen});
+  // The window counts live ids. An entry of the order whose generation is
+  // not the id's current one is stale (the id was forgotten, and maybe
+  // remembered again later): dropping it must not evict the live entry.
+  while (done_.size() > opt_.dedup_window) pop_done_front();
+  // Stale entries wait for the front; compact when they are half of it
+  // (every live id has exactly one entry: the others are stale).
+  const size_t stale = done_order_.size() - done_.size();
+  if (stale > 1024 && stale * 2 > done_order_.size()) {
+    std::deque<std::pair<uint64_t, uint64_t>> live;
+    for (const auto& e : done_order_)
+      if (const Done* d = done_.find(e.first); d != nullptr && d->gen == e.second) live.push_back(e);
+    done_order_.swap(live);
+  }
+}
+
+void Owner::pop_done_front() {
+  const auto [id, gen] = done_order_.front();
+  done_order_.pop_front();
+  if (const Done* d = done_.find(id); d != nullptr && d->gen == gen) done_.erase(id);
 }
 
 // Failed ops are not remembered: a failure leaves no state behind (it is
@@ -409,7 +431,7 @@ void Owner::remember(uint64_t request_id, StatusCode code, uint32_t node, bool i
 // failed for a passing reason (handling node down, owner busy) with the same
 // failure forever. An in-flight entry for the id is dropped.
 void Owner::forget(uint64_t request_id) {
-  if (request_id != 0) done_.erase(request_id);
+  if (request_id != 0) done_.erase(request_id);  // its entry in done_order_ is stale now
 }
 
 void Owner::reply_now(const ClientOp& op, Status st, const SessionRec* rec, uint32_t part) {
@@ -1081,8 +1103,10 @@ void Owner::finish_group(uint64_t now_us) {
         });
       // The request-id dedup window, oldest first: the segments that held
       // these ids' records are deleted once the snapshot is durable.
-      for (const uint64_t id : done_order_)
-        if (const Done* d = done_.find(id); d != nullptr && d->code == StatusCode::kOk && !d->in_flight)
+      // Stale entries of the order (forgotten ids) are skipped: each live id once.
+      for (const auto& [id, gen] : done_order_)
+        if (const Done* d = done_.find(id);
+            d != nullptr && d->gen == gen && d->code == StatusCode::kOk && !d->in_flight)
           emit(WalRecord{WalRecord::kDone, FlowKey{}, d->node, 0, 0, 0, id});
     });
     // The log stays whole (the new segment is opened first, the old files

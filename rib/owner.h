@@ -34,9 +34,12 @@
 // channel. A WAL snapshot needs every committed record in the RIB: when one
 // is due, no new group starts until the flight drains.
 //
-// IDEMPOTENCE: the result of every request id is remembered (bounded window,
-// and rebuilt from the WAL on restart); a retry gets the first result, a
-// retry of an op still in flight gets the reply when it completes.
+// IDEMPOTENCE: the result of every request id is remembered (bounded window
+// of the dedup_window most recent live ids, and rebuilt from the WAL on
+// restart); a retry gets the first result, a retry of an op still in flight
+// gets the reply when it completes. A failed op's id is forgotten (a retry
+// runs again); if that retry succeeds, the id is in the window once, at
+// the place of the retry.
 //
 // CLUSTER SHAPE: records are kept by partition. data_dir/identity (written
 // at the first open) holds the node id, hash_seed, partition count and a
@@ -246,6 +249,7 @@ class Owner {
     StatusCode code = StatusCode::kOk;
     uint32_t node = 0;
     bool in_flight = false;  // accepted into the group in flight: retries wait for it
+    uint64_t gen = 0;        // matches its entry in done_order_
   };
 
   Owner(const ClusterSpec& spec, const OwnerOptions& opt, OwnerIo* io);
@@ -270,6 +274,7 @@ class Owner {
   bool converged(uint32_t partition, StreamPos pos) const;
   void remember(uint64_t request_id, StatusCode code, uint32_t node, bool in_flight = false);
   void forget(uint64_t request_id);
+  void pop_done_front();  // evicts the oldest entry of the dedup window
   void reply_now(const ClientOp& op, Status st, const SessionRec* rec, uint32_t part);
   void repush();
 
@@ -304,7 +309,12 @@ class Owner {
 
   std::unordered_map<uint32_t, std::deque<Waiter>> waiters_;  // by partition
   FlatMap<uint64_t, Done, U64Hasher> done_{0};
-  std::deque<uint64_t> done_order_;
+  // The dedup window in arrival order: (request id, generation). An entry
+  // whose generation is not its id's current Done::gen is stale (the id was
+  // forgotten after a failure, maybe remembered again since). Every id in
+  // done_ has exactly one live entry; eviction and snapshots skip the rest.
+  std::deque<std::pair<uint64_t, uint64_t>> done_order_;
+  uint64_t done_gen_ = 0;
   std::unordered_map<uint64_t, std::vector<ClientOp>> inflight_ids_;  // retries waiting
 
   LatencyHistogram lat_update_, lat_converge_;
