@@ -786,12 +786,16 @@ Status Owner::start_group(uint64_t now_us) {
       continue;
     }
     if (op.kind == OpKind::kMove && g.old.node == g.now.node) {
-      ++stats_.ops_ok;
-      remember(op.request_id, StatusCode::kOk, g.now.node);
-      reply_now(op, Status::Ok(), &g.old, p);
-      continue;
-    }
-    if (g.erase) {
+      // A move to the node that already handles the session changes
+      // nothing, but its request id must survive a restart like any acked
+      // op's (or a retry after a later move would move the session back):
+      // a PUT of the unchanged record carries it, and the reply waits for
+      // the group's commit. No FIB, GPT or convergence work.
+      g.noop = true;
+      g.now = g.old;
+      wal_->append(WalRecord{WalRecord::kPut, g.old.key, g.old.node, g.old.teid_dl, g.old.enb_ip, g.old.bearer,
+                             op.request_id});
+    } else if (g.erase) {
       g.remove_mask = placement(g.old, h);
       wal_->append(WalRecord{WalRecord::kDel, op.s.key, 0, 0, 0, 0, op.request_id});
     } else {
@@ -963,7 +967,7 @@ void Owner::finish_group(uint64_t now_us) {
     hint(j + 2, 2);
     Op& g = ops[j];
     const uint32_t p = g.part;
-    if (g.st.ok() && gpt_) {
+    if (g.st.ok() && gpt_ && !g.noop) {
       dl.clear();
       Status gs;
       switch (g.in.kind) {
@@ -994,7 +998,14 @@ void Owner::finish_group(uint64_t now_us) {
     r.token = g.in.token;
     r.request_id = g.in.request_id;
     r.partition = p;
-    if (g.st.ok()) {
+    if (g.st.ok() && g.noop) {  // a move to the current node: logged, nothing else
+      ++stats_.ops_ok;
+      r.status = Status::Ok();
+      r.rec = g.old;
+      r.epoch = epoch_;
+      r.seq = seq_[p];
+      remember(g.in.request_id, StatusCode::kOk, g.now.node);
+    } else if (g.st.ok()) {
       auto& m = recs_[p];
       if (g.erase) {
         if (m.erase(g.now.key)) --nsessions_;

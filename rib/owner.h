@@ -37,7 +37,10 @@
 // IDEMPOTENCE: the result of every request id is remembered (bounded window
 // of the dedup_window most recent live ids, and rebuilt from the WAL on
 // restart); a retry gets the first result, a retry of an op still in flight
-// gets the reply when it completes. A failed op's id is forgotten (a retry
+// gets the reply when it completes. A move to the node that already
+// handles the session changes nothing but is logged all the same (a PUT of
+// the unchanged record carrying its id) and answered after the commit, so
+// its id is "done" after a restart too. A failed op's id is forgotten (a retry
 // runs again); if that retry succeeds, the id is in the window once, at
 // the place of the retry.
 //
@@ -229,6 +232,7 @@ class Owner {
     bool had_old = false;
     SessionRec old, now;
     bool erase = false;           // delete
+    bool noop = false;            // a move to the current node: only its log record
     uint32_t install_mask = 0;    // nodes getting an install
     uint32_t remove_mask = 0;     // nodes getting a remove (delete)
     uint64_t weights_version = 0; // code table that chose the node (choose adds)

@@ -1717,3 +1717,35 @@ TEST_CASE("rib owner: a request id that failed and then succeeded stays in the d
     }
   }
 }
+
+TEST_CASE("rib owner: a move to the current node is logged, so its retry after a restart is not run again", "[owner]") {
+  // The no-op move was answered OK and remembered in memory only. After a
+  // restart (no RIB snapshot in between) a retry of its request id ran
+  // again: after a later move, it moved the session back.
+  Sim sim(2, Architecture::kScaleBricks, 71);
+  Client c(sim, 72, 100);
+  sim.run_until_idle();
+  const FlowKey k = c.key_owned_by(0);
+  c.run_op(c.make_op(OpKind::kAdd, k, 0, 0x55));
+  const ClientOp m1 = c.make_op(OpKind::kMove, k, 0);  // to the node that handles it: changes nothing
+  c.run_op(m1);
+  REQUIRE(c.ok == 2);
+  CHECK(sim.owners[0]->find(k)->node == 0);
+  c.run_op(c.make_op(OpKind::kMove, k, 1));
+  REQUIRE(c.ok == 3);
+  REQUIRE(sim.owners[0]->find(k)->node == 1);
+  REQUIRE(sim.owners[0]->wal_stats().snapshots == 0);
+  sim.kill(0);
+  sim.restart(0);
+  sim.run_until_idle();
+  ClientOp retry = m1;
+  retry.token = 777;
+  sim.owners[0]->submit(std::move(retry));
+  sim.run_until_idle();
+  REQUIRE(sim.replies.size() == 1);
+  CHECK(sim.replies[0].status.ok());
+  CHECK(sim.owners[0]->stats().ops_deduped == 1);
+  CHECK(sim.owners[0]->find(k)->node == 1);  // not moved back
+  sim.replies.clear();
+  check_converged_state(sim, c);
+}
