@@ -667,13 +667,16 @@ Status Owner::pump(uint64_t now_us) {
   }
   while (!flight_.empty() && now_us - flight_.front().t0_us > uint64_t(opt_.fib_timeout_ms) * 1000)
     fail_timeouts(now_us);
+  if (!fatal_.ok()) return fatal_;  // finishing those groups failed the log: start nothing more
   // FsyncPolicy::kInterval: the last writes are synced once the interval
   // has passed, whether or not groups are in flight: a group already acked
   // must not stay unsynced while a later one waits up to fib_timeout_ms for
   // a slow node (a no-op under kBatch / kNone or when clean; nothing is
   // pending between calls, every group commits in the call that builds it).
-  SB_RETURN_IF_ERROR(wal_->commit());
-  while (can_start()) SB_RETURN_IF_ERROR(start_group(now_us));
+  // A log error here is fatal as well: every later call returns it.
+  if (Status c = wal_->commit(); !c.ok()) return fatal_ = c;
+  while (can_start())
+    if (Status g = start_group(now_us); !g.ok()) return fatal_ = g;
   return Status::Ok();
 }
 
@@ -1106,7 +1109,9 @@ void Owner::finish_group(uint64_t now_us) {
   for (uint32_t p : parts) check_converged(p, now_us);
   stats_.us_finish += mono_us() - t_fin;
   // Every committed record must be in recs_: only with nothing in flight.
-  if (flight_.empty() && snapshot_due()) {
+  // Never after a log failure: the log may end in a torn or unsynced tail
+  // that a rotation would leave in a segment that is not the last.
+  if (fatal_.ok() && flight_.empty() && snapshot_due()) {
     Status sn = wal_->snapshot([&](const std::function<void(const WalRecord&)>& emit) {
       for (const auto& m : recs_)
         m.for_each([&](const FlowKey& k, const SessionRec& r) {

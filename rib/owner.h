@@ -164,7 +164,8 @@ class Owner {
   // re-pushes FIB entries after a restart (first call). Call after every
   // batch of incoming messages and periodically. kIo: the write-ahead log
   // failed (here or since the last call, e.g. a snapshot): the node must
-  // stop; every later call returns the same error.
+  // stop; every later call returns the same error, no group starts and no
+  // RIB snapshot is taken after it.
   Status pump(uint64_t now_us);
   void on_fib_ack(const FibAckMsg& ack, uint64_t now_us);
   // A node's applied position for one partition (its applied-report).

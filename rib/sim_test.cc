@@ -1749,3 +1749,62 @@ TEST_CASE("rib owner: a move to the current node is logged, so its retry after a
   sim.replies.clear();
   check_converged_state(sim, c);
 }
+
+TEST_CASE("rib owner: no RIB snapshot after a log failure", "[owner]") {
+  // The UNDO record of a timed-out op cannot be written (EFBIG): the owner
+  // is stopped (fatal). Its group was the last in flight and a snapshot was
+  // due: finish_group took it anyway, rotating the log to a new segment
+  // past a log in an unknown state (a torn tail there is then in a segment
+  // that is not the last: every restart refused).
+  Sim sim(2, Architecture::kScaleBricks, 73);
+  sim.allow_fatal = true;
+  Client c(sim, 74, 100);
+  sim.run_until_idle();
+  OwnerOptions o = sim.opts(0);
+  o.snapshot_every = 3;
+  reopen_owner(sim, 0, o);
+  std::vector<FlowKey> mine;
+  for (const FlowKey& k : c.pool)
+    if (c.owner_of(k) == 0 && mine.size() < 3) mine.push_back(k);
+  c.run_op(c.make_op(OpKind::kAdd, mine[0], 0, 1));
+  c.run_op(c.make_op(OpKind::kAdd, mine[1], 0, 2));
+  REQUIRE(sim.owners[0]->wal_stats().snapshots == 0);
+  sim.down[1] = true;  // the third op's install is never acked
+  ClientOp op = c.make_op(OpKind::kAdd, mine[2], 1, 3);
+  op.token = op.request_id;
+  sim.owners[0]->submit(std::move(op));
+  REQUIRE(sim.owners[0]->pump(sim.now).ok());
+  REQUIRE(sim.owners[0]->groups_in_flight() == 1);  // 3 records since the last snapshot: one is due
+  auto logs = [&] {
+    size_t n = 0;
+    for (const auto& e : fs::directory_iterator(sim.dir + "/n0/wal")) n += e.path().extension() == ".log";
+    return n;
+  };
+  const size_t logs0 = logs();
+  std::string seg;
+  for (const auto& e : fs::directory_iterator(sim.dir + "/n0/wal")) seg = std::max(seg, e.path().string());
+  auto* old_handler = std::signal(SIGXFSZ, SIG_IGN);
+  struct rlimit old_lim;
+  REQUIRE(::getrlimit(RLIMIT_FSIZE, &old_lim) == 0);
+  struct rlimit lim = old_lim;
+  lim.rlim_cur = rlim_t(fs::file_size(seg));
+  REQUIRE(::setrlimit(RLIMIT_FSIZE, &lim) == 0);
+  sim.now += 1000000;  // past fib_timeout_ms: the op fails, its UNDO cannot be written
+  const Status st = sim.owners[0]->pump(sim.now);
+  REQUIRE(::setrlimit(RLIMIT_FSIZE, &old_lim) == 0);
+  std::signal(SIGXFSZ, old_handler);
+  INFO(st.to_string());
+  CHECK(st.code() == StatusCode::kIo);
+  CHECK(sim.owners[0]->groups_in_flight() == 0);
+  CHECK(logs() == logs0);  // no rotation
+  CHECK(sim.owners[0]->wal_stats().snapshots == 0);
+  CHECK(sim.owners[0]->pump(sim.now).code() == StatusCode::kIo);
+  sim.down[1] = false;
+  sim.replies.clear();
+  // A restart recovers (the op's record is in the log: it took effect).
+  sim.kill(0);
+  sim.restart(0);
+  sim.allow_fatal = false;
+  sim.run_until_idle();
+  CHECK(sim.owners[0]->sessions() == 3);
+}

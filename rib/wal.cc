@@ -412,7 +412,12 @@ Status Wal::commit() {
     sync = now_ns() - last_sync_ns_ >= uint64_t(opt_.fsync_interval_ms) * 1000000ULL;
   }
   if (sync) {
-    if (::fdatasync(fd_) != 0) return Status::Io(std::string("wal: fdatasync: ") + std::strerror(errno));
+    if (::fdatasync(fd_) != 0) {
+      // What reached the disk is unknown now (the kernel may have dropped
+      // the dirty pages: a second fdatasync would "succeed"): no more commits.
+      broken_ = Status::Io(std::string("wal: fdatasync: ") + std::strerror(errno));
+      return broken_;
+    }
     ++stats_.syncs;
     last_sync_ns_ = now_ns();
     dirty_ = false;
@@ -422,9 +427,16 @@ Status Wal::commit() {
 
 Status Wal::snapshot(
     const std::function<void(const std::function<void(const WalRecord&)>&)>& each) {
+  if (fd_ < 0) return Status::FailedPrecondition("wal: not open (recover() was not called, or closed)");
+  // A broken log keeps its torn or unsynced tail in the current segment:
+  // opening the next segment would leave that tail in a segment that is
+  // not the last, and every restart would be refused.
+  if (!broken_.ok()) return broken_;
   if (pending_n_ != 0) return Status::FailedPrecondition("wal: snapshot with pending records");
-  if (dirty_ && opt_.fsync != FsyncPolicy::kNone && ::fdatasync(fd_) != 0)
-    return Status::Io("wal: fdatasync");
+  if (dirty_ && opt_.fsync != FsyncPolicy::kNone && ::fdatasync(fd_) != 0) {
+    broken_ = Status::Io(std::string("wal: fdatasync: ") + std::strerror(errno));
+    return broken_;
+  }
   const uint64_t next = seg_ + 1;
   SB_RETURN_IF_ERROR(open_segment(next));
   std::string b;

@@ -66,7 +66,10 @@
 // WRITE ERRORS are kIo and leave the log as it was: a failed or short
 // write() is cut back (ftruncate) to the last whole commit, so a later
 // commit never follows a torn record; a new segment is opened before the
-// current one is closed. The owner treats kIo as fatal (sb-node stops; a
+// current one is closed. If the cut fails, or an fdatasync fails (what
+// reached the disk is unknown then), the log is broken: every later
+// commit() and snapshot() returns that error, and snapshot() never opens a
+// segment after the broken one (its tail must stay in the last segment). The owner treats kIo as fatal (sb-node stops; a
 // restart recovers from the files).
 //
 // THREAD SAFETY: one thread (the owner's) uses a Wal; no internal locking.
