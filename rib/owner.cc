@@ -318,7 +318,15 @@ Status Owner::recover() {
   if (!w.ok()) return w.status();
   wal_ = std::move(w.value());
   size_t foreign = 0;
+  Status bad;  // the first record this cluster cannot hold (the Wal checked the format)
   SB_RETURN_IF_ERROR(wal_->recover([&](const WalRecord& r) {
+    if (!bad.ok()) return;
+    if (r.type == WalRecord::kPut && !spec_.is_member(r.node)) {
+      bad = Status::Corrupt("owner: " + wal_->replay_where() + ": session " + r.key.to_string() + " (request id " +
+                            std::to_string(r.request_id) + ") is handled by node " + std::to_string(r.node) +
+                            ", which is not a member of the cluster: refusing to start");
+      return;
+    }
     if (r.type == WalRecord::kDone) {  // a snapshot's dedup window (rib/wal.h)
       remember(r.request_id, StatusCode::kOk, r.node);
       return;
@@ -343,6 +351,7 @@ Status Owner::recover() {
       else remember(r.request_id, StatusCode::kOk, r.node);
     }
   }));
+  SB_RETURN_IF_ERROR(bad);
   // Skipping them would drop acknowledged sessions silently (and the next
   // snapshot would make it permanent).
   if (foreign > 0)

@@ -1808,3 +1808,26 @@ TEST_CASE("rib owner: no RIB snapshot after a log failure", "[owner]") {
   sim.run_until_idle();
   CHECK(sim.owners[0]->sessions() == 3);
 }
+
+TEST_CASE("rib owner: a logged session handled by a node that is not a member is refused, naming the record", "[owner]") {
+  Sim sim(2, Architecture::kScaleBricks, 75);
+  Client c(sim, 76, 100);
+  sim.run_until_idle();
+  const FlowKey k = c.key_owned_by(0);
+  c.run_op(c.make_op(OpKind::kAdd, k, 1, 0x99));
+  sim.kill(0);
+  std::string seg;
+  for (const auto& e : fs::directory_iterator(sim.dir + "/n0/wal")) seg = std::max(seg, e.path().string());
+  const auto size = fs::file_size(seg);
+  std::string b;
+  Wal::encode(WalRecord{WalRecord::kPut, k, 5, 0x99, 0, 5, 4711}, &b);  // node 5: not a member
+  { std::ofstream(seg, std::ios::app | std::ios::binary).write(b.data(), std::streamsize(b.size())); }
+  auto r = Owner::open(sim.spec, sim.opts(0), sim.io[0].get());
+  REQUIRE_FALSE(r.ok());
+  INFO(r.status().to_string());
+  CHECK(r.status().code() == StatusCode::kCorrupt);
+  CHECK(r.status().message().find("node 5, which is not a member") != std::string::npos);
+  CHECK(r.status().message().find("request id 4711") != std::string::npos);
+  CHECK(r.status().message().find(fs::path(seg).filename().string() + " offset " + std::to_string(size)) !=
+        std::string::npos);
+}

@@ -12,6 +12,7 @@
 #include <filesystem>
 
 #include "core/checksum.h"
+#include "rib/cluster.h"
 
 namespace sb::rib {
 
@@ -144,6 +145,27 @@ size_t find_record(const std::string& b, size_t from) {
     if (checksum64(p, kHdr + len) == get64(p + kHdr + len)) return at;
   }
   return std::string::npos;
+}
+
+// A field no record of this version holds (its checksum verified: written
+// by a bug or a newer version). nullptr: the record is fine. Replaying such
+// a record would put an impossible session in the RIB (a node id >= 32 is
+// a shift out of range in placement_mask()).
+const char* invalid_field(const WalRecord& r) {
+  if (r.type != WalRecord::kDone && (r.key.bytes[13] | r.key.bytes[14] | r.key.bytes[15]) != 0)
+    return "key bytes 13..15 are not zero (not a canonical key; all-0xff is the empty slot of the RIB's maps)";
+  if (r.type != WalRecord::kDel && r.node >= kMaxNodes) return "node id is not below 32";
+  if (r.type == WalRecord::kPut && r.bearer > 15) return "bearer is above 15 (EPS bearer ids are 0..15)";
+  return nullptr;
+}
+
+std::string describe(const WalRecord& r) {
+  const char* t = r.type == WalRecord::kPut ? "PUT" : r.type == WalRecord::kDel ? "DEL" : "DONE";
+  std::string s = std::string(t) + " request_id " + std::to_string(r.request_id);
+  if (r.type != WalRecord::kDone) s += " key " + r.key.to_string();
+  if (r.type != WalRecord::kDel) s += " node " + std::to_string(r.node);
+  if (r.type == WalRecord::kPut) s += " bearer " + std::to_string(r.bearer);
+  return s;
 }
 
 Status write_all(int fd, const char* p, size_t n, const std::string& what) {
@@ -303,6 +325,7 @@ Status Wal::recover(const std::function<void(const WalRecord&)>& replay) {
   // 3. the snapshot's records (verified in step 1), then segments >= base
   if (base != 0) {
     size_t off = 16;
+    replay_file_ = "snap/" + seg_name(base) + ".snap";
     for (uint64_t i = 0, n = get64(snap.data() + 8); i < n; ++i) {
       WalRecord r;
       size_t used = 0;
@@ -310,6 +333,10 @@ Status Wal::recover(const std::function<void(const WalRecord&)>& replay) {
         // the file's checksum verified, its records must too
         return Status::Corrupt(where + "snap/" + seg_name(base) + ".snap: record " + std::to_string(i) +
                                " does not decode: refusing to start with part of the RIB");
+      if (const char* bad = invalid_field(r))
+        return Status::Corrupt(where + "snap/" + seg_name(base) + ".snap: record " + std::to_string(i) + " (" +
+                               describe(r) + "): " + bad + ": refusing to start");
+      replay_off_ = off;
       off += used;
       replay(r);
     }
@@ -322,6 +349,7 @@ Status Wal::recover(const std::function<void(const WalRecord&)>& replay) {
     const std::string p = opt_.dir + "/wal/" + seg_name(segs[i]) + ".log";
     std::string b;
     SB_RETURN_IF_ERROR(read_file(p, &b));
+    replay_file_ = "wal/" + seg_name(segs[i]) + ".log";
     size_t off = 0;
     while (off < b.size()) {
       WalRecord r;
@@ -332,6 +360,10 @@ Status Wal::recover(const std::function<void(const WalRecord&)>& replay) {
                                " verifies but has a type, flag bits or length this version does not know "
                                "(written by a newer version?): refusing to start rather than drop it");
       if (d != Decoded::kOk) break;
+      if (const char* bad = invalid_field(r))
+        return Status::Corrupt(p + ": the record at offset " + std::to_string(off) + " (" + describe(r) +
+                               ") verifies but " + bad + ": refusing to start rather than replay or drop it");
+      replay_off_ = off;
       replay(r);
       ++since_snap_;
       off += used;

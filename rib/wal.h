@@ -131,7 +131,15 @@ class Wal {
   // Replays snapshot + log: `put_snapshot` gets every snapshot record (type
   // kPut), then `replay` every log record in order. Opens the segment that
   // new records go to (a fresh one after the replayed ones).
+  // Records that verify but hold a field no record of this version holds
+  // (key bytes 13..15 not zero, node id >= 32, bearer > 15) are kCorrupt,
+  // naming the file, offset and record.
   Status recover(const std::function<void(const WalRecord&)>& replay);
+  // During a `replay` call of recover(): where the record is ("wal/S.log
+  // offset N"), for the caller's own error messages.
+  std::string replay_where() const {
+    return opt_.dir + "/" + replay_file_ + " offset " + std::to_string(replay_off_);
+  }
 
   void append(const WalRecord& r);
   // Writes (and syncs, per policy) everything appended so far.
@@ -165,6 +173,8 @@ class Wal {
   uint64_t since_snap_ = 0;
   uint64_t last_sync_ns_ = 0;
   bool dirty_ = false;
+  std::string replay_file_;  // replay_where()
+  size_t replay_off_ = 0;
   Status broken_;  // a torn tail that could not be cut back: every commit fails
   WalStats stats_;
 };

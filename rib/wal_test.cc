@@ -609,3 +609,74 @@ TEST_CASE("wal: a broken log refuses snapshots instead of rotating past its torn
   CHECK(ws.truncated_tail_bytes == torn - size - whole * one.size());
   CHECK(ws.truncated_tail_bytes > 0);
 }
+
+TEST_CASE("wal: a verified record with an impossible field is refused, naming it", "[wal]") {
+  // The checksum proves the bytes are what was written, not that they are
+  // a session: a node id >= 32 would be a shift out of range when the
+  // owner places it (placement_mask), a non-canonical key never matches a
+  // packet's key, and the all-0xff key is the RIB maps' empty slot.
+  struct Case {
+    const char* what;
+    WalRecord rec;
+    const char* says;
+  };
+  std::vector<Case> cases;
+  {
+    WalRecord r = put(7, 40);
+    cases.push_back({"node 40", r, "node id"});
+    r = put(7, 1);
+    r.bearer = 16;
+    cases.push_back({"bearer 16", r, "bearer"});
+    r = put(7, 1);
+    r.key.bytes[14] = 1;
+    cases.push_back({"key byte 14", r, "key bytes 13..15"});
+    r = put(7, 1);
+    std::memset(r.key.bytes, 0xff, 16);
+    cases.push_back({"the all-0xff key", r, "key bytes 13..15"});
+    r = put(7, 1);
+    r.type = WalRecord::kDel;
+    r.key.bytes[13] = 9;
+    cases.push_back({"a DEL of a non-canonical key", r, "key bytes 13..15"});
+  }
+  for (const Case& c : cases) {
+    INFO(c.what);
+    TmpDir d;
+    WalOptions o{d.path, FsyncPolicy::kNone, 10};
+    Model model;
+    { auto w = log_with(o, 5, &model); }
+    const std::string seg = files_in(d.path + "/wal").back();
+    const auto size = fs::file_size(seg);
+    std::string b;
+    Wal::encode(c.rec, &b);  // a valid checksum
+    Wal::encode(put(8, 1), &b);
+    { std::ofstream(seg, std::ios::app | std::ios::binary).write(b.data(), std::streamsize(b.size())); }
+    auto w = Wal::open(o).value();
+    size_t replayed = 0;
+    const Status st = w->recover([&](const WalRecord&) { ++replayed; });
+    INFO(st.to_string());
+    CHECK(st.code() == StatusCode::kCorrupt);
+    CHECK(st.message().find(c.says) != std::string::npos);
+    CHECK(st.message().find("offset " + std::to_string(size)) != std::string::npos);
+    CHECK(st.message().find("request_id 8") != std::string::npos);
+    CHECK(replayed == 5);
+    CHECK(fs::file_size(seg) == size + b.size());  // nothing cut
+  }
+  SECTION("in a snapshot") {
+    TmpDir d;
+    WalOptions o{d.path, FsyncPolicy::kNone, 10};
+    {
+      auto w = Wal::open(o).value();
+      REQUIRE(w->recover([](const WalRecord&) {}).ok());
+      REQUIRE(w->snapshot([&](const std::function<void(const WalRecord&)>& emit) {
+        emit(put(1, 1));
+        emit(put(2, 33));
+      }).ok());
+    }
+    auto w = Wal::open(o).value();
+    const Status st = w->recover([](const WalRecord&) {});
+    INFO(st.to_string());
+    CHECK(st.code() == StatusCode::kCorrupt);
+    CHECK(st.message().find("record 1") != std::string::npos);
+    CHECK(st.message().find("node 33") != std::string::npos);
+  }
+}
