@@ -70,16 +70,41 @@ std::vector<uint64_t> list_numbered(const std::string& dir, const std::string& e
   return out;
 }
 
+// Reads a whole segment or snapshot. A file larger than this machine's
+// memory (or one the allocation fails for) is a clear kCapacity error, not
+// an uncaught std::bad_alloc.
 Status read_file(const std::string& path, std::string* out) {
   const int fd = ::open(path.c_str(), O_RDONLY);
   if (fd < 0) return Status::Io(path + ": open: " + std::strerror(errno));
   struct stat st;
-  if (::fstat(fd, &st) != 0) { ::close(fd); return Status::Io(path + ": fstat"); }
-  out->resize(size_t(st.st_size));
+  if (::fstat(fd, &st) != 0) {
+    const int e = errno;
+    ::close(fd);
+    return Status::Io(path + ": fstat: " + std::strerror(e));
+  }
+  const uint64_t size = uint64_t(st.st_size);
+  const long pages = ::sysconf(_SC_PHYS_PAGES), page = ::sysconf(_SC_PAGE_SIZE);
+  const uint64_t mem = pages > 0 && page > 0 ? uint64_t(pages) * uint64_t(page) : 0;
+  if (mem != 0 && size > mem) {
+    ::close(fd);
+    return Status::Capacity(path + ": " + std::to_string(size) + " bytes, more than this machine's memory (" +
+                            std::to_string(mem) + " bytes): cannot be read for recovery");
+  }
+  try {
+    out->resize(size_t(size));
+  } catch (const std::exception&) {  // bad_alloc, length_error
+    ::close(fd);
+    return Status::Capacity(path + ": no memory to read its " + std::to_string(size) + " bytes for recovery");
+  }
   size_t got = 0;
   while (got < out->size()) {
     const ssize_t r = ::read(fd, out->data() + got, out->size() - got);
-    if (r <= 0) { ::close(fd); return Status::Io(path + ": read"); }
+    if (r < 0 && errno == EINTR) continue;
+    if (r <= 0) {
+      const int e = errno;
+      ::close(fd);
+      return Status::Io(path + ": read: " + (r == 0 ? std::string("shorter than its size") : std::strerror(e)));
+    }
     got += size_t(r);
   }
   ::close(fd);
@@ -283,7 +308,10 @@ Status Wal::recover(const std::function<void(const WalRecord&)>& replay) {
   const std::vector<uint64_t> snaps = list_numbered(opt_.dir + "/snap", ".snap");
   for (auto it = snaps.rbegin(); it != snaps.rend(); ++it) {
     std::string b;
-    if (!read_file(opt_.dir + "/snap/" + seg_name(*it) + ".snap", &b).ok()) continue;
+    if (Status rs = read_file(opt_.dir + "/snap/" + seg_name(*it) + ".snap", &b); !rs.ok()) {
+      if (rs.code() == StatusCode::kCapacity) return rs;  // not "does not verify": say why
+      continue;
+    }
     // magic, count, records, checksum: 24 bytes when there is no record
     if (b.size() < 24 || get64(b.data()) != kSnapMagic) continue;
     const uint64_t count = get64(b.data() + 8);

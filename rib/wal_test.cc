@@ -680,3 +680,35 @@ TEST_CASE("wal: a verified record with an impossible field is refused, naming it
     CHECK(st.message().find("node 33") != std::string::npos);
   }
 }
+
+TEST_CASE("wal: a segment or snapshot too large for memory is a clear error, not a crash", "[wal]") {
+  // read_file() sized one std::string by st_size: a huge file (a sparse
+  // one here, 1 TiB; or anything misplaced in the data dir) threw an
+  // uncaught std::bad_alloc out of recovery.
+  TmpDir d;
+  WalOptions o{d.path, FsyncPolicy::kNone, 10};
+  std::string path;
+  SECTION("a segment") {
+    Model m;
+    { auto w = log_with(o, 5, &m); }
+    path = files_in(d.path + "/wal").back();
+  }
+  SECTION("a snapshot") {
+    make_snapshotted_log(o);
+    path = files_in(d.path + "/snap").back();
+  }
+  std::error_code ec;
+  fs::resize_file(path, uint64_t(1) << 40, ec);
+  if (ec) {
+    WARN("cannot make a 1 TiB sparse file here: " << ec.message());
+    return;
+  }
+  Status st;
+  auto w = Wal::open(o).value();
+  CHECK_NOTHROW(st = w->recover([](const WalRecord&) {}));
+  fs::remove(path);
+  INFO(st.to_string());
+  CHECK(st.code() == StatusCode::kCapacity);
+  CHECK(st.message().find(fs::path(path).filename().string()) != std::string::npos);
+  CHECK(st.message().find("1099511627776 bytes") != std::string::npos);
+}
