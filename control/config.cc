@@ -6,10 +6,14 @@
 #include <zmq.h>
 
 #include <fstream>
+#include <limits>
 #include <set>
 #include <sstream>
+#include <type_traits>
 
 #include <yaml-cpp/yaml.h>
+
+#include "rib/session_file.h"
 
 namespace sb::control {
 
@@ -32,6 +36,22 @@ Status check_keys(const YAML::Node& n, const std::string& field, const std::set<
   return Status::Ok();
 }
 
+// An unsigned integer field: decimal (a leading zero stays decimal) or 0x
+// hex, nothing else (no sign, blanks, fraction, exponent or octal), the
+// same rule as sb-ctl's flags and session files (rib::parse_number).
+// yaml-cpp's own as<integer>() guesses the base, so "01500" read 832.
+template <typename T>
+Status parse_unsigned(const std::string& text, const std::string& field, T* out) {
+  static_assert(std::is_unsigned_v<T>);
+  uint64_t v = 0;
+  bool overflow = false;
+  if (!rib::parse_number(text, &v, &overflow) || overflow || v > std::numeric_limits<T>::max())
+    return bad(field, "bad value '" + text + "' (expected a decimal integer in [0, " +
+                          std::to_string(std::numeric_limits<T>::max()) + "] or 0x hex)");
+  *out = T(v);
+  return Status::Ok();
+}
+
 template <typename T>
 Status get(const YAML::Node& parent, const char* key, const std::string& field, T* out, bool required) {
   const YAML::Node n = parent[key];
@@ -40,10 +60,14 @@ Status get(const YAML::Node& parent, const char* key, const std::string& field, 
     return Status::Ok();
   }
   if (!n.IsScalar()) return bad(field + "." + key, "expected a scalar");
-  try {
-    *out = n.as<T>();
-  } catch (const YAML::Exception&) {
-    return bad(field + "." + key, "bad value '" + n.Scalar() + "'");
+  if constexpr (std::is_integral_v<T> && !std::is_same_v<T, bool>) {
+    return parse_unsigned(n.Scalar(), field + "." + key, out);
+  } else {
+    try {
+      *out = n.as<T>();
+    } catch (const YAML::Exception&) {
+      return bad(field + "." + key, "bad value '" + n.Scalar() + "'");
+    }
   }
   return Status::Ok();
 }

@@ -117,3 +117,47 @@ TEST_CASE("config: CURVE key files round trip and are checked") {
   CHECK(load_key_file(dir + "/bad.key").status().message().find("does not match") != std::string::npos);
   std::filesystem::remove_all(dir);
 }
+
+// Parses kGood with `from` replaced by `to` (must succeed).
+static Config good_with(const std::string& from, const std::string& to) {
+  std::string y = kGood;
+  const size_t at = y.find(from);
+  REQUIRE(at != std::string::npos);
+  y.replace(at, from.size(), to);
+  Result<Config> r = parse_config(y, "t.yaml");
+  INFO(r.status().to_string());
+  REQUIRE(r.ok());
+  return r.value();
+}
+
+TEST_CASE("config: integers are decimal (a leading zero is not octal) or 0x hex, as in sb-ctl") {
+  CHECK(good_with("fsync: batch", "fsync: batch\n  mtu: 01500").node.dp.mtu == 1500);
+  CHECK(good_with("hash_seed: 42", "hash_seed: 0042").cluster.hash_seed == 42);
+  CHECK(good_with("hash_seed: 42", "hash_seed: 0x2a").cluster.hash_seed == 42);
+  CHECK(good_with("hash_seed: 42", "hash_seed: 18446744073709551615").cluster.hash_seed == UINT64_MAX);
+  CHECK(good_with("id: 1\n  data_dir", "id: 01\n  data_dir").node.id == 1);
+  CHECK(good_with("partitions: 8", "partitions: 08").cluster.partitions == 8);  // not "bad octal"
+  CHECK(good_with("fsync: batch", "fsync: batch\n  idle_sleep_us: 010").node.dp.idle_sleep_us == 10);
+  CHECK(good_with("fsync: batch", "fsync: batch\n  mbufs: \"4096\"").node.dp.mbufs == 4096);  // quoted is fine
+  // Negative, fractional, signed, blank-padded, too large for the field,
+  // octal or binary prefixes: an error naming the field.
+  const std::pair<std::string, std::string> bad[] = {
+      {"mtu: -1", "node.mtu: bad value '-1'"},
+      {"mtu: 1500.5", "node.mtu: bad value '1500.5'"},
+      {"mtu: +1500", "node.mtu: bad value '+1500'"},
+      {"mtu: \" 1500\"", "node.mtu: bad value ' 1500'"},
+      {"mtu: 4294967296", "node.mtu: bad value '4294967296'"},
+      {"mtu: 0o17", "node.mtu: bad value '0o17'"},
+      {"mtu: 0x", "node.mtu: bad value '0x'"},
+      {"mtu: 1e3", "node.mtu: bad value '1e3'"},
+      {"fib_capacity: 18446744073709551616", "node.fib_capacity: bad value '18446744073709551616'"},
+  };
+  for (const auto& [line, want] : bad) {
+    INFO(line);
+    const std::string m = err("fsync: batch", "fsync: batch\n  " + line);
+    INFO(m);
+    CHECK(m.find(want) != std::string::npos);
+  }
+  CHECK(err("hash_seed: 42", "hash_seed: -42").find("cluster.hash_seed: bad value '-42'") != std::string::npos);
+  CHECK(err("id: 1\n  data_dir", "id: 1.0\n  data_dir").find("node.id: bad value '1.0'") != std::string::npos);
+}
