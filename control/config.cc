@@ -131,6 +131,13 @@ Status parse_cluster(const YAML::Node& c, rib::ClusterSpec* out) {
     SB_RETURN_IF_ERROR(get(ms[i], "id", f, &m.id, true));
     SB_RETURN_IF_ERROR(get(ms[i], "control", f, &m.control, true));
     SB_RETURN_IF_ERROR(get(ms[i], "publish", f, &m.publish, true));
+    // ClusterSpec::validate() checks the grammar; inproc:// passes there
+    // (the in-process simulations use it) but in a node's file it would
+    // bind a name no other process can reach.
+    for (const auto& [ep, k] : {std::pair{&m.control, ".control"}, std::pair{&m.publish, ".publish"}})
+      if (ep->rfind("inproc://", 0) == 0)
+        return bad(f + k, "'" + *ep + "': inproc:// reaches only inside one process; sb-node's peers and sb-ctl "
+                               "could never connect (expected tcp://A.B.C.D:PORT or ipc://PATH)");
     SB_RETURN_IF_ERROR(get(ms[i], "curve_public", f, &m.curve_public, out->curve));
     SB_RETURN_IF_ERROR(get(ms[i], "fabric_mac", f, &m.fabric_mac, false));
     SB_RETURN_IF_ERROR(get(ms[i], "weight", f, &m.weight, false));

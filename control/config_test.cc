@@ -161,3 +161,24 @@ TEST_CASE("config: integers are decimal (a leading zero is not octal) or 0x hex,
   CHECK(err("hash_seed: 42", "hash_seed: -42").find("cluster.hash_seed: bad value '-42'") != std::string::npos);
   CHECK(err("id: 1\n  data_dir", "id: 1.0\n  data_dir").find("node.id: bad value '1.0'") != std::string::npos);
 }
+
+TEST_CASE("config: member endpoints are checked before anything binds them") {
+  const std::pair<std::string, std::string> bad[] = {
+      {"tcp://198.18.0.1", "cluster.members[1].control: 'tcp://198.18.0.1': no :PORT"},
+      {"tpc://127.0.0.1:7010", "cluster.members[1].control: 'tpc://127.0.0.1:7010': unknown transport"},
+      {"tcp://gw1:7010", "cluster.members[1].control: 'tcp://gw1:7010': the host must be an IPv4 address"},
+      {"tcp://127.0.0.1:70100", "the port must be a decimal number in [1, 65535]"},
+      {"tcp://127.0.0.1:7000", "cluster.members[1].control: 'tcp://127.0.0.1:7000' is also cluster.members[0].control"},
+      {"tcp://127.0.0.1:7011", "cluster.members[1].publish: 'tcp://127.0.0.1:7011' is also cluster.members[1].control"},
+      {"inproc://n1", "cluster.members[1].control: 'inproc://n1': inproc:// reaches only inside one process"},
+  };
+  for (const auto& [ep, want] : bad) {
+    INFO(ep);
+    const std::string m = err("control: \"tcp://127.0.0.1:7010\"", "control: \"" + ep + "\"");
+    INFO(m);
+    CHECK(m.find("t.yaml") != std::string::npos);
+    CHECK(m.find(want) != std::string::npos);
+  }
+  CHECK(good_with("\"tcp://127.0.0.1:7010\"", "\"ipc:///tmp/sb-n1.ctl\"").cluster.members[1].control ==
+        "ipc:///tmp/sb-n1.ctl");
+}

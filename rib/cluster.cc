@@ -2,7 +2,9 @@
 
 #include <algorithm>
 #include <bit>
+#include <charconv>
 #include <cmath>
+#include <map>
 #include <set>
 
 namespace sb::rib {
@@ -31,6 +33,49 @@ static bool z85_key_ok(const std::string& k) {
   return std::all_of(k.begin(), k.end(), [](char c) { return kZ85.find(c) != std::string_view::npos; });
 }
 
+// A member's endpoint: it binds exactly this string and its peers connect
+// to exactly this string (control/agent.cc), so it must name one address
+// both can use. `single`: a one-member cluster, where nobody connects and
+// port 0 (an ephemeral port) is allowed.
+static Status check_endpoint(const std::string& ep, const std::string& field, bool single) {
+  auto bad = [&](const std::string& why) { return Status::InvalidArgument(field + ": '" + ep + "': " + why); };
+  if (ep.empty()) return Status::InvalidArgument(field + ": missing endpoint");
+  if (ep.rfind("ipc://", 0) == 0) {
+    const std::string path = ep.substr(6);
+    if (path.empty() || path == "*") return bad("expected ipc://PATH (a path)");
+    if (path.size() > 107) return bad("the ipc path is longer than 107 bytes (sun_path)");
+    return Status::Ok();
+  }
+  if (ep.rfind("inproc://", 0) == 0) {
+    if (ep.size() == 9) return bad("expected inproc://NAME (a name)");
+    return Status::Ok();
+  }
+  if (ep.rfind("tcp://", 0) != 0)
+    return bad("unknown transport (expected tcp://A.B.C.D:PORT, ipc://PATH or inproc://NAME)");
+  const std::string hp = ep.substr(6);
+  const size_t colon = hp.rfind(':');
+  if (colon == std::string::npos) return bad("no :PORT (expected tcp://A.B.C.D:PORT)");
+  const std::string host = hp.substr(0, colon), port = hp.substr(colon + 1);
+  // Canonical dotted quad only: libzmq resolves a name (it cannot bind one)
+  // and reads a zero-padded octet as octal (inet_aton).
+  Result<uint32_t> ip = parse_ipv4(host);
+  if (!ip.ok() || ipv4_to_string(ip.value()) != host)
+    return bad("the host must be an IPv4 address A.B.C.D without leading zeros (the member binds this "
+               "endpoint and its peers connect to it: no host or interface names, no *, no IPv6)");
+  const uint32_t a = ip.value();
+  if (a == 0) return bad("0.0.0.0 is not an address peers can connect to: give the member's own address");
+  if (a == 0xffffffffu) return bad("255.255.255.255 is the broadcast address");
+  if ((a >> 28) == 0xe) return bad("a multicast address cannot be bound");
+  uint32_t p = 0;
+  const auto [end, ec] = std::from_chars(port.data(), port.data() + port.size(), p);
+  if (port.empty() || ec != std::errc() || end != port.data() + port.size() || p > 65535 ||
+      (port.size() > 1 && port[0] == '0'))
+    return bad("the port must be a decimal number in [1, 65535]");
+  if (p == 0 && !single)
+    return bad("port 0 (an ephemeral port) only in a one-member cluster: its peers could not find it");
+  return Status::Ok();
+}
+
 Status ClusterSpec::validate() const {
   if (name.empty()) return Status::InvalidArgument("cluster.name: empty");
   if (partitions == 0 || partitions > kMaxPartitions || !std::has_single_bit(partitions))
@@ -44,6 +89,7 @@ Status ClusterSpec::validate() const {
   if (members.size() > kMaxNodes)
     return Status::InvalidArgument("cluster.members: more than 32 members");
   std::set<uint32_t> ids;
+  std::map<std::string, std::string> endpoints;  // endpoint -> the field that has it
   double wsum = 0;
   for (size_t i = 0; i < members.size(); ++i) {
     const Member& m = members[i];
@@ -51,8 +97,19 @@ Status ClusterSpec::validate() const {
     if (m.id >= kMaxNodes) return Status::InvalidArgument(f + ".id: " + std::to_string(m.id) + " >= 32");
     if (!ids.insert(m.id).second)
       return Status::InvalidArgument(f + ".id: duplicate id " + std::to_string(m.id));
-    if (m.control.empty()) return Status::InvalidArgument(f + ".control: missing endpoint");
-    if (m.publish.empty()) return Status::InvalidArgument(f + ".publish: missing endpoint");
+    SB_RETURN_IF_ERROR(check_endpoint(m.control, f + ".control", members.size() == 1));
+    SB_RETURN_IF_ERROR(check_endpoint(m.publish, f + ".publish", members.size() == 1));
+    // Each endpoint is bound by one socket of one member: two binds of one
+    // address fail at run time (after the WAL was opened), so refuse them
+    // here. Exempt: port 0 (a fresh port per bind) and inproc names (not
+    // bound across processes; the in-process simulations reuse one).
+    for (const auto& [ep, which] : {std::pair{&m.control, ".control"}, std::pair{&m.publish, ".publish"}}) {
+      if (ep->rfind("inproc://", 0) == 0 || ep->ends_with(":0")) continue;
+      const auto [it, fresh] = endpoints.emplace(*ep, f + which);
+      if (!fresh)
+        return Status::InvalidArgument(f + which + ": '" + *ep + "' is also " + it->second +
+                                       " (every endpoint is bound by one member: each must be distinct)");
+    }
     if (curve && !z85_key_ok(m.curve_public))
       return Status::InvalidArgument(f + ".curve_public: not a 40-character Z85 key");
     if (!(m.weight >= 0) || !std::isfinite(m.weight))

@@ -10,7 +10,8 @@ static ClusterSpec spec4() {
   c.curve = false;
   c.partitions = 16;
   for (uint32_t i = 0; i < 4; ++i)
-    c.members.push_back({i, "tcp://127.0.0.1:1", "tcp://127.0.0.1:2", "", "", 1.0});
+    c.members.push_back({i, "tcp://127.0.0.1:" + std::to_string(7000 + 10 * i),
+                         "tcp://127.0.0.1:" + std::to_string(7001 + 10 * i), "", "", 1.0});
   c.assign_round_robin();
   return c;
 }
@@ -49,4 +50,86 @@ TEST_CASE("cluster spec: every bad field is named") {
   CHECK(!c.validate().ok());
   CHECK(parse_architecture("hash-partition").value() == Architecture::kHashPartition);
   CHECK(!parse_architecture("bogus").ok());
+}
+
+TEST_CASE("cluster spec: endpoints are tcp://A.B.C.D:PORT (or ipc/inproc), each bound by one member") {
+  // Legitimate spellings: the tests', the harness's, the testbed's, the
+  // in-process simulations'.
+  for (const char* ep : {"tcp://127.0.0.1:7005", "tcp://198.18.100.11:65535", "ipc:///run/sb/n0.ctl",
+                         "inproc://sim-0"}) {
+    INFO(ep);
+    ClusterSpec c = spec4();
+    c.members[3].control = ep;
+    CHECK(c.validate().ok());
+  }
+  struct Bad {
+    const char* ep;
+    const char* why;
+  };
+  const Bad bad[] = {
+      {"tcp://198.18.0.1", "no :PORT"},
+      {"tcp://198.18.0.1:", "port"},
+      {"tcp://198.18.0.1:0", "port 0"},
+      {"tcp://198.18.0.1:65536", "port"},
+      {"tcp://198.18.0.1:7x", "port"},
+      {"tcp://198.18.0.1:+70", "port"},
+      {"tcp://198.18.0.1:07000", "port"},
+      {"tpc://198.18.0.1:7000", "unknown transport"},
+      {"198.18.0.1:7000", "unknown transport"},
+      {"tcp://gw1:7000", "IPv4 address"},
+      {"tcp://eth0:7000", "IPv4 address"},
+      {"tcp://*:7000", "IPv4 address"},
+      {"tcp://[::1]:7000", "IPv4 address"},
+      {"tcp://198.18.0.01:7000", "IPv4 address"},
+      {"tcp://0.0.0.0:7000", "0.0.0.0"},
+      {"tcp://224.0.0.1:7000", "multicast"},
+      {"tcp://255.255.255.255:7000", "broadcast"},
+      {"ipc://", "path"},
+      {"inproc://", "name"},
+  };
+  for (const Bad& b : bad) {
+    INFO(b.ep);
+    ClusterSpec c = spec4();
+    c.members[2].publish = b.ep;
+    const std::string m = c.validate().message();
+    INFO(m);
+    CHECK(m.find("cluster.members[2].publish") != std::string::npos);
+    CHECK(m.find(b.why) != std::string::npos);
+  }
+  // Port 0 (an ephemeral port) only where no peer has to find it: a
+  // single-member cluster (sb-node's process tests bind control and publish so).
+  ClusterSpec one = spec4();
+  one.members.resize(1);
+  one.members[0].control = one.members[0].publish = "tcp://127.0.0.1:0";
+  one.assign_round_robin();
+  CHECK(one.validate().ok());
+}
+
+TEST_CASE("cluster spec: an endpoint two members (or one member twice) would bind is refused, naming both") {
+  ClusterSpec c = spec4();
+  c.members[3].publish = c.members[1].control;
+  std::string m = c.validate().message();
+  INFO(m);
+  CHECK(m.find("cluster.members[3].publish") != std::string::npos);
+  CHECK(m.find("cluster.members[1].control") != std::string::npos);
+  c = spec4();
+  c.members[0].publish = c.members[0].control;
+  m = c.validate().message();
+  CHECK(m.find("cluster.members[0].publish") != std::string::npos);
+  CHECK(m.find("cluster.members[0].control") != std::string::npos);
+  c = spec4();
+  c.members[1].control = c.members[2].control = "ipc:///tmp/sb.ctl";
+  CHECK(c.validate().message().find("cluster.members[2].control") != std::string::npos);
+  // The same port on different hosts is how a real cluster looks.
+  c = spec4();
+  for (uint32_t i = 0; i < 4; ++i) {
+    c.members[i].control = "tcp://198.18.100." + std::to_string(11 + i) + ":7000";
+    c.members[i].publish = "tcp://198.18.100." + std::to_string(11 + i) + ":7001";
+  }
+  CHECK(c.validate().ok());
+  // In-process simulations give every member the same placeholder: inproc
+  // names are not bound by separate processes, so they may repeat.
+  c = spec4();
+  for (auto& mm : c.members) mm.control = "inproc://c", mm.publish = "inproc://p";
+  CHECK(c.validate().ok());
 }
