@@ -197,6 +197,7 @@ Status parse_mac_field(const YAML::Node& parent, const char* key, const std::str
   if (!parent[key]) return Status::Ok();
   const Status st = parse_mac(s, out);
   if (!st.ok()) return bad(field + "." + key, st.message());
+  if (const char* why = rib::mac_not_unicast(out)) return bad(field + "." + key, "'" + s + "': " + why);
   return Status::Ok();
 }
 

@@ -182,3 +182,50 @@ TEST_CASE("config: member endpoints are checked before anything binds them") {
   CHECK(good_with("\"tcp://127.0.0.1:7010\"", "\"ipc:///tmp/sb-n1.ctl\"").cluster.members[1].control ==
         "ipc:///tmp/sb-n1.ctl");
 }
+
+// kGood with a data plane section (both members have fabric MACs).
+static std::string with_ports() {
+  std::string y = kGood;
+  y.replace(y.find("  fsync: batch\n"), 14,
+            "  fsync: batch\n  s1u_ip: 198.18.9.1\n"
+            "  next_hops: {ext: \"02:00:00:00:00:fe\", enb: \"02:00:00:00:00:fd\"}\n"
+            "  ports:\n    ext: {device: net_null0, mac: \"02:00:00:00:00:31\"}\n"
+            "    fabric: {device: net_null1}\n    enb: {device: net_null2, mac: \"02:00:00:00:00:33\"}\n");
+  y.replace(y.find("weight: 3}"), 10, "weight: 3, fabric_mac: \"02:00:00:00:00:02\"}");
+  return y;
+}
+
+static std::string err_in(std::string y, const std::string& from, const std::string& to) {
+  const size_t at = y.find(from);
+  REQUIRE(at != std::string::npos);
+  y.replace(at, from.size(), to);
+  Result<Config> r = parse_config(y, "t.yaml");
+  REQUIRE(!r.ok());
+  return r.status().message();
+}
+
+TEST_CASE("config: port and next-hop MACs are unicast, fabric MACs distinct") {
+  const std::string y = with_ports();
+  REQUIRE(parse_config(y).ok());
+  const std::pair<std::string, std::string> macs[] = {
+      {"00:00:00:00:00:00", "all-zero"}, {"ff:ff:ff:ff:ff:ff", "broadcast"}, {"01:00:5e:00:00:fb", "multicast"}};
+  for (const auto& [mac, why] : macs) {
+    INFO(mac);
+    std::string m = err_in(y, "ext: \"02:00:00:00:00:fe\"", "ext: \"" + mac + "\"");
+    CHECK(m.find("node.next_hops.ext") != std::string::npos);
+    CHECK(m.find(why) != std::string::npos);
+    m = err_in(y, "enb: \"02:00:00:00:00:fd\"", "enb: \"" + mac + "\"");
+    CHECK(m.find("node.next_hops.enb") != std::string::npos);
+    m = err_in(y, "mac: \"02:00:00:00:00:33\"", "mac: \"" + mac + "\"");
+    CHECK(m.find("node.ports.enb.mac") != std::string::npos);
+    CHECK(m.find(why) != std::string::npos);
+    m = err_in(y, "mac: \"02:00:00:00:00:31\"", "mac: \"" + mac + "\"");
+    CHECK(m.find("node.ports.ext.mac") != std::string::npos);
+    m = err_in(y, "fabric_mac: \"02:00:00:00:00:02\"", "fabric_mac: \"" + mac + "\"");
+    CHECK(m.find("cluster.members[1].fabric_mac") != std::string::npos);
+    CHECK(m.find(why) != std::string::npos);
+  }
+  const std::string m = err_in(y, "fabric_mac: \"02:00:00:00:00:02\"", "fabric_mac: \"02:00:00:00:00:01\"");
+  CHECK(m.find("cluster.members[1].fabric_mac") != std::string::npos);
+  CHECK(m.find("cluster.members[0].fabric_mac") != std::string::npos);
+}

@@ -76,6 +76,13 @@ static Status check_endpoint(const std::string& ep, const std::string& field, bo
   return Status::Ok();
 }
 
+const char* mac_not_unicast(const uint8_t mac[6]) {
+  if (std::all_of(mac, mac + 6, [](uint8_t b) { return b == 0; })) return "the all-zero MAC is not an address";
+  if (std::all_of(mac, mac + 6, [](uint8_t b) { return b == 0xff; })) return "ff:ff:ff:ff:ff:ff is the broadcast MAC";
+  if (mac[0] & 1u) return "a multicast MAC (the first octet is odd): expected a unicast MAC";
+  return nullptr;
+}
+
 Status ClusterSpec::validate() const {
   if (name.empty()) return Status::InvalidArgument("cluster.name: empty");
   if (partitions == 0 || partitions > kMaxPartitions || !std::has_single_bit(partitions))
@@ -89,7 +96,8 @@ Status ClusterSpec::validate() const {
   if (members.size() > kMaxNodes)
     return Status::InvalidArgument("cluster.members: more than 32 members");
   std::set<uint32_t> ids;
-  std::map<std::string, std::string> endpoints;  // endpoint -> the field that has it
+  // value -> the field that has it: endpoints, CURVE keys, fabric MACs (6 bytes)
+  std::map<std::string, std::string> endpoints, keys, macs;
   double wsum = 0;
   for (size_t i = 0; i < members.size(); ++i) {
     const Member& m = members[i];
@@ -112,15 +120,37 @@ Status ClusterSpec::validate() const {
     }
     if (curve && !z85_key_ok(m.curve_public))
       return Status::InvalidArgument(f + ".curve_public: not a 40-character Z85 key");
+    if (curve) {
+      const auto [it, fresh] = keys.emplace(m.curve_public, f + ".curve_public");
+      if (!fresh)
+        return Status::InvalidArgument(f + ".curve_public: same key as " + it->second +
+                                       " (every member and client has its own keypair)");
+    }
+    if (!m.fabric_mac.empty()) {
+      uint8_t b[6];
+      if (Status st = parse_mac(m.fabric_mac, b); !st.ok())
+        return Status::InvalidArgument(f + ".fabric_mac: " + st.message());
+      if (const char* why = mac_not_unicast(b))
+        return Status::InvalidArgument(f + ".fabric_mac: '" + m.fabric_mac + "': " + why);
+      // Compared as bytes: 02:00:..:01, 02-00-..-01 and 02:00:..:01 upper-case are one MAC.
+      const auto [it, fresh] = macs.emplace(std::string(reinterpret_cast<const char*>(b), 6), f + ".fabric_mac");
+      if (!fresh)
+        return Status::InvalidArgument(f + ".fabric_mac: '" + m.fabric_mac + "' is also " + it->second +
+                                       " (fabric frames are addressed by it: each member needs its own)");
+    }
     if (!(m.weight >= 0) || !std::isfinite(m.weight))
       return Status::InvalidArgument(f + ".weight: must be a finite number >= 0");
     wsum += m.weight;
   }
   if (!(wsum > 0)) return Status::InvalidArgument("cluster.members: every weight is 0");
-  for (size_t i = 0; i < clients.size(); ++i)
-    if (curve && !z85_key_ok(clients[i].curve_public))
-      return Status::InvalidArgument("cluster.clients[" + std::to_string(i) +
-                                     "].curve_public: not a 40-character Z85 key");
+  for (size_t i = 0; i < clients.size() && curve; ++i) {
+    const std::string f = "cluster.clients[" + std::to_string(i) + "].curve_public";
+    if (!z85_key_ok(clients[i].curve_public)) return Status::InvalidArgument(f + ": not a 40-character Z85 key");
+    const auto [it, fresh] = keys.emplace(clients[i].curve_public, f);
+    if (!fresh)
+      return Status::InvalidArgument(f + ": same key as " + it->second +
+                                     " (every member and client has its own keypair)");
+  }
   if (owner.size() != partitions)
     return Status::InvalidArgument("cluster.ownership: covers " + std::to_string(owner.size()) +
                                    " partitions, expected " + std::to_string(partitions));

@@ -13,6 +13,10 @@
 //   - partitions is a power of two in [1, 65536]; owner.size() == partitions
 //     and every owner is a member id.
 //   - weights >= 0 and at least one member has weight > 0 (`choose`).
+//   - endpoints: tcp://A.B.C.D:PORT, ipc://PATH or inproc://NAME; no two
+//     bound twice (inproc and port 0 exempt). fabric_mac, where given, a
+//     unicast MAC no other member has. With curve, every member and client
+//     key distinct.
 // Thread safety: a value type; const use from any thread.
 #pragma once
 
@@ -79,6 +83,10 @@ struct ClusterSpec {
   // Round-robin ownership: partition p -> members[p mod N].id.
   void assign_round_robin();
 };
+
+// nullptr for a unicast MAC; otherwise why it cannot name one station
+// (all-zero, broadcast, multicast). Used for fabric, port and next-hop MACs.
+const char* mac_not_unicast(const uint8_t mac[6]);
 
 // hash-partition: the node that holds a key's FIB entry besides its
 // handler (the first hop), from the key's hash.

@@ -133,3 +133,57 @@ TEST_CASE("cluster spec: an endpoint two members (or one member twice) would bin
   for (auto& mm : c.members) mm.control = "inproc://c", mm.publish = "inproc://p";
   CHECK(c.validate().ok());
 }
+
+TEST_CASE("cluster spec: fabric MACs are unicast and distinct, CURVE keys distinct, naming both fields") {
+  ClusterSpec c = spec4();
+  for (uint32_t i = 0; i < 4; ++i) c.members[i].fabric_mac = "02:00:00:00:00:0" + std::to_string(i + 1);
+  REQUIRE(c.validate().ok());
+  c.members[3].fabric_mac = "02-00-00-00-00-02";  // member 1's, spelled differently
+  std::string m = c.validate().message();
+  INFO(m);
+  CHECK(m.find("cluster.members[3].fabric_mac") != std::string::npos);
+  CHECK(m.find("cluster.members[1].fabric_mac") != std::string::npos);
+  const std::pair<const char*, const char*> bad[] = {
+      {"00:00:00:00:00:00", "all-zero"},
+      {"ff:ff:ff:ff:ff:ff", "broadcast"},
+      {"01:00:5e:00:00:01", "multicast"},
+      {"33:33:00:00:00:01", "multicast"},
+      {"02:00:00:00:00", "not a MAC address"},
+  };
+  for (const auto& [mac, why] : bad) {
+    INFO(mac);
+    c = spec4();
+    c.members[2].fabric_mac = mac;
+    m = c.validate().message();
+    INFO(m);
+    CHECK(m.find("cluster.members[2].fabric_mac") != std::string::npos);
+    CHECK(m.find(why) != std::string::npos);
+  }
+  c = spec4();
+  c.members[1].fabric_mac = "";  // absent: required only by the data plane (config.cc)
+  CHECK(c.validate().ok());
+
+  // CURVE: the ZAP handler tells members and clients apart by key; a key
+  // listed twice means two parties share one secret key.
+  c = spec4();
+  c.curve = true;
+  const char z[] = "abcd";
+  for (uint32_t i = 0; i < 4; ++i) c.members[i].curve_public = std::string(40, z[i]);
+  c.clients.push_back({"admin", std::string(40, 'x')});
+  c.clients.push_back({"ops", std::string(40, 'y')});
+  REQUIRE(c.validate().ok());
+  c.members[2].curve_public = c.members[0].curve_public;
+  m = c.validate().message();
+  INFO(m);
+  CHECK(m.find("cluster.members[2].curve_public") != std::string::npos);
+  CHECK(m.find("cluster.members[0].curve_public") != std::string::npos);
+  c.members[2].curve_public = std::string(40, 'c');
+  c.clients[1].curve_public = c.members[3].curve_public;
+  m = c.validate().message();
+  CHECK(m.find("cluster.clients[1].curve_public") != std::string::npos);
+  CHECK(m.find("cluster.members[3].curve_public") != std::string::npos);
+  c.clients[1].curve_public = c.clients[0].curve_public;
+  m = c.validate().message();
+  CHECK(m.find("cluster.clients[1].curve_public") != std::string::npos);
+  CHECK(m.find("cluster.clients[0].curve_public") != std::string::npos);
+}
