@@ -250,12 +250,25 @@ Status parse_dataplane(const YAML::Node& n, const rib::ClusterSpec& cluster, uin
     }
   }
   SB_RETURN_IF_ERROR(get(n, "ue_fallback", "node", &dp->ue_fallback, false));
+  // The GTP-U address eNodeBs send to and we send from: required with
+  // ports, and whenever given a unicast address (an empty value is not
+  // "absent": it used to become 0.0.0.0, and every uplink was dropped).
   std::string s1u;
   SB_RETURN_IF_ERROR(get(n, "s1u_ip", "node", &s1u, dp->has_ports));
-  if (!s1u.empty()) {
+  if (n["s1u_ip"]) {
+    if (s1u.empty()) return bad("node.s1u_ip", "missing (empty); expected our S1-U IPv4 address");
     Result<uint32_t> ip = parse_ipv4(s1u);
     if (!ip.ok()) return bad("node.s1u_ip", ip.status().message());
-    dp->s1u_ip = ip.value();
+    const uint32_t a = ip.value();
+    const char* why = a == 0 ? "0.0.0.0 is no address"
+                      : (a >> 24) == 0 ? "in 0.0.0.0/8 (this network)"
+                      : (a >> 24) == 127 ? "a loopback address"
+                      : a == 0xffffffffu ? "the broadcast address"
+                      : (a >> 28) == 0xe ? "a multicast address"
+                      : (a >> 28) == 0xf ? "in 240.0.0.0/4 (reserved)"
+                                          : nullptr;
+    if (why) return bad("node.s1u_ip", s1u + ": " + why + " (expected a unicast address)");
+    dp->s1u_ip = a;
   }
   if (const YAML::Node nh = n["next_hops"]) {
     SB_RETURN_IF_ERROR(check_keys(nh, "node.next_hops", {"ext", "enb"}));

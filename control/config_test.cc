@@ -229,3 +229,31 @@ TEST_CASE("config: port and next-hop MACs are unicast, fabric MACs distinct") {
   CHECK(m.find("cluster.members[1].fabric_mac") != std::string::npos);
   CHECK(m.find("cluster.members[0].fabric_mac") != std::string::npos);
 }
+
+TEST_CASE("config: node.s1u_ip is a unicast address (required with ports, checked whenever given)") {
+  const std::string y = with_ports();
+  const std::pair<std::string, std::string> bad[] = {
+      {"\"\"", "missing"},  // an empty value is no address
+      {"0.0.0.0", "0.0.0.0"},
+      {"0.1.2.3", "0.0.0.0/8"},
+      {"255.255.255.255", "broadcast"},
+      {"224.0.0.5", "multicast"},
+      {"239.1.1.1", "multicast"},
+      {"240.0.0.1", "reserved"},
+      {"127.0.0.1", "loopback"},
+      {"198.18.9", "not an IPv4 address"},
+  };
+  for (const auto& [ip, why] : bad) {
+    INFO(ip);
+    std::string m = err_in(y, "s1u_ip: 198.18.9.1", "s1u_ip: " + ip);
+    INFO(m);
+    CHECK(m.find("node.s1u_ip") != std::string::npos);
+    CHECK(m.find(why) != std::string::npos);
+    // No ports (sb-node --control-only): optional, but a given value is checked too.
+    m = err("fsync: batch", "fsync: batch\n  s1u_ip: " + ip);
+    CHECK(m.find("node.s1u_ip") != std::string::npos);
+  }
+  CHECK(err_in(y, "  s1u_ip: 198.18.9.1\n", "").find("node.s1u_ip: missing") != std::string::npos);
+  CHECK(good_with("fsync: batch", "fsync: batch\n  s1u_ip: 10.0.0.1").node.dp.s1u_ip == 0x0a000001);
+  CHECK(parse_config(kGood).value().node.dp.s1u_ip == 0);  // no ports, none given
+}
