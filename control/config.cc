@@ -215,6 +215,12 @@ Status parse_dataplane(const YAML::Node& n, const rib::ClusterSpec& cluster, uin
       const YAML::Node p = ports[roles[r]];
       if (!p) return bad(f, "missing (ports need ext, fabric and enb)");
       SB_RETURN_IF_ERROR(check_keys(p, f, {"device", "queues", "mac"}));
+      // The fabric port answers to this member's cluster.members[].fabric_mac
+      // (every peer addresses fabric frames by it); a mac here would be
+      // silently ignored, so it is an error.
+      if (std::string_view(roles[r]) == "fabric" && p["mac"])
+        return bad(f + ".mac", "not allowed: the fabric port's MAC is cluster.members[id=" + std::to_string(id) +
+                                   "].fabric_mac (the one its peers address); set it there");
       PortSpec& ps = dp->ports[r];
       SB_RETURN_IF_ERROR(get(p, "device", f, &ps.device, true));
       if (ps.device.empty()) return bad(f + ".device", "empty");

@@ -257,3 +257,11 @@ TEST_CASE("config: node.s1u_ip is a unicast address (required with ports, checke
   CHECK(good_with("fsync: batch", "fsync: batch\n  s1u_ip: 10.0.0.1").node.dp.s1u_ip == 0x0a000001);
   CHECK(parse_config(kGood).value().node.dp.s1u_ip == 0);  // no ports, none given
 }
+
+TEST_CASE("config: node.ports.fabric.mac is refused: the fabric MAC is the member's fabric_mac") {
+  const std::string m =
+      err_in(with_ports(), "fabric: {device: net_null1}", "fabric: {device: net_null1, mac: \"02:00:00:00:00:02\"}");
+  INFO(m);
+  CHECK(m.find("node.ports.fabric.mac") != std::string::npos);
+  CHECK(m.find("cluster.members[id=1].fabric_mac") != std::string::npos);
+}
