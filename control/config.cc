@@ -5,6 +5,7 @@
 #include <unistd.h>
 #include <zmq.h>
 
+#include <charconv>
 #include <fstream>
 #include <limits>
 #include <set>
@@ -72,23 +73,21 @@ Status get(const YAML::Node& parent, const char* key, const std::string& field, 
   return Status::Ok();
 }
 
-// "0-255" or "7" -> [lo, hi]
+// "0-255" or "7" -> [lo, hi]. Each number is decimal digits only, parsed
+// whole into 32 bits (std::stoul took "+5" and " 5" and wrapped
+// "4294967299" to 3).
 Status parse_range(const std::string& s, const std::string& field, uint32_t* lo, uint32_t* hi) {
-  const size_t dash = s.find('-');
-  try {
-    size_t used = 0;
-    if (dash == std::string::npos) {
-      *lo = *hi = uint32_t(std::stoul(s, &used));
-      if (used != s.size()) throw std::invalid_argument("x");
-    } else {
-      *lo = uint32_t(std::stoul(s.substr(0, dash), &used));
-      if (used != dash) throw std::invalid_argument("x");
-      *hi = uint32_t(std::stoul(s.substr(dash + 1), &used));
-      if (used != s.size() - dash - 1) throw std::invalid_argument("x");
-    }
-  } catch (const std::exception&) {
-    return bad(field, "bad partition range '" + s + "' (expected N or LO-HI)");
-  }
+  auto number = [](std::string_view t, uint32_t* v) {
+    if (t.empty() || t.find_first_not_of("0123456789") != std::string_view::npos) return false;
+    const auto [end, ec] = std::from_chars(t.data(), t.data() + t.size(), *v);
+    return ec == std::errc() && end == t.data() + t.size();
+  };
+  const std::string_view sv = s;
+  const size_t dash = sv.find('-');
+  const std::string_view a = sv.substr(0, dash);
+  const std::string_view b = dash == std::string_view::npos ? a : sv.substr(dash + 1);
+  if (!number(a, lo) || !number(b, hi))
+    return bad(field, "bad partition range '" + s + "' (expected N or LO-HI, decimal)");
   if (*lo > *hi) return bad(field, "range '" + s + "' is empty");
   return Status::Ok();
 }

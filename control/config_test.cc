@@ -265,3 +265,17 @@ TEST_CASE("config: node.ports.fabric.mac is refused: the fabric MAC is the membe
   CHECK(m.find("node.ports.fabric.mac") != std::string::npos);
   CHECK(m.find("cluster.members[id=1].fabric_mac") != std::string::npos);
 }
+
+TEST_CASE("config: ownership ranges are exact decimal numbers (no sign, blank or 32-bit wrap)") {
+  for (const std::string r : {"0-4294967299", "4294967296-4294967299", "+0-3", " 0-3", "0- 3", "0-+3", "0-3 ", "0x0-3",
+                              "-3", "0-", "0--3", "", "0-3-5", "99999999999999999999-3"}) {
+    INFO("'" << r << "'");
+    const std::string m = err("\"0-3\"", "\"" + r + "\"");
+    INFO(m);
+    CHECK(m.find("cluster.ownership[0].partitions") != std::string::npos);
+  }
+  CHECK(err("\"0-3\"", "\"3-0\"").find("range '3-0' is empty") != std::string::npos);
+  CHECK(good_with("\"0-3\"", "\"00-03\"").cluster.owner[3] == 0);  // decimal, as everywhere
+  Config c = good_with("    - {node: 0, partitions: \"0-3\"}\n", "    - {node: 0, partitions: \"0-2\"}\n    - {node: 0, partitions: \"3\"}\n");
+  CHECK(c.cluster.owner == std::vector<uint32_t>{0, 0, 0, 0, 1, 1, 1, 1});
+}
