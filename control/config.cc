@@ -334,7 +334,9 @@ Status parse_node(const YAML::Node& n, const rib::ClusterSpec& cluster, NodeSpec
   if (out->fib_capacity == 0 || out->fib_capacity > (1u << 27))
     return bad("node.fib_capacity", "must be in [1, 2^27]");
   SB_RETURN_IF_ERROR(get(n, "snapshot_every", "node", &out->snapshot_every, false));
-  if (out->snapshot_every < 16) return bad("node.snapshot_every", "must be >= 16");
+  if (out->snapshot_every < 16 || out->snapshot_every > kMaxSnapshotEvery)
+    return bad("node.snapshot_every", "must be in [16, " + std::to_string(kMaxSnapshotEvery) +
+                                          "] (WAL records between snapshots; recovery reads a segment whole)");
   SB_RETURN_IF_ERROR(get(n, "snapshot_chunk_bytes", "node", &out->snapshot_chunk_bytes, false));
   if (out->snapshot_chunk_bytes < 256 || out->snapshot_chunk_bytes > (32u << 20))
     return bad("node.snapshot_chunk_bytes", "must be in [256, 32 MiB]");

@@ -60,6 +60,13 @@ struct DataPlaneSpec {
   uint32_t mbufs = 16384;       // mbuf pool size (per node)
 };
 
+// node.snapshot_every's upper bound. The WAL segment between two
+// snapshots holds at least this many records (a PUT is 53 bytes), and
+// recovery reads each segment whole into memory before replaying it: 2^24
+// records are ~850 MiB of log and seconds of replay; more only delays
+// restarts and fills the disk.
+inline constexpr uint64_t kMaxSnapshotEvery = uint64_t(1) << 24;
+
 struct NodeSpec {
   uint32_t id = 0;
   std::string key_file;   // CURVE keypair file (sb-ctl keys gen)

@@ -279,3 +279,14 @@ TEST_CASE("config: ownership ranges are exact decimal numbers (no sign, blank or
   Config c = good_with("    - {node: 0, partitions: \"0-3\"}\n", "    - {node: 0, partitions: \"0-2\"}\n    - {node: 0, partitions: \"3\"}\n");
   CHECK(c.cluster.owner == std::vector<uint32_t>{0, 0, 0, 0, 1, 1, 1, 1});
 }
+
+TEST_CASE("config: snapshot_every is bounded (a WAL segment is read whole at recovery)") {
+  CHECK(good_with("fsync: batch", "fsync: batch\n  snapshot_every: 16777216").node.snapshot_every == 16777216);
+  CHECK(good_with("fsync: batch", "fsync: batch\n  snapshot_every: 16").node.snapshot_every == 16);
+  for (const char* v : {"16777217", "1000000000000", "15"}) {
+    INFO(v);
+    const std::string m = err("fsync: batch", std::string("fsync: batch\n  snapshot_every: ") + v);
+    INFO(m);
+    CHECK(m.find("node.snapshot_every: must be in [16, 16777216]") != std::string::npos);
+  }
+}
