@@ -560,7 +560,9 @@ TEST_CASE("sb-ctl: commands, clear errors and exit codes") {
   CHECK(r.first == 1);
   CHECK(r.second.find("accepted 2000") != std::string::npos);
   CHECK(r.second.find("malformed 1") != std::string::npos);
-  CHECK(run(g + "session gen --count 100 --nodes 3 --choose --seed 2 --format jsonl --out " + dir + "/s.jsonl").first == 0);
+  // session gen needs no cluster: it takes no connection options.
+  CHECK(run(g + "session gen --count 100 --nodes 3 --choose --seed 2 --format jsonl --out " + dir + "/s.jsonl").first == 2);
+  CHECK(run("session gen --count 100 --nodes 3 --choose --seed 2 --format jsonl --out " + dir + "/s.jsonl").first == 0);
   r = run(g + "session load " + dir + "/s.jsonl --quiet");
   CHECK(r.first == 0);
   CHECK(r.second.find("accepted 100") != std::string::npos);

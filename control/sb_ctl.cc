@@ -1,16 +1,23 @@
 // sb-ctl: the command-line client of the cluster's control API.
 //
 //   sb-ctl keys gen --out FILE
-//   sb-ctl [--config FILE] [--key FILE] [--via N] [--timeout MS] session add --flow F --node N|choose --teid-dl T --enb IP [--bearer B]
+//   sb-ctl --config FILE [--key FILE] [--via N] [--timeout MS] session add --flow F --node N|choose --teid-dl T --enb IP [--bearer B]
 //   sb-ctl ... session modify --flow F [--teid-dl T] [--enb IP] [--bearer B] (at least one)
 //   sb-ctl ... session move --flow F --node N
 //   sb-ctl ... session del --flow F
 //   sb-ctl ... session show --flow F
 //   sb-ctl ... session load FILE [--batch N] [--window W] [--retries N] [--backoff MS] [--backoff-max MS] [--quiet]
-//   sb-ctl session gen --count N --out FILE [--nodes N] [--choose] [--seed S] [--format csv|jsonl]
-//   sb-ctl ... cluster status
+//   sb-ctl session gen --count N --out FILE [--nodes N | --node-ids A,B,..] [--choose] [--seed S] [--format csv|jsonl]
+//   sb-ctl --config FILE [--key FILE] [--timeout MS] cluster status   (asks every member: no --via)
 //   sb-ctl ... cluster weights [--set N=W[,N=W...]]
 //   sb-ctl ... stats
+//   sb-ctl -h | --help
+//
+// Each command takes exactly its own options (kCommands) and its own
+// number of arguments: an option of another command (`session gen
+// --node 3`, the option is --nodes) or an extra argument (`session load
+// a.csv b.csv`) is a usage error, never silently ignored. Options may
+// come before or after the command words.
 //
 // A flow F is "SRC:SPORT>DST:DPORT/PROTO" (e.g. 198.18.0.1:1234>198.18.1.2:80/tcp)
 // or "ue:IP" (UE IPv4 key mode).
@@ -51,9 +58,14 @@ namespace {
 enum Exit { kOk = 0, kRefused = 1, kUsage = 2, kConfig = 3, kUnreachable = 4 };
 
 const char* kUsageText =
-    "usage: sb-ctl [--config FILE] [--key FILE] [--via N] [--timeout MS] COMMAND\n"
-    "  --via N: the node to send requests to (default: the config's node id; it\n"
-    "  forwards to the partition's owner)\n"
+    "usage: sb-ctl [--config FILE] [--key FILE] [--via N] [--timeout MS] COMMAND [OPTIONS]\n"
+    "       sb-ctl -h | --help\n"
+    "connection options (the commands that talk to the cluster):\n"
+    "  --config FILE  a node's configuration file (its cluster section is used); required\n"
+    "  --key FILE     our CURVE keypair (sb-ctl keys gen; listed in cluster.clients)\n"
+    "  --via N        the node to send requests to (default: the config's node id, else the\n"
+    "                 first member; it forwards to the partition's owner). Not for cluster status\n"
+    "  --timeout MS   how long to wait for a reply, 1..3600000 (default 5000)\n"
     "commands:\n"
     "  keys gen --out FILE                       new CURVE keypair (prints the public key)\n"
     "  session add --flow F --node N|choose --teid-dl T --enb IP [--bearer B (default 5)]\n"
@@ -72,13 +84,19 @@ const char* kUsageText =
     "      (still unavailable after the last retry) rows, with reasons\n"
     "  session gen --count N --out FILE [--nodes N | --node-ids A,B,..] [--choose] [--seed S]\n"
     "      [--format csv|jsonl]   synthetic sessions pinned uniformly to nodes 0..N-1 (default 4),\n"
-    "      or to the listed member ids (a testbed or Ansible cluster numbers them 1..N)\n"
-    "  cluster status                            members, partitions, epochs/seqs, lag\n"
+    "      or to the listed member ids (a testbed or Ansible cluster numbers them 1..N), or\n"
+    "      node: choose (--choose); --seed default 1, --format default csv. Needs no cluster:\n"
+    "      takes no connection options\n"
+    "  cluster status                            members, partitions, epochs/seqs, lag (asks\n"
+    "      every member: --config, --key, --timeout only)\n"
     "  cluster weights [--set N=W[,N=W...]]      show the weights `node: choose` uses for new\n"
     "      sessions (from node --via), or change them cluster-wide: the listed members get\n"
     "      weight W (>= 0, not all 0), the others keep theirs; only sessions added afterwards\n"
     "      follow them, no session moves; the change is versioned and survives restarts\n"
     "  stats                                     the node's counters\n"
+    "Each command takes only the options shown for it (plus the connection options where it\n"
+    "talks to the cluster) and exactly the arguments shown; anything else is a usage error.\n"
+    "numbers: decimal (a leading zero stays decimal) or 0x hex\n"
     "flows: SRC:SPORT>DST:DPORT/PROTO or ue:IP\n"
     "exit codes: 0 ok, 1 refused by the cluster (session load: some rows rejected or malformed),\n"
     "  2 usage (session load: the file cannot be opened or read to its end), 3 config/key error,\n"
@@ -102,16 +120,45 @@ struct Opts {
 // Flags that take no value.
 bool is_flag(const std::string& a) { return a == "--choose" || a == "--help" || a == "--quiet"; }
 
+// What each command accepts. `words`: its positional arguments, the
+// command words included ("session load FILE" is 3). `conn`: the
+// connection options it reads (the commands that talk to the cluster).
+struct CommandSpec {
+  const char* name;
+  size_t words;
+  const char* operand;  // what the argument after the command words is, or nullptr
+  std::vector<std::string> conn;
+  std::vector<std::string> options;
+};
+
+const std::vector<std::string> kConn = {"--config", "--key", "--via", "--timeout"};
+
+const std::vector<CommandSpec>& commands() {
+  static const std::vector<CommandSpec> k = {
+      {"keys gen", 2, nullptr, {}, {"--out"}},
+      {"session add", 2, nullptr, kConn, {"--flow", "--node", "--teid-dl", "--enb", "--bearer"}},
+      {"session modify", 2, nullptr, kConn, {"--flow", "--teid-dl", "--enb", "--bearer"}},
+      {"session move", 2, nullptr, kConn, {"--flow", "--node"}},
+      {"session del", 2, nullptr, kConn, {"--flow"}},
+      {"session show", 2, nullptr, kConn, {"--flow"}},
+      {"session load", 3, "FILE", kConn, {"--batch", "--window", "--retries", "--backoff", "--backoff-max", "--quiet"}},
+      {"session gen", 2, nullptr, {}, {"--count", "--out", "--nodes", "--node-ids", "--choose", "--seed", "--format"}},
+      // Asks every member, so --via would change nothing.
+      {"cluster status", 2, nullptr, {"--config", "--key", "--timeout"}, {}},
+      {"cluster weights", 2, nullptr, kConn, {"--set"}},
+      {"stats", 1, nullptr, kConn, {}},
+  };
+  return k;
+}
+
 // Every option some command reads: anything else is a typo (`--bearr 9`
 // would otherwise add the session with the default bearer), exit 2.
 bool is_known_option(const std::string& a) {
-  static const char* const kKnown[] = {
-      "--config", "--key",     "--via",  "--timeout",  "--backoff", "--backoff-max", "--batch",
-      "--bearer", "--choose",  "--count", "--enb",     "--flow",    "--format",      "--help",
-      "--node",   "--node-ids", "--nodes", "--out",    "--quiet",   "--retries",     "--seed",
-      "--set",    "--teid-dl", "--window"};
-  for (const char* k : kKnown)
-    if (a == k) return true;
+  if (a == "--help") return true;
+  for (const CommandSpec& c : commands()) {
+    if (std::find(c.conn.begin(), c.conn.end(), a) != c.conn.end()) return true;
+    if (std::find(c.options.begin(), c.options.end(), a) != c.options.end()) return true;
+  }
   return false;
 }
 
@@ -119,8 +166,10 @@ Result<Opts> parse_opts(int argc, char** argv, int from) {
   Opts o;
   for (int i = from; i < argc; ++i) {
     std::string a = argv[i];
-    if (a.rfind("--", 0) == 0) {
+    if (a == "-h") a = "--help";
+    if (a.size() > 1 && a[0] == '-') {
       if (!is_known_option(a)) return Status::InvalidArgument("unknown option '" + a + "'");
+      if (o.has(a)) return Status::InvalidArgument("option '" + a + "' given twice");
       // insert_or_assign with a std::string: gcc 12 at -O3 reports a bogus
       // -Wrestrict for operator[](k) = "literal".
       if (is_flag(a)) { o.kv.insert_or_assign(a, std::string(1, '1')); continue; }
@@ -131,6 +180,38 @@ Result<Opts> parse_opts(int argc, char** argv, int from) {
     }
   }
   return o;
+}
+
+// The command the positional words name, or nullptr.
+const CommandSpec* find_command(const Opts& o) {
+  for (const CommandSpec& c : commands()) {
+    const std::string n = c.name;
+    const size_t sp = n.find(' ');
+    const std::string group = n.substr(0, sp), verb = sp == std::string::npos ? "" : n.substr(sp + 1);
+    if (o.pos.empty() || o.pos[0] != group) continue;
+    if (verb.empty() || (o.pos.size() > 1 && o.pos[1] == verb)) return &c;
+  }
+  return nullptr;
+}
+
+// Exactly the command's arguments and only its options.
+Status check_command(const CommandSpec& c, const Opts& o) {
+  const std::string name = c.name;
+  if (o.pos.size() > c.words)
+    return Status::InvalidArgument(name + ": unexpected argument '" + o.pos[c.words] + "' (" + name +
+                                   (c.operand ? std::string(" takes one ") + c.operand : " takes no arguments") + ")");
+  if (o.pos.size() < c.words) return Status::InvalidArgument(name + ": " + c.operand + " is required");
+  for (const auto& [k, v] : o.kv) {
+    if (k == "--help") continue;
+    if (std::find(c.conn.begin(), c.conn.end(), k) != c.conn.end()) continue;
+    if (std::find(c.options.begin(), c.options.end(), k) != c.options.end()) continue;
+    std::string takes;
+    for (const auto* list : {&c.conn, &c.options})
+      for (const std::string& x : *list) takes += (takes.empty() ? "" : ", ") + x;
+    return Status::InvalidArgument("option '" + k + "' does not apply to " + name + " (" + name + " takes " +
+                                   (takes.empty() ? std::string("no options") : takes) + ")");
+  }
+  return Status::Ok();
 }
 
 // Decimal or 0x hex, as in session files (rib::parse_number): a leading
@@ -243,6 +324,7 @@ int make_ctx(const Opts& g, Ctx* c, bool all_nodes) {
   if (g.has("--timeout")) {
     Result<uint64_t> t = num(g.get("--timeout"), "--timeout", 3600000);
     if (!t.ok()) { std::fprintf(stderr, "sb-ctl: %s\n", t.status().message().c_str()); return kUsage; }
+    if (t.value() == 0) { std::fprintf(stderr, "sb-ctl: --timeout: must be at least 1 ms\n"); return kUsage; }
     c->timeout_ms = int(t.value());
   }
   std::vector<uint32_t> nodes;
@@ -875,11 +957,23 @@ int main(int argc, char** argv) {
   Result<Opts> r = parse_opts(argc, argv, 1);
   if (!r.ok()) return usage_error(r.status().message());
   const Opts& o = r.value();
-  if (o.has("--help") || o.pos.empty()) {
+  if (o.has("--help")) {
     std::printf("%s", kUsageText);
-    return o.has("--help") ? kOk : kUsage;
+    return kOk;
   }
+  if (o.pos.empty()) return usage_error("no command");
   const std::string group = o.pos[0], verb = o.pos.size() > 1 ? o.pos[1] : "";
+  if (const CommandSpec* c = find_command(o)) {
+    const Status st = check_command(*c, o);
+    if (!st.ok()) return usage_error(st.message());
+  }
+  // Checked before any file is read: a usage error, not a config error.
+  // 0 would mean "give up before the request is even sent".
+  if (o.has("--timeout")) {
+    Result<uint64_t> t = num(o.get("--timeout"), "--timeout", 3600000);
+    if (!t.ok()) return usage_error(t.status().message());
+    if (t.value() == 0) return usage_error("--timeout: must be at least 1 ms (default 5000)");
+  }
   if (group == "keys" && verb == "gen") return cmd_keys_gen(o);
   if (group == "session") {
     if (verb == "load") return cmd_session_load(o);

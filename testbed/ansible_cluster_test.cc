@@ -85,7 +85,7 @@ TEST_CASE("ansible site.yml on the testbed: changes, then none, then only the ch
   CHECK(has(slurp(st + "/n2/sb-node.yaml") + sh("cat " + st + "/n2/sb-node.yaml").out, "fib_capacity: 2097152"));
 
   const Run status = sh(SB_BUILD_DIR "/bin/sb-ctl --config " + st + "/n1/sb-node.yaml --key " + st +
-                        "/keys/admin.key --node 1 cluster status");
+                        "/keys/admin.key cluster status");
   INFO(status.out);
   CHECK(status.rc == 0);
   CHECK(has(status.out, "2 members"));
