@@ -32,13 +32,47 @@ std::string tmpdir() {
 
 TEST_CASE("ansible: every playbook passes --syntax-check", "[ansible]") {
   const std::string a = src() + "/ansible";
-  for (const char* pb : {"site.yml", "start.yml", "stop.yml", "status.yml", "rolling-restart.yml"}) {
+  for (const char* pb : {"site.yml", "start.yml", "stop.yml", "status.yml", "rolling-restart.yml", "restart-changed.yml"}) {
     INFO(pb);
     const Run r = sh("cd " + a + " && ANSIBLE_CONFIG=ansible.cfg ansible-playbook --syntax-check -i "
                      "inventories/example-hardware/hosts.yml " + pb);
     INFO(r.out);
     CHECK(r.rc == 0);
   }
+}
+
+TEST_CASE("ansible: a change restarts its nodes one at a time, never the cluster at once", "[ansible]") {
+  // The handler only marks a node; no handler restarts anything itself
+  // (handlers run on every notified host in parallel).
+  const std::string handlers = sh("cat " + src() + "/ansible/roles/service/handlers/main.yml").out;
+  CHECK(has(handlers, "sb_node_restart_pending"));
+  CHECK_FALSE(has(handlers, "state: restarted"));
+  CHECK_FALSE(has(handlers, "'restart'"));
+  // restart-changed.yml (imported by site.yml and start.yml) on four local
+  // "hosts", three of them marked: a stand-in sb-supervise logs when each
+  // restart begins and ends; no two may overlap, the unmarked host is left alone.
+  const std::string d = tmpdir();
+  REQUIRE(sh("mkdir -p " + d + "/bin && cat > " + d + "/bin/sb-supervise <<'EOF'\n"
+             "#!/bin/sh\n"
+             "p=''; while [ $# -gt 0 ]; do case \"$1\" in --pidfile) p=$2; shift 2;; --) break;; *) shift;; esac; done\n"
+             "h=$(basename \"$p\" .pid); echo \"begin $h\" >> " + d + "/restarts; sleep 0.4; echo \"end $h\" >> " + d +
+             "/restarts\n"
+             "EOF\nchmod +x " + d + "/bin/sb-supervise").rc == 0);
+  std::ofstream(d + "/hosts.yml") << "all:\n  children:\n    sb_nodes:\n      hosts:\n"
+                                     "        n1: {sb_node_restart_pending: true}\n"
+                                     "        n2: {sb_node_restart_pending: false}\n"
+                                     "        n3: {sb_node_restart_pending: true}\n"
+                                     "        n4: {sb_node_restart_pending: true}\n"
+                                     "  vars:\n    ansible_connection: local\n    service_mode: supervised\n"
+                                     "    health_mode: none\n    install_dir: " << d << "/bin\n"
+                                     "    config_path: " << d << "/sb-node.yaml\n    log_file: " << d << "/sb.log\n"
+                                     "    pid_file: \"" << d << "/{{ inventory_hostname }}.pid\"\n";
+  const Run r = sh("cd " + src() + "/ansible && ANSIBLE_CONFIG=ansible.cfg ansible-playbook -i " + d +
+                   "/hosts.yml restart-changed.yml");
+  INFO(r.out);
+  REQUIRE(r.rc == 0);
+  CHECK(sh("cat " + d + "/restarts").out == "begin n1\nend n1\nbegin n3\nend n3\nbegin n4\nend n4\n");
+  sh("rm -rf " + d);
 }
 
 TEST_CASE("ansible: the example-hardware inventory is valid", "[ansible]") {
