@@ -6,6 +6,8 @@
 #include <unistd.h>
 
 #include <catch2/catch.hpp>
+#include <chrono>
+#include <csignal>
 #include <cstdio>
 #include <fstream>
 #include <string>
@@ -89,9 +91,15 @@ TEST_CASE("ansible: the systemd unit verifies", "[ansible]") {
              "/bin/sb-node").rc == 0);
   const Run t = sh("cd " + src() + "/ansible && ansible localhost -c local -m ansible.builtin.template -a "
                    "'src=roles/service/templates/sb-node.service.j2 dest=" + d + "/sb-node.service' "
-                   "-e install_dir=" + d + "/bin -e config_path=/etc/sb/sb-node.yaml -e sb_node_args=''");
+                   "-e install_dir=" + d + "/bin -e config_path=/etc/sb/sb-node.yaml -e sb_node_args='' "
+                   "-e sb_stop_timeout_s=30");
   INFO(t.out);
   REQUIRE(t.rc == 0);
+  const std::string unit = sh("cat " + d + "/sb-node.service").out;
+  CHECK(has(unit, "\nRestartPreventExitStatus=2 3\n"));  // usage, configuration: a restart cannot fix them
+  CHECK(has(unit, "\nTimeoutStopSec=30\n"));
+  // The role's one stop timeout, shared with sb-supervise.
+  CHECK(has(sh("cat " + src() + "/ansible/roles/service/defaults/main.yml").out, "sb_stop_timeout_s: 30"));
   const Run v = sh("systemd-analyze verify " + d + "/sb-node.service");
   INFO(v.out);
   CHECK(v.rc == 0);
@@ -154,12 +162,83 @@ TEST_CASE("sb-supervise: stop kills a command that ignores SIGTERM with its supe
   REQUIRE(child.rc == 0);
   const int c = std::stoi(child.out);
   const int sup_pid = std::stoi(sh("cat " + pid).out);
-  r = sh(sup + " stop --pidfile " + pid);  // SIGTERM ignored: SIGKILL after 10 s
+  const auto t0 = std::chrono::steady_clock::now();
+  r = sh(sup + " stop --pidfile " + pid + " --stop-timeout 2");  // SIGTERM ignored: SIGKILL after 2 s
   CHECK(has(r.out, "stopped"));
+  const double took = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+  CHECK(took >= 1.5);
+  CHECK(took < 10);
   for (int i = 0; i < 20 && (kill(c, 0) == 0 || kill(sup_pid, 0) == 0); ++i)
     std::this_thread::sleep_for(std::chrono::milliseconds(100));
   CHECK(kill(sup_pid, 0) != 0);
   CHECK(kill(c, 0) != 0);  // not orphaned, still running
   if (kill(c, 0) == 0) kill(c, SIGKILL);
   sh("rm -rf " + d);
+}
+
+namespace {
+// Starts `command` under sb-supervise and waits (up to 5 s) until the
+// supervisor is gone or `wait_s` passed; returns the log.
+struct Supervised {
+  std::string d, pid, log, sup;
+  explicit Supervised(const std::string& command) {
+    d = tmpdir();
+    pid = d + "/p.pid";
+    log = d + "/p.log";
+    sup = src() + "/ansible/roles/service/files/sb-supervise";
+    sh(sup + " start --pidfile " + pid + " --log " + log + " -- " + command);  // may say "did not start"
+  }
+  ~Supervised() {
+    sh(sup + " stop --pidfile " + pid + " --stop-timeout 2");
+    sh("rm -rf " + d);
+  }
+  bool running() const { return sh(sup + " status --pidfile " + pid).rc == 0; }
+  std::string log_text() const { return sh("cat " + log).out; }
+  int starts() const { return std::stoi(sh("grep -c 'starting:' " + log + " || true").out); }
+};
+}  // namespace
+
+TEST_CASE("sb-supervise: exit 2 or 3 (usage, configuration) is not restarted, and says so", "[ansible]") {
+  for (const char* rc : {"2", "3"}) {
+    INFO("exit " << rc);
+    Supervised s(std::string("sh -c 'echo bad config >&2; exit ") + rc + "'");
+    // Restarts would come after 1 s, 2 s, ...: 2.5 s shows whether any happens.
+    std::this_thread::sleep_for(std::chrono::milliseconds(2500));
+    const std::string l = s.log_text();
+    INFO(l);
+    CHECK_FALSE(s.running());
+    CHECK(s.starts() == 1);
+    CHECK(has(l, std::string("exited ") + rc + ": "));
+    CHECK(has(l, "not restarting"));
+    CHECK_FALSE(has(l, "restarting in"));
+    CHECK(sh(s.sup + " status --pidfile " + s.pid).rc == 3);
+  }
+}
+
+TEST_CASE("sb-supervise: a clean exit 0 after a SIGTERM sent to the command itself is not restarted", "[ansible]") {
+  Supervised s("sh -c 'trap \"exit 0\" TERM; while :; do sleep 0.1; done'");
+  Run child;
+  for (int i = 0; i < 50; ++i) {
+    child = sh("pgrep -P $(cat " + s.pid + ") -x sh");
+    if (child.rc == 0) break;
+    std::this_thread::sleep_for(std::chrono::milliseconds(100));
+  }
+  REQUIRE(child.rc == 0);
+  REQUIRE(kill(std::stoi(child.out), SIGTERM) == 0);
+  std::this_thread::sleep_for(std::chrono::milliseconds(2500));
+  const std::string l = s.log_text();
+  INFO(l);
+  CHECK_FALSE(s.running());
+  CHECK(s.starts() == 1);
+  CHECK(has(l, "exited 0: stopped cleanly"));
+}
+
+TEST_CASE("sb-supervise: any other exit is a crash and is restarted", "[ansible]") {
+  Supervised s("sh -c 'exit 1'");
+  std::this_thread::sleep_for(std::chrono::milliseconds(2500));  // starts at 0 s and 1 s (then 3 s)
+  const std::string l = s.log_text();
+  INFO(l);
+  CHECK(s.running());
+  CHECK(s.starts() >= 2);
+  CHECK(has(l, "exited with 1; restarting in 1s"));
 }
