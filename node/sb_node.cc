@@ -30,6 +30,7 @@
 #include "node/dataplane.h"
 #include "node/metrics/http_server.h"
 #include "node/observe.h"
+#include "rib/session_file.h"
 
 namespace {
 std::atomic<bool> g_stop{false};
@@ -56,13 +57,27 @@ int main(int argc, char** argv) {
   std::string config;
   bool control_only = false, print_eal = false;
   uint32_t drop = 0;
+  bool have_drop = false;
   for (int i = 1; i < argc; ++i) {
     const std::string a = argv[i];
-    if (a == "--config" && i + 1 < argc) config = argv[++i];
-    else if (a == "--control-only") control_only = true;
+    const bool takes_value = a == "--config" || a == "--test-drop-every";
+    if (takes_value && i + 1 >= argc) return usage((a + " needs a value").c_str());
+    if (a == "--config") {
+      if (!config.empty()) return usage("--config given twice");
+      config = argv[++i];
+      if (config.empty()) return usage("--config: empty file name");
+    } else if (a == "--control-only") control_only = true;
     else if (a == "--print-eal") print_eal = true;
-    else if (a == "--test-drop-every" && i + 1 < argc) drop = uint32_t(std::strtoul(argv[++i], nullptr, 10));
-    else if (a == "--help" || a == "-h") return usage(nullptr);
+    else if (a == "--test-drop-every") {
+      // The numbers of sb-ctl and the config: decimal or 0x hex, nothing else.
+      uint64_t v = 0;
+      bool overflow = false;
+      if (have_drop) return usage("--test-drop-every given twice");
+      if (!sb::rib::parse_number(argv[++i], &v, &overflow) || overflow || v > UINT32_MAX)
+        return usage(("--test-drop-every: '" + std::string(argv[i]) + "' is not a number in [0, 4294967295]").c_str());
+      drop = uint32_t(v);
+      have_drop = true;
+    } else if (a == "--help" || a == "-h") return usage(nullptr);
     else if (a == "--version") {
       std::printf("sb-node %s (git %s, DPDK %s)\n", SB_VERSION, SB_GIT_REV[0] ? SB_GIT_REV : "unknown",
                   SB_DPDK_VERSION);

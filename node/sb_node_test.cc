@@ -82,6 +82,30 @@ std::string http_get(uint16_t port, const std::string& path) {
 
 }  // namespace
 
+TEST_CASE("sb-node: command-line mistakes exit 2 with a message saying what is wrong") {
+  struct Case {
+    std::string args;
+    std::string expect;
+  };
+  const Case cases[] = {
+      {"--config", "--config needs a value"},
+      {"--config a.yaml --config b.yaml", "--config given twice"},
+      {"--config a.yaml --test-drop-every", "--test-drop-every needs a value"},
+      {"--config a.yaml --test-drop-every abc", "'abc' is not a number"},
+      {"--config a.yaml --test-drop-every 5x", "'5x' is not a number"},
+      {"--config a.yaml --test-drop-every -1", "'-1' is not a number"},
+      {"--config a.yaml --test-drop-every 4294967296", "is not a number in [0, 4294967295]"},
+      {"--confg a.yaml", "unknown argument '--confg'"},
+  };
+  for (const Case& c : cases) {
+    INFO(c.args);
+    const auto r = sh(std::string(SB_NODE_BIN) + " " + c.args);
+    INFO(r.out);
+    CHECK(r.rc == 2);
+    CHECK(r.out.find(c.expect) != std::string::npos);
+  }
+}
+
 TEST_CASE("sb-node: configuration errors exit 3 and name the field, before any port is touched") {
   TempDir d;
   const std::string pfx = "sb-nt-" + std::to_string(getpid());
