@@ -2,8 +2,13 @@
 //
 // Used by every structure whose data-plane readers must never see a torn
 // group/bucket while the control thread rewrites it (SetSep blocks, Ludo
-// buckets, cuckoo FIB buckets). Readers never block and never write shared
-// memory; a reader that overlaps a write retries.
+// buckets, cuckoo FIB buckets). Readers take no lock and never write
+// shared memory; a reader that overlaps a write retries, and one that finds
+// the version odd waits (spins) until the writer ends its section. So a
+// writer's section bounds reader latency: writers keep sections short (one
+// bucket, one group, one record), and a structure whose writer rewrites a
+// large range at once (an Othello FIB reconstruction reloading A and B)
+// stalls the readers of that range for the copy.
 //
 // Protocol (per version counter v; a structure keeps one per region or a
 // striped array of them):
