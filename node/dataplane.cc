@@ -126,11 +126,20 @@ Status DataPlane::configure_ports() {
   // One mbuf holds the longest frame (+ a VLAN tag and the CRC): no scatter.
   uint32_t room = RTE_MBUF_DEFAULT_DATAROOM;
   for (uint32_t m : want) room = std::max<uint32_t>(room, (m + RTE_ETHER_HDR_LEN + 4 + RTE_ETHER_CRC_LEN + 63) / 64 * 64);
-  pool_ = rte_pktmbuf_pool_create(("sb_mbufs_" + std::to_string(cfg_.node.id)).c_str(), dp.mbufs - 1, 256, 0,
+  constexpr unsigned kPoolCache = 256;
+  pool_ = rte_pktmbuf_pool_create(("sb_mbufs_" + std::to_string(cfg_.node.id)).c_str(), dp.mbufs - 1, kPoolCache, 0,
                                   uint16_t(RTE_PKTMBUF_HEADROOM + room), int(rte_socket_id()));
   if (pool_ == nullptr)
     return Status::Capacity("cannot create the mbuf pool of " + std::to_string(dp.mbufs) +
                             " buffers (node.mbufs, node.memory_mb): " + rte_strerror(rte_errno));
+  // What the pool must hold at once, the way DPDK's l3fwd sizes its pool:
+  // every rx descriptor filled, every tx descriptor still holding a sent
+  // frame, every lcore's mempool cache full (1.5x its size before it
+  // flushes), a burst per port in each worker's hands. With fewer, an rx
+  // ring cannot be refilled and the device drops (rx_nombuf) while the
+  // node looks healthy, or a port fails to start: refuse it up front.
+  uint64_t need = uint64_t(W) * (kPoolCache * 3 / 2 + uint64_t(kRoles) * Worker::kBurst);
+  std::string need_why;
   for (int r = 0; r < kRoles; ++r) {
     const control::PortSpec& ps = dp.ports[r];
     const std::string f = kRoleField[r];
@@ -179,6 +188,10 @@ Status DataPlane::configure_ports() {
     if (rc != 0) return Status::InvalidArgument(f + ": configure failed: " + rte_strerror(-rc));
     uint16_t nrx = 1024, ntx = 1024;
     rte_eth_dev_adjust_nb_rx_tx_desc(pid, &nrx, &ntx);
+    need += uint64_t(ps.queues) * nrx + uint64_t(W) * ntx;
+    need_why += (need_why.empty() ? "" : ", ") + std::string(kRoleNames[r]) + " " + std::to_string(ps.queues) +
+                " rx queue(s) x " + std::to_string(nrx) + " + " + std::to_string(W) + " tx queue(s) x " +
+                std::to_string(ntx) + " descriptors";
     for (uint16_t q = 0; q < ps.queues; ++q) {
       rc = rte_eth_rx_queue_setup(pid, q, nrx, rte_eth_dev_socket_id(pid), nullptr, pool_);
       if (rc != 0) return Status::InvalidArgument(f + ": rx queue " + std::to_string(q) + ": " + rte_strerror(-rc));
@@ -198,6 +211,10 @@ Status DataPlane::configure_ports() {
       std::memcpy(spec_.port_mac[r].b, a.addr_bytes, 6);
     }
   }
+  if (dp.mbufs < need)
+    return Status::InvalidArgument("node.mbufs: " + std::to_string(dp.mbufs) + " buffers, the ports need at least " +
+                                   std::to_string(need) + " (" + need_why + ", and " + std::to_string(W) +
+                                   " worker(s)' mempool caches and bursts): raise node.mbufs (and node.memory_mb)");
   return Status::Ok();
 }
 

@@ -40,7 +40,7 @@ std::string config(const TempDir& d, const std::string& node_extra, const std::s
          "    - {id: 0, control: \"tcp://127.0.0.1:0\", publish: \"tcp://127.0.0.1:0\", fabric_mac: \"02:00:00:00:00:01\"}\n"
          "node:\n"
          "  id: 0\n  data_dir: " + (d.p / "data").string() + "\n"
-         "  file_prefix: " + prefix + "\n  memory_mb: 256\n  mbufs: 4096\n  lcores: \"0\"\n" + node_extra;
+         "  file_prefix: " + prefix + "\n  memory_mb: 256\n  mbufs: 8192\n  lcores: \"0\"\n" + node_extra;
 }
 
 const std::string kPorts =
@@ -120,6 +120,9 @@ TEST_CASE("sb-node: configuration errors exit 3 and name the field, before any p
        "node.ports.fabric.device: same device as node.ports.ext"},
       {kPorts + "  mtu_policy: shrink\n", "node.mtu_policy: 'shrink'"},
       {kPorts + "  fib: btree\n", "node.fib: 'btree'"},
+      // net_null: 3 ports x (1 rx + 1 tx queue) x 1024 descriptors + one
+      // worker's cache (384) and bursts (3 x 32) = 6624.
+      {kPorts + "  mbufs: 4096\n", "node.mbufs: 4096 buffers, the ports need at least 6624"},
       {kPorts + "  lcores: \"zero\"\n", "node.lcores"},
       {kPorts + "  metrics: \"127.0.0.1:notaport\"\n", "node.metrics: HTTP listen address \"127.0.0.1:notaport\""},
       {kPorts + "  metrics: \"localhost:9100\"\n", "node.metrics: HTTP listen address \"localhost:9100\""},
@@ -135,9 +138,10 @@ TEST_CASE("sb-node: configuration errors exit 3 and name the field, before any p
   };
   for (const Case& c : cases) {
     INFO(c.node);
-    // lcores given twice in one case: the parser takes the file as YAML; keep one.
+    // lcores or mbufs given twice in one case: the parser takes the file as YAML; keep one.
     std::string yaml = config(d, c.node, pfx);
     if (c.node.find("lcores") != std::string::npos) yaml.replace(yaml.find("  lcores: \"0\"\n"), 14, "");
+    if (c.node.find("mbufs") != std::string::npos) yaml.replace(yaml.find("  mbufs: 8192\n"), 14, "");
     const auto [rc, out] = run_node(d, yaml);
     INFO(out);
     CHECK(rc == 3);
