@@ -3,6 +3,7 @@
 #include <zmq.h>
 
 #include <algorithm>
+#include <array>
 #include <cstring>
 #include <chrono>
 #include <cstdio>
@@ -32,6 +33,85 @@ Result<std::string> z85_to_bin(const std::string& z85) {
 }
 
 namespace {
+
+// The names of Agent::counters(): the events first, then what
+// snapshot_counters() reads from the owner, the WAL and the node state.
+constexpr const char* kEventNames[] = {
+#define SB_X(name, help) #name,
+    SB_AGENT_EVENTS(SB_X)
+#undef SB_X
+};
+static_assert(std::size(kEventNames) == size_t(AgentEvent::kCount));
+
+struct CounterDesc {
+  const char* name;
+  CounterKind kind;
+  const char* help;
+};
+constexpr CounterKind kC = CounterKind::kCounter, kG = CounterKind::kGauge;
+constexpr CounterDesc kCounterDescs[] = {
+#define SB_X(name, help) {#name, kC, help},
+    SB_AGENT_EVENTS(SB_X)
+#undef SB_X
+    // rib/owner.h OwnerStats
+    {"ops_ok", kC, "session ops this owner applied"},
+    {"ops_failed", kC, "session ops this owner refused"},
+    {"ops_deduped", kC, "session ops answered from the dedup record (retries)"},
+    {"groups", kC, "op groups this owner committed"},
+    {"max_group", kG, "most ops in one group so far"},
+    {"max_groups_in_flight", kG, "most groups in flight at once so far"},
+    {"deltas", kC, "GPT deltas this owner produced"},
+    {"delta_bytes", kC, "bytes of the GPT deltas this owner produced"},
+    {"fib_timeouts", kC, "groups that stopped waiting for a node's FIB ack"},
+    {"removes_after_converge", kC, "FIB removes sent once a move converged"},
+    {"us_wal", kC, "microseconds groups spent writing the WAL (sum)"},
+    {"us_group_start", kC, "microseconds groups spent starting (sum)"},
+    {"us_fib_wait", kC, "microseconds groups spent waiting for FIB acks (sum)"},
+    {"us_group_finish", kC, "microseconds groups spent finishing (sum)"},
+    {"sessions", kG, "sessions in this owner's partitions"},
+    {"epoch", kG, "this owner's epoch"},
+    {"weights_version", kG, "version of the choose weights in use"},
+    // rib/wal.h WalStats
+    {"wal_records", kC, "WAL records written"},
+    {"wal_commits", kC, "WAL commits"},
+    {"wal_syncs", kC, "WAL fdatasyncs"},
+    {"wal_snapshots", kC, "WAL snapshots written"},
+    // rib/node_state.h NodeCounters and sizes
+    {"deltas_applied", kC, "GPT deltas applied"},
+    {"stale_delta", kC, "GPT deltas ignored as already applied"},
+    {"gap", kC, "gaps found in a partition's delta stream (a resync follows)"},
+    {"stream_regressed", kC, "delta streams that went back (owner restarted; resync)"},
+    {"delta_rejected", kC, "GPT deltas refused"},
+    {"snapshots_loaded", kC, "partition snapshots applied"},
+    {"snapshot_chunks", kC, "snapshot chunks received"},
+    {"snapshot_chunk_stale", kC, "snapshot chunks ignored (old request)"},
+    {"snapshot_restarts", kC, "snapshot requests restarted (a chunk lost or out of order)"},
+    {"snapshot_rejected", kC, "snapshots refused"},
+    {"fib_installs", kC, "FIB entries installed"},
+    {"fib_removes", kC, "FIB entries removed"},
+    {"fib_errors", kC, "FIB operations that failed"},
+    {"fib_foreign", kC, "FIB entries refused: partition not owned by the sender"},
+    {"delta_mislabelled", kC, "empty or mislabelled deltas refused"},
+    {"fib_entries", kG, "FIB entries on this node"},
+    {"unsynced_partitions", kG, "partitions not synced yet (health: ready at 0)"},
+    {"sessions_handled", kG, "sessions this node handles (session records)"},
+    {"fib_bytes", kG, "size of the FIB"},
+    {"session_record_bytes", kG, "size of the session records"},
+    {"gpt_bytes", kG, "size of the GPT (scalebricks only)"},
+    // Latency histograms (since start; percentiles are bucket upper bounds, 0 before the first sample)
+    {"update_samples", kC, "session ops timed from arrival to reply"},
+    {"update_p50_us", kG, "median microseconds from an op's arrival to its reply, since start"},
+    {"update_p99_us", kG, "99th percentile microseconds from an op's arrival to its reply, since start"},
+    {"converge_samples", kC, "changes timed from arrival until every live node applied them"},
+    {"converge_p50_us", kG, "median microseconds from an op's arrival until every node applied it, since start"},
+    {"converge_p99_us", kG, "99th percentile microseconds from an op's arrival until every node applied it, since start"},
+};
+
+const CounterDesc* find_desc(std::string_view name) {
+  for (const CounterDesc& d : kCounterDescs)
+    if (name == d.name) return &d;
+  return nullptr;
+}
 
 uint64_t now_us() {
   return uint64_t(std::chrono::duration_cast<std::chrono::microseconds>(
@@ -84,7 +164,11 @@ struct Agent::Impl : rib::OwnerIo {
   uint64_t next_heartbeat_us = 0, next_snapshot_retry_us = 0, next_report_refresh_us = 0;
   uint64_t batches_seen = 0;
   uint64_t snapshot_chunks_seen = 0;
-  std::map<std::string, uint64_t> c;  // counters
+  // The agent's own event counters (SB_AGENT_EVENTS), all present from the start.
+  struct Events {
+    std::array<uint64_t, size_t(AgentEvent::kCount)> v{};
+    uint64_t& operator[](AgentEvent e) { return v[size_t(e)]; }
+  } c;
   std::atomic<uint32_t> live_pub{0};       // live-member mask for the data plane (set in setup)
   std::atomic<uint32_t> unsynced_pub{~0u};  // partitions not synced (health)
   // Counters for other threads (HTTP /metrics): a copy the control thread
@@ -290,7 +374,7 @@ struct Agent::Impl : rib::OwnerIo {
   void monitor(zmq::socket_t& s, int what, int events) {
     const std::string ep = "inproc://sb-monitor-" + std::to_string(mon_seq++);
     if (zmq_socket_monitor(s.handle(), ep.c_str(), events) != 0) {
-      ++c["monitor_errors"];
+      ++c[AgentEvent::monitor_errors];
       return;
     }
     auto p = std::make_unique<zmq::socket_t>(ctx, zmq::socket_type::pair);
@@ -317,8 +401,8 @@ struct Agent::Impl : rib::OwnerIo {
     std::memcpy(&event, ev.data(), 2);
     const std::string ep = addr.to_string();
     if (m.what == kMonRouter) {
-      if (event == ZMQ_EVENT_DISCONNECTED) ++c["router_disconnects"];
-      else ++c["handshake_failed"];
+      if (event == ZMQ_EVENT_DISCONNECTED) ++c[AgentEvent::router_disconnects];
+      else ++c[AgentEvent::handshake_failed];
       return true;
     }
     const bool down = event == ZMQ_EVENT_DISCONNECTED;
@@ -334,14 +418,14 @@ struct Agent::Impl : rib::OwnerIo {
   void check_links(uint64_t t) {
     for (const auto& m : spec.members) {
       if (m.id == self || link_down_us[m.id] == 0 || t - link_down_us[m.id] < kLinkGraceUs) continue;
-      ++c["peer_links_dropped"];
+      ++c[AgentEvent::peer_links_dropped];
       log("the link to node " + std::to_string(m.id) +
           " was closed by a protocol error (an oversized or malformed frame?): reconnecting");
       make_dealer(m);
     }
     for (const auto& [ep, since] : sub_down_us) {
       if (t - since < kLinkGraceUs) continue;
-      ++c["peer_links_dropped"];
+      ++c[AgentEvent::peer_links_dropped];
       log("the subscription to " + ep + " was closed by a protocol error: re-subscribing");
       make_sub();  // loses nothing the streams cannot resync
       break;
@@ -353,11 +437,11 @@ struct Agent::Impl : rib::OwnerIo {
     zmq::message_t m(bytes.data(), bytes.size());
     try {
       auto r = s.send(m, (more ? zmq::send_flags::sndmore : zmq::send_flags::none) | zmq::send_flags::dontwait);
-      if (!r) ++c["send_dropped"];  // queue full (EAGAIN)
+      if (!r) ++c[AgentEvent::send_dropped];  // queue full (EAGAIN)
       return bool(r);
     } catch (const zmq::error_t& e) {
       // ROUTER_MANDATORY: the client or peer is no longer connected.
-      ++c[e.num() == EHOSTUNREACH ? "send_unroutable" : "send_failed"];
+      ++c[e.num() == EHOSTUNREACH ? AgentEvent::send_unroutable : AgentEvent::send_failed];
       return false;
     }
   }
@@ -395,7 +479,7 @@ struct Agent::Impl : rib::OwnerIo {
     std::string bytes = env.SerializeAsString();
     if (outbox[node].empty() && try_send(node, bytes)) return true;
     outbox[node].push_back(Queued{std::move(bytes), now_us() + outbox_ttl_us});
-    ++c["send_queued"];
+    ++c[AgentEvent::send_queued];
     return true;
   }
   void flush_outboxes(uint64_t t) {
@@ -403,7 +487,7 @@ struct Agent::Impl : rib::OwnerIo {
       auto& q = outbox[n];
       while (!q.empty()) {
         if (q.front().expire_us < t) {
-          ++c["send_expired"];
+          ++c[AgentEvent::send_expired];
           q.pop_front();
           continue;
         }
@@ -436,7 +520,7 @@ struct Agent::Impl : rib::OwnerIo {
     packed->reserve(total);
     for (const auto& d : deltas) packed->append(reinterpret_cast<const char*>(d.bytes.data()), d.bytes.size());
     send_env(*pub, env);
-    c["deltas_published"] += deltas.size();
+    c[AgentEvent::deltas_published] += deltas.size();
   }
   void reply(std::vector<rib::OpReply>&& rs) override {
     for (const rib::OpReply& r : rs) {
@@ -497,7 +581,7 @@ struct Agent::Impl : rib::OwnerIo {
         res.set_code(pb::INVALID);
         res.set_text("partition " + std::to_string(p) + " is not owned by node " + std::to_string(self));
         immediate.emplace_back(uint32_t(i), std::move(res));
-        ++c["wrong_owner"];
+        ++c[AgentEvent::wrong_owner];
       } else {
         auto& f = fwd[own];
         if (!f.first) f.first = google::protobuf::Arena::CreateMessage<pb::Envelope>(&fwd_arena);
@@ -518,10 +602,10 @@ struct Agent::Impl : rib::OwnerIo {
           res.set_text("owner node " + std::to_string(own) + " unavailable");
           immediate.emplace_back(i, std::move(res));
         }
-        ++c["owner_unavailable"];
+        ++c[AgentEvent::owner_unavailable];
         continue;
       }
-      c["forwarded_ops"] += f.second.size();
+      c[AgentEvent::forwarded_ops] += f.second.size();
       fwds[corr] = Fwd{slot, own, std::move(f.second), t + uint64_t(opt.forward_timeout_ms) * 1000};
     }
     auto it = reqs.find(slot);
@@ -554,7 +638,7 @@ struct Agent::Impl : rib::OwnerIo {
         }
         --it->second.remaining;
       }
-      if (rep.results_size() != int(idx.size())) ++c["short_forward_replies"];
+      if (rep.results_size() != int(idx.size())) ++c[AgentEvent::short_forward_replies];
       if (it->second.remaining == 0) finish_req(it);
     }
     fwds.erase(f);
@@ -573,7 +657,7 @@ struct Agent::Impl : rib::OwnerIo {
         }
         if (it->second.remaining == 0) finish_req(it);
       }
-      ++c["owner_unavailable"];
+      ++c[AgentEvent::owner_unavailable];
       f = fwds.erase(f);
     }
   }
@@ -608,17 +692,17 @@ struct Agent::Impl : rib::OwnerIo {
   // user: the connection's ZAP User-Id ("member:N" / "client:NAME"; empty
   // without CURVE, where every peer is trusted).
   void on_router(const std::string& routing, const zmq::message_t& payload, const std::string& user) {
-    if (payload.size() > vctx.limits.max_frame_bytes) ++c["oversized_frames"];
+    if (payload.size() > vctx.limits.max_frame_bytes) ++c[AgentEvent::oversized_frames];
     google::protobuf::Arena arena;
     pb::Envelope& env = *google::protobuf::Arena::CreateMessage<pb::Envelope>(&arena);
     const Status st = parse_envelope({static_cast<const uint8_t*>(payload.data()), payload.size()}, vctx, &env);
     if (!st.ok()) {
-      ++c["bad_message"];
+      ++c[AgentEvent::bad_message];
       error_reply(routing, env.corr(), to_code(st), st.message());
       return;
     }
     if (spec.curve && member_only(env.body_case()) && user.rfind("member:", 0) != 0) {
-      ++c["forbidden_messages"];
+      ++c[AgentEvent::forbidden_messages];
       error_reply(routing, env.corr(), pb::INVALID,
                   "only cluster members may send this message (this key is " + (user.empty() ? "unknown" : user) + ")");
       return;
@@ -628,7 +712,7 @@ struct Agent::Impl : rib::OwnerIo {
     // key could report another's applied position and converge moves early,
     // or send FIB updates and snapshot chunks as another owner).
     if (spec.curve && member_only(env.body_case()) && user != "member:" + std::to_string(claimed_member(env))) {
-      ++c["forbidden_messages"];
+      ++c[AgentEvent::forbidden_messages];
       error_reply(routing, env.corr(), pb::INVALID,
                   "a member speaks only for itself (this key is " + user + ", the message claims member " +
                       std::to_string(claimed_member(env)) + ")");
@@ -664,7 +748,7 @@ struct Agent::Impl : rib::OwnerIo {
           x->set_code(so.ok() ? pb::INVALID : to_code(so.status()));
           x->set_text(so.ok() ? "a node does not ask itself for snapshots" : so.status().message());
           send_router(routing, out);
-          ++c["snapshot_errors_served"];
+          ++c[AgentEvent::snapshot_errors_served];
           break;
         }
         // The chunks travel on the FIB channel (our DEALER to that node), in
@@ -677,8 +761,8 @@ struct Agent::Impl : rib::OwnerIo {
           to_pb(ch, self, out.mutable_snapshot_chunk());
           send_peer(s.node(), out);
         }
-        c["snapshot_chunks_sent"] += chunks.size();
-        ++c["snapshots_served"];
+        c[AgentEvent::snapshot_chunks_sent] += chunks.size();
+        ++c[AgentEvent::snapshots_served];
         break;
       }
       case pb::Envelope::kSnapshotChunk:
@@ -690,8 +774,8 @@ struct Agent::Impl : rib::OwnerIo {
         // Only the coordinator numbers weight changes (see "weights of
         // choose" below): an update from any other member is refused.
         if (u.from() != coordinator()) {
-          ++c["weights_rejected"];
-          ++c["bad_message"];
+          ++c[AgentEvent::weights_rejected];
+          ++c[AgentEvent::bad_message];
           break;
         }
         adopt_weights(u.version(), u.weights());
@@ -740,24 +824,24 @@ struct Agent::Impl : rib::OwnerIo {
         break;
       }
       default:
-        ++c["unexpected_message"];
+        ++c[AgentEvent::unexpected_message];
         error_reply(routing, env.corr(), pb::INVALID, "unexpected message type on the control socket");
     }
   }
 
   void on_dealer(uint32_t peer, const zmq::message_t& payload) {
-    if (payload.size() > vctx.limits.max_frame_bytes) ++c["oversized_frames"];
+    if (payload.size() > vctx.limits.max_frame_bytes) ++c[AgentEvent::oversized_frames];
     google::protobuf::Arena arena;
     pb::Envelope& env = *google::protobuf::Arena::CreateMessage<pb::Envelope>(&arena);
     const Status st = parse_envelope({static_cast<const uint8_t*>(payload.data()), payload.size()}, vctx, &env);
     if (!st.ok()) {
-      ++c["bad_message"];
+      ++c[AgentEvent::bad_message];
       return;
     }
     last_seen_us[peer] = now_us();
     switch (env.body_case()) {
       case pb::Envelope::kFibAck:
-        if (env.fib_ack().node() != peer) { ++c["bad_message"]; break; }
+        if (env.fib_ack().node() != peer) { ++c[AgentEvent::bad_message]; break; }
         owner->on_fib_ack(from_pb(env.fib_ack()), now_us());
         break;
       case pb::Envelope::kSessionReply: on_forward_reply(env.corr(), env.session_reply()); break;
@@ -774,10 +858,10 @@ struct Agent::Impl : rib::OwnerIo {
         break;
       }
       case pb::Envelope::kError:
-        ++c["peer_errors"];
+        ++c[AgentEvent::peer_errors];
         break;
       default:
-        ++c["unexpected_message"];
+        ++c[AgentEvent::unexpected_message];
     }
   }
 
@@ -838,7 +922,7 @@ struct Agent::Impl : rib::OwnerIo {
   void adopt_weights(uint64_t version, const google::protobuf::RepeatedPtrField<pb::NodeWeight>& ws) {
     if (version <= owner->weights_version()) return;
     if (version > kMaxWeightsVersion) {
-      ++c["weights_rejected"];
+      ++c[AgentEvent::weights_rejected];
       return;
     }
     std::vector<std::pair<uint32_t, double>> w;
@@ -846,12 +930,12 @@ struct Agent::Impl : rib::OwnerIo {
     bool changed = false;
     const Status st = owner->set_weights(version, w, &changed);
     if (!st.ok()) {
-      ++c["weights_rejected"];
+      ++c[AgentEvent::weights_rejected];
       log("weights version " + std::to_string(version) + " refused: " + st.to_string());
       return;
     }
     if (changed) {
-      ++c["weights_adopted"];
+      ++c[AgentEvent::weights_adopted];
       log("choose weights: version " + std::to_string(version));
     }
   }
@@ -886,19 +970,19 @@ struct Agent::Impl : rib::OwnerIo {
     std::vector<std::pair<uint32_t, double>> nw(merged.begin(), merged.end());
     const uint64_t version = owner->weights_version() + 1;
     if (version > kMaxWeightsVersion) {
-      ++c["weights_rejected"];
+      ++c[AgentEvent::weights_rejected];
       weights_reply(routing, env.corr(), pb::INTERNAL, "weights version space exhausted", 0, {}, 0, 0);
       return;
     }
     bool changed = false;
     const Status st = owner->set_weights(version, nw, &changed);
     if (!st.ok() || !changed) {
-      ++c["weights_rejected"];
+      ++c[AgentEvent::weights_rejected];
       weights_reply(routing, env.corr(), st.ok() ? pb::INTERNAL : to_code(st), st.ok() ? "not applied" : st.message(), 0,
                     {}, 0, 0);
       return;
     }
-    ++c["weights_changes"];
+    ++c[AgentEvent::weights_changes];
     log("choose weights: version " + std::to_string(version) + " (coordinator)");
     pb::Envelope up;
     auto* u = up.mutable_weights_update();
@@ -917,7 +1001,7 @@ struct Agent::Impl : rib::OwnerIo {
   }
   void on_weights_ack(uint32_t peer, const pb::WeightsAck& a) {
     if (a.node() != peer) {
-      ++c["bad_message"];
+      ++c[AgentEvent::bad_message];
       return;
     }
     for (auto& ch : wchanges)
@@ -942,7 +1026,7 @@ struct Agent::Impl : rib::OwnerIo {
       if (t < f->second.deadline_us) { ++f; continue; }
       weights_reply(f->second.routing, f->second.corr, pb::OWNER_UNAVAILABLE,
                     "the weights coordinator (node " + std::to_string(coordinator()) + ") did not answer", 0, {}, 0, 0);
-      ++c["owner_unavailable"];
+      ++c[AgentEvent::owner_unavailable];
       f = wfwds.erase(f);
     }
   }
@@ -951,11 +1035,11 @@ struct Agent::Impl : rib::OwnerIo {
   // FIB channel), or a refusal (the reply on our DEALER to *dealer_peer).
   void on_snapshot_chunk(const pb::SnapshotChunk& s, const uint32_t* dealer_peer) {
     if (s.code() != pb::OK) {
-      ++c["snapshot_errors"];
+      ++c[AgentEvent::snapshot_errors];
       return;
     }
     if (spec.owner[s.partition()] != s.owner() || s.owner() == self || (dealer_peer && *dealer_peer != s.owner())) {
-      ++c["bad_message"];  // only the partition's owner sends its snapshot
+      ++c[AgentEvent::bad_message];  // only the partition's owner sends its snapshot
       return;
     }
     // The test hook counts chunks of current requests only (those the
@@ -963,25 +1047,25 @@ struct Agent::Impl : rib::OwnerIo {
     if (state->snapshot_request_id(s.partition()) == s.request_id()) ++snapshot_chunks_seen;
     if (opt.drop_nth_snapshot_chunk && snapshot_chunks_seen == opt.drop_nth_snapshot_chunk &&
         state->snapshot_request_id(s.partition()) == s.request_id()) {
-      ++c["test_dropped_snapshot_chunks"];
+      ++c[AgentEvent::test_dropped_snapshot_chunks];
       return;
     }
     (void)state->on_snapshot_chunk(chunk_from_pb(s));
   }
 
   void on_sub(const zmq::message_t& payload) {
-    if (payload.size() > vctx.limits.max_frame_bytes) ++c["oversized_frames"];
+    if (payload.size() > vctx.limits.max_frame_bytes) ++c[AgentEvent::oversized_frames];
     google::protobuf::Arena arena;
     pb::Envelope& env = *google::protobuf::Arena::CreateMessage<pb::Envelope>(&arena);
     const Status st = parse_envelope({static_cast<const uint8_t*>(payload.data()), payload.size()}, vctx, &env);
     if (!st.ok() || env.body_case() != pb::Envelope::kDeltaBatch) {
-      ++c["bad_message"];
+      ++c[AgentEvent::bad_message];
       return;
     }
     ++batches_seen;
     if (opt.drop_every_nth_batch && batches_seen % opt.drop_every_nth_batch == 0 &&
         (env.delta_batch().deltas_size() > 0 || !env.delta_batch().packed().empty())) {
-      ++c["test_dropped_batches"];
+      ++c[AgentEvent::test_dropped_batches];
       return;
     }
     const auto& b = env.delta_batch();
@@ -989,7 +1073,7 @@ struct Agent::Impl : rib::OwnerIo {
     last_seen_us[b.owner()] = now_us();
     for (const auto& d : b.deltas()) {
       if (spec.owner[d.partition()] != b.owner()) {
-        ++c["bad_message"];
+        ++c[AgentEvent::bad_message];
         continue;
       }
       const std::string& bytes = d.delta();
@@ -1003,13 +1087,13 @@ struct Agent::Impl : rib::OwnerIo {
     std::vector<rib::StreamDeltaView>& views = sub_views;
     views.clear();
     while (off < pk.size()) {
-      if (pk.size() - off < gpt::kDeltaHeaderBytes) { ++c["bad_message"]; break; }
+      if (pk.size() - off < gpt::kDeltaHeaderBytes) { ++c[AgentEvent::bad_message]; break; }
       const uint8_t* p = reinterpret_cast<const uint8_t*>(pk.data()) + off;
       const uint32_t part = gpt::get_u32(p + 4), plen = gpt::get_u32(p + 12), epoch = gpt::get_u32(p + 20);
       const uint64_t seq = gpt::get_u64(p + 24);
       const size_t len = gpt::kDeltaHeaderBytes + size_t(plen);
       if (pk.size() - off < len || part >= spec.partitions || spec.owner[part] != b.owner() || epoch == 0 || seq == 0) {
-        ++c["bad_message"];
+        ++c[AgentEvent::bad_message];
         break;
       }
       views.push_back(rib::StreamDeltaView{part, gpt::get_u32(p + 8), epoch, seq, {p, len}});
@@ -1032,7 +1116,7 @@ struct Agent::Impl : rib::OwnerIo {
       pb::Envelope e;
       e.mutable_weights_request()->set_set(false);
       send_peer(b.owner(), e);
-      ++c["weights_fetches"];
+      ++c[AgentEvent::weights_fetches];
       weights_fetch_after_us = t + 500000;
     }
   }
@@ -1060,7 +1144,7 @@ struct Agent::Impl : rib::OwnerIo {
     if (!ok) {
       // Every rejection is counted; the log gets one line per source
       // address a minute (anyone who can reach the port can try keys).
-      ++c["curve_rejected"];
+      ++c[AgentEvent::curve_rejected];
       const std::string from = parts[3].to_string();
       const uint64_t t = now_us();
       if (zap_logged.size() > 4096) zap_logged.clear();
@@ -1117,7 +1201,7 @@ struct Agent::Impl : rib::OwnerIo {
       e.mutable_snapshot_request()->set_node(self);
       e.mutable_snapshot_request()->set_request_id(state->snapshot_request_id(p));
       send_peer(own, e);
-      ++c["snapshots_requested"];
+      ++c[AgentEvent::snapshots_requested];
     }
   }
 
@@ -1150,7 +1234,8 @@ struct Agent::Impl : rib::OwnerIo {
   }
 
   std::map<std::string, uint64_t> snapshot_counters() {
-    std::map<std::string, uint64_t> out = c;
+    std::map<std::string, uint64_t> out;
+    for (size_t i = 0; i < size_t(AgentEvent::kCount); ++i) out[kEventNames[i]] = c.v[i];
     const auto& os = owner->stats();
     out["ops_ok"] = os.ops_ok;
     out["ops_failed"] = os.ops_failed;
@@ -1279,7 +1364,7 @@ struct Agent::Impl : rib::OwnerIo {
             } else if (kind[i] == 1) {
               zmq::message_t id, m;
               if (!router->recv(id, zmq::recv_flags::dontwait)) break;
-              if (!id.more()) { ++c["bad_message"]; continue; }
+              if (!id.more()) { ++c[AgentEvent::bad_message]; continue; }
               (void)router->recv(m, zmq::recv_flags::none);
               bool extra = m.more();
               while (extra) {  // more frames than expected: drain and refuse
@@ -1302,7 +1387,7 @@ struct Agent::Impl : rib::OwnerIo {
               on_dealer(uint32_t(kind[i] - 3), m);
             }
           } catch (const zmq::error_t& e) {
-            ++c["zmq_errors"];
+            ++c[AgentEvent::zmq_errors];
             break;
           }
         }
@@ -1337,7 +1422,7 @@ struct Agent::Impl : rib::OwnerIo {
       if (t >= next_report_refresh_us) {
         // Positions reported in the last 30 s, again (NodeState::applied_refresh).
         const auto again = state->applied_refresh(t, 30000000);
-        c["applied_refresh"] += again.size();
+        c[AgentEvent::applied_refresh] += again.size();
         send_reports(again);
         next_report_refresh_us = t + 1000000;
       }
@@ -1351,12 +1436,24 @@ struct Agent::Impl : rib::OwnerIo {
   }
 };
 
+CounterKind counter_kind(std::string_view name) {
+  const CounterDesc* d = find_desc(name);
+  return d ? d->kind : CounterKind::kUnknown;
+}
+
+std::string_view counter_help(std::string_view name) {
+  const CounterDesc* d = find_desc(name);
+  return d ? d->help : "";
+}
+
 Agent::Agent(std::unique_ptr<Impl> impl) : impl_(std::move(impl)) {}
 Agent::~Agent() = default;
 
 Result<std::unique_ptr<Agent>> Agent::create(const AgentOptions& opt) {
   auto impl = std::make_unique<Impl>(opt);
   SB_RETURN_IF_ERROR(impl->setup());
+  // Every name present (the events at 0) before run() first publishes.
+  impl->pub_counters = impl->snapshot_counters();
   return std::unique_ptr<Agent>(new Agent(std::move(impl)));
 }
 

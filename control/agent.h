@@ -74,6 +74,7 @@
 #include <map>
 #include <memory>
 #include <string>
+#include <string_view>
 
 #include "control/config.h"
 #include "core/status.h"
@@ -130,6 +131,65 @@ class Agent {
   explicit Agent(std::unique_ptr<Impl> impl);
   std::unique_ptr<Impl> impl_;
 };
+
+// ---- the names of Agent::counters() (`sb-ctl stats`, sb-node's /metrics) ----
+//
+// Events the agent counts itself, X(name, help). One list: the agent bumps
+// them by AgentEvent, so a name cannot be misspelled at one place, and every
+// one of them is present (at 0) from create() on, so a rate() or absent()
+// over it works before the first event. They only ever grow.
+#define SB_AGENT_EVENTS(X)                                                                          \
+  X(applied_refresh, "applied positions reported to owners again (the 30 s refresh)")              \
+  X(bad_message, "received frames refused as malformed or inconsistent")                          \
+  X(curve_rejected, "CURVE handshakes refused for a key the config does not list")                 \
+  X(deltas_published, "GPT deltas this owner published")                                           \
+  X(forbidden_messages, "messages refused because the sender's key may not send them")             \
+  X(forwarded_ops, "session ops forwarded to their partition's owner")                             \
+  X(handshake_failed, "ZMTP/CURVE handshakes that failed on the ROUTER")                           \
+  X(monitor_errors, "socket monitors that could not be set up")                                    \
+  X(oversized_frames, "frames over the protocol limit, refused (also counted bad_message)")        \
+  X(owner_unavailable, "session ops answered OWNER_UNAVAILABLE (owner down or silent)")           \
+  X(peer_errors, "Error replies received from peers")                                              \
+  X(peer_links_dropped, "DEALER/SUB connections libzmq closed for good (socket re-created)")       \
+  X(router_disconnects, "connections to the ROUTER that closed")                                   \
+  X(send_dropped, "sends dropped on a full queue")                                                 \
+  X(send_expired, "queued messages to a peer dropped after the outbox TTL")                        \
+  X(send_failed, "sends that failed with an error other than unroutable")                          \
+  X(send_queued, "messages queued for a peer whose connection was not up")                         \
+  X(send_unroutable, "replies to a client or peer no longer connected")                            \
+  X(short_forward_replies, "forwarded-op replies with fewer results than ops")                     \
+  X(snapshot_chunks_sent, "snapshot chunks this owner sent")                                       \
+  X(snapshot_errors, "snapshot requests an owner refused")                                         \
+  X(snapshot_errors_served, "snapshot requests this owner refused")                                \
+  X(snapshots_requested, "snapshot requests sent to owners")                                       \
+  X(snapshots_served, "snapshots this owner sent")                                                 \
+  X(test_dropped_batches, "delta batches dropped by the --test-drop-every hook")                   \
+  X(test_dropped_snapshot_chunks, "snapshot chunks dropped by the test hook")                      \
+  X(unexpected_message, "messages of a type not expected on their socket")                         \
+  X(weights_adopted, "choose-weights versions adopted from the coordinator")                       \
+  X(weights_changes, "choose-weights changes this coordinator numbered")                           \
+  X(weights_fetches, "choose-weights fetched from a peer that had a newer version")                \
+  X(weights_rejected, "choose-weights updates refused")                                            \
+  X(wrong_owner, "session ops for a partition this node does not own (a peer's mistake)")         \
+  X(zmq_errors, "ZeroMQ errors while receiving")
+
+enum class AgentEvent : size_t {
+#define SB_X(name, help) name,
+  SB_AGENT_EVENTS(SB_X)
+#undef SB_X
+  kCount
+};
+
+// What a name of Agent::counters() is, for exporters (sb-node's /metrics):
+// kCounter only grows while the process lives (Prometheus counter: events,
+// sums); kGauge is a level that may go down or a summary (sizes, the
+// epoch and weights version, high-water marks, latency percentiles);
+// kUnknown is not a name the agent itself produces (e.g. one that
+// AgentOptions::extra_counters adds).
+enum class CounterKind { kUnknown, kCounter, kGauge };
+CounterKind counter_kind(std::string_view name);
+// One line about the name ("" for kUnknown).
+std::string_view counter_help(std::string_view name);
 
 // Z85 <-> binary (32-byte CURVE keys).
 Result<std::string> z85_to_bin(const std::string& z85);
