@@ -4,6 +4,7 @@
 
 #include <atomic>
 
+#include "control/agent.h"
 #include "node/metrics/prom_text.h"
 
 namespace sb::node {
@@ -84,8 +85,17 @@ std::string render_metrics(const DataPlane* dp, const std::map<std::string, uint
     }
     w.gauge("sb_tsc_hz", "TSC frequency (cycles per second)", hz);
   }
-  for (const auto& [k, v] : agent)
-    w.gauge("sb_agent_" + k, "control agent counter (sb-ctl stats)", double(v));
+  for (const auto& [k, v] : agent) {
+    // dp_*: the data plane's counters that sb-node adds to `sb-ctl stats`;
+    // here they are the sb_* families above already.
+    if (k.rfind("dp_", 0) == 0) continue;
+    const std::string_view help = control::counter_help(k);
+    if (control::counter_kind(k) == control::CounterKind::kCounter) {
+      w.counter("sb_agent_" + k + "_total", help, v);
+    } else {  // a level, or a name the agent does not describe: nothing says it only grows
+      w.gauge("sb_agent_" + k, help.empty() ? "control agent value (sb-ctl stats)" : help, double(v));
+    }
+  }
   return w.take();
 }
 

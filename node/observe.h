@@ -20,6 +20,11 @@ class Agent;
 namespace sb::node {
 
 // /metrics body. dp may be null (--control-only: agent counters only).
+// `agent` is Agent::counters(): each name N is exported as
+// sb_agent_N_total (a counter) when control::counter_kind(N) says it only
+// grows, else as the gauge sb_agent_N; names starting with dp_ (the data
+// plane's counters sb-node adds to `sb-ctl stats`) are skipped, since the
+// sb_* families from dp carry them.
 std::string render_metrics(const DataPlane* dp, const std::map<std::string, uint64_t>& agent);
 
 // Ready when the ports are started (or there is no data plane) and every

@@ -1,0 +1,155 @@
+// /metrics as sb-node renders it (node/observe.h render_metrics) from a
+// real control agent's counters: the whole body is valid Prometheus text,
+// counters are typed counter and named *_total, every counter the agent can
+// produce is there from the start (at 0), and the data plane's dp_* stats
+// entries are not exported a second time. No EAL: dp is null (the sb_*
+// data-plane families are checked on a running sb-node in sb_node_test.cc).
+#include <arpa/inet.h>
+#include <netinet/in.h>
+#include <sys/socket.h>
+#include <unistd.h>
+
+#include <catch2/catch.hpp>
+#include <filesystem>
+#include <map>
+#include <string>
+
+#include "control/agent.h"
+#include "node/counters.h"
+#include "node/metrics/prom_lint.h"
+#include "node/observe.h"
+
+using namespace sb;
+namespace fs = std::filesystem;
+
+namespace {
+
+uint16_t free_port() {
+  const int s = ::socket(AF_INET, SOCK_STREAM, 0);
+  REQUIRE(s >= 0);
+  sockaddr_in a{};
+  a.sin_family = AF_INET;
+  a.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+  socklen_t len = sizeof a;
+  REQUIRE(::bind(s, reinterpret_cast<sockaddr*>(&a), sizeof a) == 0);
+  REQUIRE(::getsockname(s, reinterpret_cast<sockaddr*>(&a), &len) == 0);
+  ::close(s);
+  return ntohs(a.sin_port);
+}
+
+// A one-member cluster's agent, created (not run): what /metrics shows
+// before the agent handled anything. extra_counters adds the data plane's
+// entries the way sb-node does (dp_ + node::flatten()).
+struct FreshAgent {
+  std::string dir;
+  std::unique_ptr<control::Agent> agent;
+  explicit FreshAgent(const char* tag) {
+    dir = (fs::temp_directory_path() / ("sb-observe-test." + std::to_string(::getpid()) + "." + tag)).string();
+    fs::remove_all(dir);
+    rib::ClusterSpec spec;
+    spec.name = "observe";
+    spec.hash_seed = 7;
+    spec.partitions = 4;
+    spec.capacity = 1000;
+    spec.curve = false;
+    rib::Member m;
+    m.id = 0;
+    m.control = "tcp://127.0.0.1:" + std::to_string(free_port());
+    m.publish = "tcp://127.0.0.1:" + std::to_string(free_port());
+    spec.members.push_back(m);
+    spec.assign_round_robin();
+    REQUIRE(spec.validate().ok());
+    control::AgentOptions o;
+    o.config.cluster = spec;
+    o.config.node.id = 0;
+    o.config.node.data_dir = dir + "/data";
+    o.config.node.fsync = control::FsyncPolicy::kNone;
+    o.config.node.fib_capacity = 1000;
+    o.log = [](const std::string&) {};
+    o.extra_counters = [](std::map<std::string, uint64_t>& c) {
+      for (const auto& [k, v] : node::flatten(node::LcoreCounters{})) c["dp_" + k] = v;
+    };
+    auto a = control::Agent::create(o);
+    INFO(a.status().to_string());
+    REQUIRE(a.ok());
+    agent = std::move(a.value());
+  }
+  ~FreshAgent() {
+    agent.reset();
+    fs::remove_all(dir);
+  }
+};
+
+}  // namespace
+
+TEST_CASE("render_metrics: a fresh agent's counters are valid Prometheus text, counters as *_total, no dp_ twice") {
+  FreshAgent fa("render");
+  const std::map<std::string, uint64_t> counters = fa.agent->counters();
+  REQUIRE(counters.count("dp_rx_ext") == 1);  // sb-ctl stats keeps the data plane's entries
+  const std::string m = node::render_metrics(nullptr, counters);
+  std::map<std::string, std::string> types, samples;
+  const std::vector<std::string> bad = metrics::prom_lint(m, &types, &samples);
+  INFO(m);
+  for (const std::string& b : bad) FAIL_CHECK(b);
+  CHECK(bad.empty());
+
+  // Monotonic counters are Prometheus counters named *_total ...
+  for (const char* c : {"deltas_applied", "gap", "fib_installs", "snapshot_rejected", "ops_ok", "wal_syncs",
+                        "bad_message", "send_dropped", "curve_rejected", "update_samples"}) {
+    INFO(c);
+    CHECK(types["sb_agent_" + std::string(c) + "_total"] == "counter");
+    CHECK(types.count("sb_agent_" + std::string(c)) == 0);
+  }
+  // ... levels stay gauges under their names.
+  for (const char* g : {"sessions", "epoch", "weights_version", "fib_entries", "unsynced_partitions",
+                        "sessions_handled", "fib_bytes", "session_record_bytes", "max_group",
+                        "max_groups_in_flight", "update_p99_us", "converge_p50_us"}) {
+    INFO(g);
+    CHECK(types["sb_agent_" + std::string(g)] == "gauge");
+  }
+  // Every event the agent counts is there before its first occurrence, at 0.
+#define SB_X(name, help)                                   \
+  {                                                        \
+    INFO(#name);                                           \
+    CHECK(counters.count(#name) == 1);                     \
+    CHECK(samples["sb_agent_" #name "_total"] == "0");     \
+  }
+  SB_AGENT_EVENTS(SB_X)
+#undef SB_X
+  // The data plane's entries are the sb_* families; not again as sb_agent_dp_*.
+  CHECK(m.find("sb_agent_dp_") == std::string::npos);
+  CHECK(m.find("dp_") == std::string::npos);
+}
+
+TEST_CASE("agent: every name of counters() says whether it only grows (counter_kind)") {
+  FreshAgent fa("kinds");
+  for (const auto& [k, v] : fa.agent->counters()) {
+    if (k.rfind("dp_", 0) == 0) {
+      CHECK(control::counter_kind(k) == control::CounterKind::kUnknown);  // sb-node's, not the agent's
+      continue;
+    }
+    INFO(k);
+    CHECK(control::counter_kind(k) != control::CounterKind::kUnknown);
+    CHECK(!control::counter_help(k).empty());
+  }
+}
+
+TEST_CASE("render_metrics: a name the agent does not describe is a gauge; dp_ entries are skipped") {
+  const std::string m = node::render_metrics(nullptr, {{"dp_rx_ext", 5}, {"something_new", 3}, {"gap", 2}});
+  CHECK(metrics::prom_lint(m).empty());
+  CHECK(m.find("# TYPE sb_agent_something_new gauge\nsb_agent_something_new 3\n") != std::string::npos);
+  CHECK(m.find("# TYPE sb_agent_gap_total counter\nsb_agent_gap_total 2\n") != std::string::npos);
+  CHECK(m.find("dp_") == std::string::npos);
+}
+
+TEST_CASE("prom_lint: finds what the text format forbids") {
+  CHECK(metrics::prom_lint("# HELP a_total x\n# TYPE a_total counter\na_total 1\n").empty());
+  CHECK(metrics::prom_lint("# TYPE a gauge\na{x=\"1\"} 1\na{x=\"2\"} 2\n").empty());
+  CHECK(metrics::prom_lint("# TYPE a counter\na 1\n").size() == 1);                          // no _total
+  CHECK(metrics::prom_lint("# TYPE a gauge\n# TYPE a gauge\na 1\n").size() == 1);            // TYPE twice
+  CHECK(metrics::prom_lint("# TYPE a gauge\na 1\n# TYPE b gauge\nb 1\na 2\n").size() >= 1);  // not contiguous
+  CHECK(metrics::prom_lint("# TYPE a gauge\na 1\na 2\n").size() == 1);                       // duplicate series
+  CHECK(metrics::prom_lint("a 1\n").size() == 1);                                            // no TYPE
+  CHECK(metrics::prom_lint("# TYPE a gauge\na x\n").size() == 1);                            // not a number
+  CHECK(metrics::prom_lint("# TYPE a gauge\na 1\n# HELP a late\n").size() == 1);             // HELP after samples
+}
