@@ -14,10 +14,13 @@
 #include <chrono>
 #include <filesystem>
 #include <fstream>
+#include <map>
 #include <string>
 #include <thread>
+#include <vector>
 
 #include "core/test_util.h"
+#include "node/metrics/prom_lint.h"
 
 namespace {
 
@@ -211,6 +214,18 @@ TEST_CASE("sb-node: runs the pipeline on net_null ports, serves /health, /metric
   CHECK(m.find("sb_drops_total{reason=\"l2_not_mine\"}") != std::string::npos);
   CHECK(m.find("sb_drops_total{reason=\"l2_not_mine\"} 0\n") == std::string::npos);
   CHECK(m.find("sb_lcore_cycles_per_packet{lcore=\"0\"}") != std::string::npos);
+  // The whole body is valid exposition text: agent counters as *_total,
+  // the data plane's counters once (sb_*, not again as sb_agent_dp_*).
+  const size_t body = m.find("\r\n\r\n");
+  REQUIRE(body != std::string::npos);
+  std::map<std::string, std::string> types;
+  const std::vector<std::string> bad = sb::metrics::prom_lint(m.substr(body + 4), &types);
+  INFO(m);
+  for (const std::string& b : bad) FAIL_CHECK(b);
+  CHECK(types["sb_agent_deltas_applied_total"] == "counter");
+  CHECK(types["sb_agent_bad_message_total"] == "counter");
+  CHECK(types["sb_agent_sessions"] == "gauge");
+  CHECK(m.find("sb_agent_dp_") == std::string::npos);
   // DPDK telemetry shows the same counters.
   const auto tel = sh("echo /sb/counters | timeout 10 dpdk-telemetry.py -f " + pfx);
   INFO(tel.out);
