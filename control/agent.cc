@@ -219,6 +219,9 @@ struct Agent::Impl : rib::OwnerIo {
     live_pub.store(1u << self, std::memory_order_relaxed);
     log("RIB recovered: " + std::to_string(owner->sessions()) + " sessions, epoch " +
         std::to_string(owner->epoch()));
+    if (!owner->weights_note().empty())
+      log("warning: choose weights version " + std::to_string(owner->weights_version()) + " (" +
+          opt.config.node.data_dir + "/weights) adjusted to the configuration's members: " + owner->weights_note());
 
     const rib::Member& me = *spec.member(self);
     try {
@@ -937,6 +940,14 @@ struct Agent::Impl : rib::OwnerIo {
     if (changed) {
       ++c[AgentEvent::weights_adopted];
       log("choose weights: version " + std::to_string(version));
+      // A coordinator whose configuration has other members (a rolling
+      // restart that adds or removes one): the members' part is adopted,
+      // exactly as a restart would load it from data_dir/weights.
+      if (!owner->weights_note().empty()) {
+        ++c[AgentEvent::weights_adjusted];
+        log("warning: choose weights version " + std::to_string(version) +
+            " adjusted to this node's configured members: " + owner->weights_note());
+      }
     }
   }
   void on_weights_request(const std::string& routing, const pb::Envelope& env) {
@@ -964,7 +975,17 @@ struct Agent::Impl : rib::OwnerIo {
       wfwds[corr] = WeightsFwd{routing, env.corr(), now_us() + uint64_t(opt.forward_timeout_ms) * 1000};
       return;
     }
-    // The coordinator: merge, number, persist, then tell every member.
+    // The coordinator: merge, number, persist, then tell every member. A
+    // client naming a node that is not a member (of the coordinator's
+    // configuration) is refused: members adopt lists naming non-members
+    // (rib::Owner::set_weights drops them), so this is the check.
+    for (const auto& x : w.weights())
+      if (!spec.is_member(x.node())) {
+        ++c[AgentEvent::weights_rejected];
+        weights_reply(routing, env.corr(), pb::INVALID, "weights: node " + std::to_string(x.node()) + " is not a member",
+                      0, {}, 0, 0);
+        return;
+      }
     std::map<uint32_t, double> merged(owner->weights().begin(), owner->weights().end());
     for (const auto& x : w.weights()) merged[x.node()] = x.weight();
     std::vector<std::pair<uint32_t, double>> nw(merged.begin(), merged.end());

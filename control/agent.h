@@ -166,6 +166,7 @@ class Agent {
   X(test_dropped_batches, "delta batches dropped by the --test-drop-every hook")                   \
   X(test_dropped_snapshot_chunks, "snapshot chunks dropped by the test hook")                      \
   X(unexpected_message, "messages of a type not expected on their socket")                         \
+  X(weights_adjusted, "choose-weights versions that named non-members or missed members (adjusted)") \
   X(weights_adopted, "choose-weights versions adopted from the coordinator")                       \
   X(weights_changes, "choose-weights changes this coordinator numbered")                           \
   X(weights_fetches, "choose-weights fetched from a peer that had a newer version")                \

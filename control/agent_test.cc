@@ -259,3 +259,42 @@ TEST_CASE("agent: a peer link libzmq closes for an oversized reply is counted an
   CHECK(fresh);
   CHECK(counter(*c, 0, "peer_links_dropped") == 1);
 }
+
+TEST_CASE("agent: a weights update from a coordinator with another member list is adopted for the members' part") {
+  // Node 0 (the owner of partition 0: the weights coordinator) is played
+  // by a raw socket whose configuration still lists node 5, since removed
+  // from node 1's (a member list change in progress). Refusing the update
+  // would leave node 1 on an older version than its peers; it adopts the
+  // members' part, what a restart would load from data_dir/weights.
+  InProc ip(2, [](uint32_t, AgentOptions&) {}, {0});
+  auto c = ip.client({1});
+  zmq::context_t ctx;
+  zmq::socket_t s(ctx, zmq::socket_type::dealer);
+  s.set(zmq::sockopt::linger, 0);
+  s.set(zmq::sockopt::rcvtimeo, 5000);
+  s.connect(ip.spec.members[1].control);
+  pb::Envelope wu;
+  wu.set_version(kProtocolVersion);
+  wu.set_corr(7);
+  wu.mutable_weights_update()->set_from(0);
+  wu.mutable_weights_update()->set_version(2);
+  for (const auto& [n, w] : std::vector<std::pair<uint32_t, double>>{{0, 1}, {1, 2}, {5, 7}}) {
+    auto* x = wu.mutable_weights_update()->add_weights();
+    x->set_node(n);
+    x->set_weight(w);
+  }
+  s.send(zmq::buffer(wu.SerializeAsString()));
+  zmq::message_t r;
+  REQUIRE(s.recv(r));
+  pb::Envelope ack;
+  REQUIRE(ack.ParseFromArray(r.data(), int(r.size())));
+  INFO(ack.DebugString());
+  REQUIRE(ack.has_weights_ack());
+  CHECK(ack.weights_ack().version() == 2);
+  auto g = c->get_weights(1);
+  REQUIRE(g.ok());
+  CHECK(g.value().version == 2);
+  CHECK(g.value().weights == std::vector<std::pair<uint32_t, double>>{{0, 1}, {1, 2}});
+  CHECK(counter(*c, 1, "weights_adjusted") == 1);
+  CHECK(counter(*c, 1, "weights_rejected") == 0);
+}

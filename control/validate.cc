@@ -54,17 +54,22 @@ Status check_fib_entry(const pb::FibEntry& e, const ValidationContext& ctx, cons
   return Status::Ok();
 }
 
-// (node, weight) pairs: members, each at most once, finite weights in
+// (node, weight) pairs: each node at most once, finite weights in
 // [0, 1e9]. (Whether the resulting table has a positive weight is the
-// coordinator's check: unlisted members keep theirs.)
+// coordinator's check: unlisted members keep theirs.) A client's request
+// names members only; a version's list from a member (update, reply) may
+// name any node id < 32: a member whose configuration has other members
+// (while members are added or removed) lists its own, and the receiver
+// drops those it does not know (rib::Owner::set_weights).
 Status check_weights(const google::protobuf::RepeatedPtrField<pb::NodeWeight>& ws, const ValidationContext& ctx,
-                     const std::string& f) {
+                     const std::string& f, bool members_only) {
   if (ws.size() > 32) return Status::InvalidArgument(f + ": more than 32 entries");
   uint32_t seen = 0;
   for (int i = 0; i < ws.size(); ++i) {
     const auto& w = ws[i];
     const std::string g = f + "[" + std::to_string(i) + "]";
-    if (!ctx.is_member(w.node())) return Status::InvalidArgument(g + ".node: unknown node " + std::to_string(w.node()));
+    if (members_only ? !ctx.is_member(w.node()) : w.node() >= 32)
+      return Status::InvalidArgument(g + ".node: unknown node " + std::to_string(w.node()));
     if (seen >> w.node() & 1u) return Status::InvalidArgument(g + ".node: node " + std::to_string(w.node()) + " listed twice");
     seen |= 1u << w.node();
     if (!std::isfinite(w.weight()) || w.weight() < 0 || w.weight() > 1e9)
@@ -192,21 +197,21 @@ Status validate(const pb::Envelope& env, const ValidationContext& ctx) {
       if (w.forwarded_by() > 32) return Status::InvalidArgument("weights_request.forwarded_by: out of range");
       if (w.set() && w.weights_size() == 0) return Status::InvalidArgument("weights_request.weights: empty");
       if (!w.set() && w.weights_size() != 0) return Status::InvalidArgument("weights_request.weights: given without set");
-      return check_weights(w.weights(), ctx, "weights_request.weights");
+      return check_weights(w.weights(), ctx, "weights_request.weights", true);
     }
     case pb::Envelope::kWeightsReply: {
       const auto& w = env.weights_reply();
       if (w.text().size() > L.max_text) return Status::InvalidArgument("weights_reply.text: too long");
       if (w.acked_size() > 32 || w.missing_size() > 32) return Status::InvalidArgument("weights_reply: too many nodes");
       if (w.code() != pb::OK) return Status::Ok();
-      return check_weights(w.weights(), ctx, "weights_reply.weights");
+      return check_weights(w.weights(), ctx, "weights_reply.weights", false);
     }
     case pb::Envelope::kWeightsUpdate: {
       const auto& w = env.weights_update();
       if (!ctx.is_member(w.from())) return Status::InvalidArgument("weights_update.from: unknown node");
       if (w.version() == 0) return Status::InvalidArgument("weights_update.version: 0");
       if (w.weights_size() == 0) return Status::InvalidArgument("weights_update.weights: empty");
-      return check_weights(w.weights(), ctx, "weights_update.weights");
+      return check_weights(w.weights(), ctx, "weights_update.weights", false);
     }
     case pb::Envelope::kWeightsAck:
       if (!ctx.is_member(env.weights_ack().node())) return Status::InvalidArgument("weights_ack.node: unknown node");

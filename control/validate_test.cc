@@ -118,6 +118,40 @@ TEST_CASE("validate: deltas and reports and sizes and garbage frames") {
   CHECK(out.session_request().ops(0).session().node() == 3);
 }
 
+TEST_CASE("validate: a client's weights name members; a member's list may name other node ids (member list changes)") {
+  auto list = [](google::protobuf::RepeatedPtrField<pb::NodeWeight>* ws, std::vector<std::pair<uint32_t, double>> v) {
+    ws->Clear();
+    for (const auto& [n, w] : v) {
+      auto* x = ws->Add();
+      x->set_node(n);
+      x->set_weight(w);
+    }
+  };
+  pb::Envelope req;
+  req.set_version(1);
+  req.mutable_weights_request()->set_set(true);
+  list(req.mutable_weights_request()->mutable_weights(), {{1, 2}});
+  CHECK(validate(req, ctx()).ok());
+  list(req.mutable_weights_request()->mutable_weights(), {{1, 2}, {5, 1}});  // 5: not a member
+  CHECK(why(req).find("unknown node 5") != std::string::npos);
+  pb::Envelope up;
+  up.set_version(1);
+  up.mutable_weights_update()->set_from(0);
+  up.mutable_weights_update()->set_version(3);
+  list(up.mutable_weights_update()->mutable_weights(), {{0, 1}, {5, 1}});
+  CHECK(validate(up, ctx()).ok());
+  list(up.mutable_weights_update()->mutable_weights(), {{0, 1}, {32, 1}});
+  CHECK(why(up).find("unknown node 32") != std::string::npos);
+  list(up.mutable_weights_update()->mutable_weights(), {{5, 1}, {5, 1}});
+  CHECK(why(up).find("listed twice") != std::string::npos);
+  pb::Envelope rep;
+  rep.set_version(1);
+  rep.mutable_weights_reply()->set_code(pb::OK);
+  rep.mutable_weights_reply()->set_version(3);
+  list(rep.mutable_weights_reply()->mutable_weights(), {{0, 1}, {5, 1}});
+  CHECK(validate(rep, ctx()).ok());
+}
+
 TEST_CASE("validate: random bytes never crash the parser") {
   uint64_t x = 12345;
   pb::Envelope out;

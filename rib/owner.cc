@@ -466,22 +466,72 @@ bool Owner::idle() const {
   return true;
 }
 
+Result<std::vector<std::pair<uint32_t, double>>> Owner::effective_weights(
+    const std::vector<std::pair<uint32_t, double>>& w, std::string* note) const {
+  note->clear();
+  // The list must be valid in itself (as the coordinator that numbered it
+  // checked it): ids < 32, weights finite and >= 0, not all 0, each once.
+  Result<CodeTable> raw = CodeTable::build(w);
+  if (!raw.ok()) return raw.status();
+  uint32_t seen = 0;
+  for (const auto& [id, wt] : w) {
+    if (seen >> id & 1u) return Status::InvalidArgument("weights: node " + std::to_string(id) + " is listed twice");
+    seen |= 1u << id;
+  }
+  auto fmt = [](uint32_t id, double x) {
+    char b[48];
+    std::snprintf(b, sizeof b, " %u=%g", id, x);
+    return std::string(b);
+  };
+  std::vector<std::pair<uint32_t, double>> out;
+  std::string dropped, added;
+  double sum = 0;
+  for (const auto& [id, wt] : w) {
+    if (!spec_.is_member(id)) {
+      dropped += fmt(id, wt);
+      continue;
+    }
+    out.emplace_back(id, wt);
+    sum += wt;
+  }
+  for (const Member& m : spec_.members) {
+    if (seen >> m.id & 1u) continue;
+    out.emplace_back(m.id, m.weight);
+    added += fmt(m.id, m.weight);
+    sum += m.weight;
+  }
+  auto say = [note](const std::string& s) { *note += (note->empty() ? "" : "; ") + s; };
+  if (!dropped.empty()) say("not members of the cluster, dropped:" + dropped);
+  if (!added.empty()) say("members it does not list, at their configured weight:" + added);
+  if (!(sum > 0)) {
+    out.clear();
+    for (const Member& m : spec_.members) out.emplace_back(m.id, m.weight);
+    say("that leaves every weight 0: the configuration's weights are used");
+  }
+  return out;
+}
+
 Status Owner::set_weights(uint64_t version, const std::vector<std::pair<uint32_t, double>>& w, bool* changed) {
   if (changed) *changed = false;
-  for (const auto& [id, wt] : w)
-    if (!spec_.is_member(id)) return Status::InvalidArgument("weights: node " + std::to_string(id) + " is not a member");
-  Result<CodeTable> ct = CodeTable::build(w);
+  std::string note;
+  Result<std::vector<std::pair<uint32_t, double>>> eff = effective_weights(w, &note);
+  if (!eff.ok()) return eff.status();
+  Result<CodeTable> ct = CodeTable::build(eff.value());
   if (!ct.ok()) return ct.status();
   if (version <= weights_version_) return Status::Ok();
   SB_RETURN_IF_ERROR(write_weights_file(opt_.wal.dir, version, w));
   codes_ = ct.value();
   weights_version_ = version;
-  weights_ = w;
+  weights_ = std::move(eff.value());
+  weights_note_ = std::move(note);
   if (changed) *changed = true;
   return Status::Ok();
 }
 
-// data_dir/weights: "version V" then one "node weight" line per member.
+// data_dir/weights: "version V" then one "node weight" line per node of the
+// list the cluster agreed on for V (the members of the configuration it was
+// set under). Used through effective_weights(): a member removed from or
+// added to the configuration since is not an error (set_weights).
 Status Owner::load_weights() {
   const std::string path = opt_.wal.dir + "/weights";
   std::ifstream in(path);
@@ -494,14 +544,15 @@ Status Owner::load_weights() {
   double wt;
   while (in >> id >> wt) w.emplace_back(id, wt);
   if (!in.eof()) return Status::Corrupt(path + ": bad weight line");
-  for (const auto& [n, x] : w)
-    if (!spec_.is_member(n))
-      return Status::Corrupt(path + ": node " + std::to_string(n) + " is not a member of the cluster");
-  Result<CodeTable> ct = CodeTable::build(w);
+  std::string note;
+  Result<std::vector<std::pair<uint32_t, double>>> eff = effective_weights(w, &note);
+  if (!eff.ok()) return Status::Corrupt(path + ": " + eff.status().message());
+  Result<CodeTable> ct = CodeTable::build(eff.value());
   if (!ct.ok()) return ct.status().with_context(path);
   codes_ = ct.value();
   weights_version_ = v;
-  weights_ = std::move(w);
+  weights_ = std::move(eff.value());
+  weights_note_ = std::move(note);
   return Status::Ok();
 }
 

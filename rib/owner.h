@@ -182,7 +182,22 @@ class Owner {
   //
   // Adopts `w` as `version` when it is newer than the current version
   // (an older or equal one is ignored: kOk, *changed = false). Invalid
-  // weights (unknown node, negative, all zero) are refused, nothing changes.
+  // weights (an id >= 32, negative or non-finite, every weight 0) are
+  // refused, nothing changes. `w` is persisted as given (the cluster's word
+  // on that version) and used as effective_weights(w).
+  //
+  // MEMBERSHIP CHANGES. Members are added or removed by editing the
+  // configuration, so a version's list (set under the coordinator's
+  // configuration, or kept in data_dir/weights from before the change) may
+  // name nodes that are no longer members and omit new ones. The weights a
+  // node uses are a function of (list, its configuration) only, the same
+  // on adoption and on load, so nodes with the same configuration and
+  // version agree: entries of non-members are dropped, members the list
+  // does not name get their configured weight (cluster.members[].weight),
+  // and when that leaves every weight 0 the configuration's weights are
+  // used. The version is kept. weights_note() says what was adjusted.
+  // (The coordinator refuses a client's request naming a non-member before
+  // it gets here: control/agent.cc.)
   Status set_weights(uint64_t version, const std::vector<std::pair<uint32_t, double>>& w,
                      bool* changed = nullptr);
   // The same at the next version (tests).
@@ -190,7 +205,17 @@ class Owner {
     return set_weights(weights_version_ + 1, w);
   }
   uint64_t weights_version() const { return weights_version_; }
+  // The effective (node, weight) pairs: every member once, nothing else.
   const std::vector<std::pair<uint32_t, double>>& weights() const { return weights_; }
+  // What the last load or adoption of a list changed to fit this
+  // configuration ("" when it was used as is); for the node's log.
+  const std::string& weights_note() const { return weights_note_; }
+  // The list `w` as this configuration uses it (see set_weights); kOk even
+  // when entries were dropped or added (*note says which). Refuses a list
+  // that is invalid in itself (CodeTable::build, or a node listed twice).
+  Result<std::vector<std::pair<uint32_t, double>>> effective_weights(
+      const std::vector<std::pair<uint32_t, double>>& w, std::string* note) const;
+  const CodeTable& code_table() const { return codes_; }
 
   // A partition's GPT part and the FIB entries `for_node` holds, at the
   // current head of the stream.
@@ -295,6 +320,7 @@ class Owner {
   CodeTable codes_;
   uint64_t weights_version_ = 0;
   std::vector<std::pair<uint32_t, double>> weights_;
+  std::string weights_note_;
   using RecMap = FlatMap<FlowKey, SessionRec, KeyHasher>;
   std::vector<RecMap> recs_;  // by partition (only owned ones are filled)
   size_t nsessions_ = 0;

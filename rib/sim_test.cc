@@ -994,7 +994,9 @@ TEST_CASE("rib owner: choose weights persist with their version; old versions an
   REQUIRE(o.set_weights(2, {{0, 1}, {1, 0}}, &changed).ok());  // older: ignored
   CHECK(!changed);
   CHECK(!o.set_weights(4, {{0, 0}, {1, 0}}).ok());  // every weight 0
-  CHECK(!o.set_weights(4, {{0, 1}, {5, 1}}).ok());  // not a member
+  CHECK(!o.set_weights(4, {{0, 1}, {1, -1}}).ok());  // negative
+  CHECK(!o.set_weights(4, {{0, 1}, {32, 1}}).ok());  // not a node id
+  CHECK(!o.set_weights(4, {{0, 1}, {0, 1}}).ok());   // listed twice
   CHECK(o.weights_version() == 3);
   // kill -9 and restart: the version and the table come back.
   sim.kill(0);
@@ -1025,6 +1027,86 @@ TEST_CASE("rib owner: choose weights persist with their version; old versions an
   CHECK(on1 == n);
   c.drain(nullptr);
   check_converged_state(sim, c);
+}
+
+// Members are added and removed by editing the configuration (and
+// restarting): data_dir/weights of an earlier change then names a removed
+// member and omits an added one. Neither may stop the node, and the
+// weights used must be a function of (version's list, configuration) only,
+// the same on load and on adoption, so that nodes agree.
+TEST_CASE("rib owner: persisted choose weights survive a member removed from or added to the configuration") {
+  Sim sim(2, Architecture::kScaleBricks, 71);
+  sim.run_until_idle();
+  const std::string dir = sim.dir + "/n0";
+  sim.kill(0);
+  // The same ownership (node 2 owns no partition, so the data dir's
+  // identity still fits), with node 2 a member of configured weight 3.
+  ClusterSpec with2 = sim.spec;
+  with2.members.push_back({2, "inproc://c2", "inproc://p2", "", "", 3.0});
+  REQUIRE(with2.validate().ok());
+  auto open_with = [&](const ClusterSpec& spec) { return Owner::open(spec, sim.opts(0), sim.io[0].get()); };
+  using W = std::vector<std::pair<uint32_t, double>>;
+  SECTION("a removed member listed in data_dir/weights is dropped; the version stays") {
+    {
+      auto o = open_with(with2);
+      REQUIRE(o.ok());
+      CHECK(o.value()->weights() == W{{0, 1}, {1, 1}, {2, 3}});  // version 0: the configuration's
+      REQUIRE(o.value()->set_weights(5, {{0, 1}, {1, 2}, {2, 4}}).ok());
+      CHECK(o.value()->weights_note().empty());
+    }
+    auto o = open_with(sim.spec);  // members 0 and 1 only
+    INFO((o.ok() ? std::string() : o.status().to_string()));
+    REQUIRE(o.ok());
+    CHECK(o.value()->weights_version() == 5);
+    CHECK(o.value()->weights() == W{{0, 1}, {1, 2}});
+    CHECK(o.value()->weights_note().find("2=4") != std::string::npos);
+    CHECK(o.value()->code_table().codes_of(2) == 0);
+    CHECK(o.value()->code_table().codes_of(0) + o.value()->code_table().codes_of(1) == CodeTable::kCodes);
+    // The same as a node that adopts that list under this configuration.
+    o.value().reset();
+    Sim other(2, Architecture::kScaleBricks, 72);
+    REQUIRE(other.owners[1]->set_weights(5, {{0, 1}, {1, 2}, {2, 4}}).ok());
+    CHECK(other.owners[1]->weights() == W{{0, 1}, {1, 2}});
+    CHECK(other.owners[1]->weights_note().find("2=4") != std::string::npos);
+    // The file keeps the list as agreed: with node 2 back, its weight is back.
+    auto again = open_with(with2);
+    REQUIRE(again.ok());
+    CHECK(again.value()->weights() == W{{0, 1}, {1, 2}, {2, 4}});
+  }
+  SECTION("an added member missing from data_dir/weights gets its configured weight") {
+    {
+      auto o = open_with(sim.spec);  // before node 2 was added: a version that does not list it
+      REQUIRE(o.ok());
+      REQUIRE(o.value()->set_weights(6, {{0, 1}, {1, 1}}).ok());
+    }
+    auto o = open_with(with2);  // node 2 added
+    REQUIRE(o.ok());
+    CHECK(o.value()->weights_version() == 6);
+    CHECK(o.value()->weights() == W{{0, 1}, {1, 1}, {2, 3}});
+    CHECK(o.value()->weights_note().find("2=3") != std::string::npos);
+    const CodeTable& t = o.value()->code_table();
+    CHECK(t.codes_of(2) == 2458);  // 3/5 of 4096 = 2457.6, the largest remainder
+  }
+  SECTION("a list whose members all have weight 0 falls back to the configuration's weights") {
+    auto o = open_with(sim.spec);
+    REQUIRE(o.ok());
+    bool changed = false;
+    REQUIRE(o.value()->set_weights(6, {{0, 0}, {1, 0}, {2, 1}}, &changed).ok());
+    CHECK(changed);
+    CHECK(o.value()->weights_version() == 6);
+    CHECK(o.value()->weights() == W{{0, 1}, {1, 1}});
+  }
+  SECTION("a malformed file is still corrupt") {
+    for (const std::string& text : {std::string("version 7\n0 1\n1 -1\n"), std::string("version 7\n0 0\n1 0\n"),
+                                    std::string("version 7\n0 1\n0 2\n"), std::string("version 7\n0 1\nx\n"),
+                                    std::string("7\n0 1\n"), std::string("version 7\n40 1\n")}) {
+      { std::ofstream(dir + "/weights") << text; }
+      auto o = open_with(sim.spec);
+      INFO(text);
+      REQUIRE_FALSE(o.ok());
+      CHECK(o.status().code() == StatusCode::kCorrupt);
+    }
+  }
 }
 
 TEST_CASE("rib owner: a RIB snapshot that cannot be written stops the owner") {
