@@ -298,3 +298,51 @@ TEST_CASE("agent: a weights update from a coordinator with another member list i
   CHECK(counter(*c, 1, "weights_adjusted") == 1);
   CHECK(counter(*c, 1, "weights_rejected") == 0);
 }
+
+TEST_CASE("client: a request to a node that is not up fails within its timeout and never reaches it later") {
+  // ZMQ_IMMEDIATE: without it the DEALER queues the request for a node
+  // nobody listens for and delivers it when the node comes up, long after
+  // the call reported the failure (a late, duplicate operation).
+  rib::ClusterSpec spec;
+  spec.name = "client";
+  spec.hash_seed = 5;
+  spec.partitions = 4;
+  spec.capacity = 1000;
+  spec.curve = false;
+  rib::Member m;
+  m.id = 0;
+  m.control = "tcp://127.0.0.1:" + std::to_string(free_port());
+  m.publish = "tcp://127.0.0.1:" + std::to_string(free_port());
+  spec.members.push_back(m);
+  spec.assign_round_robin();
+  REQUIRE(spec.validate().ok());
+  auto c = Client::connect(spec, nullptr);
+  REQUIRE(c.ok());
+  const auto t0 = std::chrono::steady_clock::now();
+  auto r = c.value()->stats(0, 300);
+  const auto took = std::chrono::steady_clock::now() - t0;
+  REQUIRE_FALSE(r.ok());
+  CHECK(r.status().code() == StatusCode::kUnavailable);
+  CHECK(took < std::chrono::milliseconds(2000));
+  // The node comes up now (libzmq reconnects every 100 ms): it must not
+  // receive the request the client gave up on.
+  zmq::context_t ctx;
+  zmq::socket_t node(ctx, zmq::socket_type::router);
+  node.set(zmq::sockopt::linger, 0);
+  node.set(zmq::sockopt::rcvtimeo, 1500);
+  node.bind(m.control);
+  zmq::message_t id, msg;
+  CHECK_FALSE(node.recv(id));
+  // A new request gets through once connected, and it is the only one.
+  pb::Envelope e;
+  e.mutable_stats_request();
+  e.set_corr(424242);
+  REQUIRE(c.value()->send(0, e, 3000).ok());
+  REQUIRE(node.recv(id));
+  REQUIRE(node.recv(msg));
+  pb::Envelope got;
+  REQUIRE(got.ParseFromArray(msg.data(), int(msg.size())));
+  CHECK(got.corr() == 424242);
+  node.set(zmq::sockopt::rcvtimeo, 300);
+  CHECK_FALSE(node.recv(id));
+}

@@ -1,5 +1,7 @@
 #include "control/client.h"
 
+#include <algorithm>
+
 #include "core/hash.h"
 
 namespace sb::control {
@@ -21,12 +23,18 @@ Result<std::unique_ptr<Client>> Client::connect(const rib::ClusterSpec& spec, co
   if (nodes.empty())
     for (const auto& m : spec.members) nodes.push_back(m.id);
   c->sock_.resize(rib::kMaxNodes);
+  c->sndtimeo_.assign(rib::kMaxNodes, -1);
   try {
     for (uint32_t n : nodes) {
       const rib::Member* m = spec.member(n);
       if (!m) return Status::InvalidArgument("unknown node " + std::to_string(n));
       auto s = std::make_unique<zmq::socket_t>(c->ctx_, zmq::socket_type::dealer);
       s->set(zmq::sockopt::linger, 0);
+      // Queue requests only on a completed connection: a request to a node
+      // that is down must fail (send() waits a bounded time), not wait in
+      // the pipe and run when the node comes back, after the caller has
+      // reported the failure (and perhaps retried elsewhere).
+      s->set(zmq::sockopt::immediate, true);
       s->set(zmq::sockopt::sndhwm, 100000);
       s->set(zmq::sockopt::rcvhwm, 100000);
       if (spec.curve) {
@@ -49,13 +57,22 @@ uint32_t Client::owner_of(const FlowKey& k) const {
   return spec_.owner[partition_of(hash_key(k, spec_.hash_seed), spec_.log2_partitions())];
 }
 
-Status Client::send(uint32_t node, pb::Envelope& env) {
+Status Client::send(uint32_t node, pb::Envelope& env, int wait_ms) {
   if (node >= sock_.size() || !sock_[node]) return Status::InvalidArgument("not connected to node " + std::to_string(node));
   env.set_version(kProtocolVersion);
   const std::string b = env.SerializeAsString();
   zmq::message_t m(b.data(), b.size());
+  wait_ms = std::max(wait_ms, 0);
   try {
-    if (!sock_[node]->send(m, zmq::send_flags::none)) return Status::Unavailable("send would block");
+    // With ZMQ_IMMEDIATE a DEALER without a completed connection blocks the
+    // send: bounded by ZMQ_SNDTIMEO (set only when it changes).
+    if (sndtimeo_[node] != wait_ms) {
+      sock_[node]->set(zmq::sockopt::sndtimeo, wait_ms);
+      sndtimeo_[node] = wait_ms;
+    }
+    if (!sock_[node]->send(m, zmq::send_flags::none))
+      return Status::Unavailable("node " + std::to_string(node) + " is not connected (down?): nothing sent within " +
+                                 std::to_string(wait_ms) + " ms");
   } catch (const zmq::error_t& e) {
     return Status::Io(std::string("send: ") + e.what());
   }
@@ -83,8 +100,12 @@ Status Client::recv(pb::Envelope* out, uint32_t* from, int timeout_ms) {
 Result<pb::Envelope> Client::call(uint32_t node, pb::Envelope env, int timeout_ms) {
   const uint64_t corr = next_corr();
   env.set_corr(corr);
-  SB_RETURN_IF_ERROR(send(node, env));
   const auto deadline = std::chrono::steady_clock::now() + std::chrono::milliseconds(timeout_ms);
+  if (Status st = send(node, env, timeout_ms); !st.ok()) {
+    if (st.code() != StatusCode::kUnavailable) return st;
+    return Status::Unavailable("node " + std::to_string(node) + " did not answer within " + std::to_string(timeout_ms) +
+                               " ms (not connected: nothing was sent)");
+  }
   for (;;) {
     const auto left = std::chrono::duration_cast<std::chrono::milliseconds>(deadline - std::chrono::steady_clock::now()).count();
     if (left <= 0) return Status::Unavailable("node " + std::to_string(node) + " did not answer within " + std::to_string(timeout_ms) + " ms");

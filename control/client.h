@@ -27,8 +27,13 @@ class Client {
                                                  std::vector<uint32_t> nodes = {});
   ~Client();
 
-  // Sends env to `node` (sets version; corr must be set by the caller).
-  Status send(uint32_t node, pb::Envelope& env);
+  // Sends env to `node` (sets version; corr must be set by the caller),
+  // waiting up to wait_ms for a connection to it. The sockets set
+  // ZMQ_IMMEDIATE: nothing is queued for a node that is not connected
+  // (down, not started yet, or its connection was lost), so a request the
+  // caller gave up on is never delivered when the node comes (back) later.
+  // kUnavailable: no connection within wait_ms, nothing was sent.
+  Status send(uint32_t node, pb::Envelope& env, int wait_ms = 5000);
   // Waits up to timeout_ms for the next reply; *from = the node it came from.
   // kUnavailable on timeout, kCorrupt/kInvalidArgument for a bad reply.
   Status recv(pb::Envelope* out, uint32_t* from, int timeout_ms);
@@ -70,6 +75,7 @@ class Client {
   ValidationContext vctx_;
   zmq::context_t ctx_{1};
   std::vector<std::unique_ptr<zmq::socket_t>> sock_;  // by node id
+  std::vector<int> sndtimeo_;                          // by node id: its socket's ZMQ_SNDTIMEO
   std::vector<zmq::pollitem_t> items_;
   std::vector<uint32_t> item_node_;
   uint64_t corr_ = 0;

@@ -583,8 +583,8 @@ class Loader {
     if (!ok_) return;
     const uint64_t corr = c_.client->next_corr();
     f.env.set_corr(corr);
-    const Status st = c_.client->send(n, f.env);
-    if (!st.ok()) {
+    const Status st = c_.client->send(n, f.env, c_.timeout_ms);
+    if (!st.ok() && st.code() != StatusCode::kUnavailable) {
       std::fprintf(stderr, "\nsb-ctl: node %u: %s\n", n, st.message().c_str());
       ok_ = false;
       return;
@@ -592,8 +592,17 @@ class Loader {
     Batch b{n, Clock::now() + std::chrono::milliseconds(c_.timeout_ms), std::move(f.env), std::move(f.lines),
             std::move(f.sends)};
     for (auto& s : b.sends) ++s;
-    inflight_.emplace(corr, std::move(b));
     f = Fill{};
+    if (!st.ok()) {
+      // Not connected within the timeout (Client::send: nothing was queued,
+      // it never arrives late): the same as a batch that timed out.
+      suspect_[n] = true;
+      const std::string why = "timeout: node " + std::to_string(n) + " did not answer within " +
+                              std::to_string(c_.timeout_ms) + " ms";
+      for (int i = 0; i < b.env.session_request().ops_size(); ++i) retry(b, i, why, false);
+      return;
+    }
+    inflight_.emplace(corr, std::move(b));
   }
 
   // Due retries into their batches; with `all`, also the partial batches.
