@@ -57,7 +57,9 @@ const std::string kPorts =
 std::pair<int, std::string> run_node(const TempDir& d, const std::string& yaml, const std::string& extra = "") {
   const fs::path f = d.p / "node.yaml";
   std::ofstream(f) << yaml;
-  const auto r = sh(std::string(SB_NODE_BIN) + " --config " + f.string() + extra);
+  // Bounded: a node that starts where it should have refused its config
+  // is stopped (SIGTERM, rc 124) and the case fails instead of hanging.
+  const auto r = sh("timeout 60 " + std::string(SB_NODE_BIN) + " --config " + f.string() + extra);
   return {r.rc, r.out};
 }
 
