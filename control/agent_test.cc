@@ -16,6 +16,7 @@
 #include <zmq.hpp>
 
 #include "control/agent.h"
+#include "control/harness.h"
 #include "control/client.h"
 
 using namespace sb;
@@ -24,17 +25,11 @@ namespace fs = std::filesystem;
 
 namespace {
 
-uint16_t free_port() {
-  const int s = ::socket(AF_INET, SOCK_STREAM, 0);
-  REQUIRE(s >= 0);
-  sockaddr_in a{};
-  a.sin_family = AF_INET;
-  a.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
-  socklen_t len = sizeof a;
-  REQUIRE(::bind(s, reinterpret_cast<sockaddr*>(&a), sizeof a) == 0);
-  REQUIRE(::getsockname(s, reinterpret_cast<sockaddr*>(&a), &len) == 0);
-  ::close(s);
-  return ntohs(a.sin_port);
+// Member `id` on free 127.0.0.1 ports (control/harness.h).
+rib::Member member(uint32_t id) {
+  Result<rib::Member> m = loopback_member(id);
+  REQUIRE(m.ok());
+  return m.value();
 }
 
 // N agents of one cluster in this process; members listed in `fake` are
@@ -57,11 +52,7 @@ struct InProc {
     spec.capacity = 20000;
     spec.curve = false;
     for (uint32_t i = 0; i < n; ++i) {
-      rib::Member m;
-      m.id = i;
-      m.control = "tcp://127.0.0.1:" + std::to_string(free_port());
-      m.publish = "tcp://127.0.0.1:" + std::to_string(free_port());
-      spec.members.push_back(m);
+      spec.members.push_back(member(i));
     }
     spec.assign_round_robin();
     REQUIRE(spec.validate().ok());
@@ -309,11 +300,7 @@ TEST_CASE("client: a request to a node that is not up fails within its timeout a
   spec.partitions = 4;
   spec.capacity = 1000;
   spec.curve = false;
-  rib::Member m;
-  m.id = 0;
-  m.control = "tcp://127.0.0.1:" + std::to_string(free_port());
-  m.publish = "tcp://127.0.0.1:" + std::to_string(free_port());
-  spec.members.push_back(m);
+  spec.members.push_back(member(0));
   spec.assign_round_robin();
   REQUIRE(spec.validate().ok());
   auto c = Client::connect(spec, nullptr);
@@ -330,7 +317,7 @@ TEST_CASE("client: a request to a node that is not up fails within its timeout a
   zmq::socket_t node(ctx, zmq::socket_type::router);
   node.set(zmq::sockopt::linger, 0);
   node.set(zmq::sockopt::rcvtimeo, 1500);
-  node.bind(m.control);
+  node.bind(spec.members[0].control);
   zmq::message_t id, msg;
   CHECK_FALSE(node.recv(id));
   // A new request gets through once connected, and it is the only one.

@@ -28,8 +28,6 @@ std::string sibling_binary(const std::string& name) {
   return (self.parent_path() / name).string();
 }
 
-namespace {
-
 Result<uint16_t> free_port() {
   const int s = ::socket(AF_INET, SOCK_STREAM, 0);
   if (s < 0) return Status::Io("socket");
@@ -46,6 +44,18 @@ Result<uint16_t> free_port() {
   ::close(s);
   return uint16_t(ntohs(a.sin_port));
 }
+
+Result<rib::Member> loopback_member(uint32_t id) {
+  rib::Member m;
+  m.id = id;
+  Result<uint16_t> p1 = free_port(), p2 = free_port();
+  if (!p1.ok() || !p2.ok()) return Status::Io("no free port");
+  m.control = "tcp://127.0.0.1:" + std::to_string(p1.value());
+  m.publish = "tcp://127.0.0.1:" + std::to_string(p2.value());
+  return m;
+}
+
+namespace {
 
 std::string yaml_cluster(const rib::ClusterSpec& c, uint64_t fib_capacity) {
   (void)fib_capacity;
@@ -84,12 +94,9 @@ Result<std::unique_ptr<Harness>> Harness::start(const HarnessOptions& opt) {
   c.curve = opt.curve;
   std::vector<KeyPair> keys(opt.nodes);
   for (uint32_t i = 0; i < opt.nodes; ++i) {
-    rib::Member m;
-    m.id = i;
-    Result<uint16_t> p1 = free_port(), p2 = free_port();
-    if (!p1.ok() || !p2.ok()) return Status::Io("no free port");
-    m.control = "tcp://127.0.0.1:" + std::to_string(p1.value());
-    m.publish = "tcp://127.0.0.1:" + std::to_string(p2.value());
+    Result<rib::Member> lm = loopback_member(i);
+    if (!lm.ok()) return lm.status();
+    rib::Member m = lm.value();
     if (opt.curve) {
       Result<KeyPair> kp = generate_keypair();
       if (!kp.ok()) return kp.status();

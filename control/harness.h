@@ -72,4 +72,11 @@ class Harness {
 // The sb-node next to the running program (/proc/self/exe's directory).
 std::string sibling_binary(const std::string& name);
 
+// A TCP port on 127.0.0.1 that was free a moment ago (bind to port 0).
+Result<uint16_t> free_port();
+
+// Member `id` with control and publish endpoints on free 127.0.0.1 ports,
+// no CURVE key, no fabric MAC: what the harness and tests start on loopback.
+Result<rib::Member> loopback_member(uint32_t id);
+
 }  // namespace sb::control

@@ -15,6 +15,7 @@
 #include <string>
 
 #include "control/agent.h"
+#include "control/harness.h"
 #include "node/counters.h"
 #include "node/metrics/prom_lint.h"
 #include "node/observe.h"
@@ -24,17 +25,11 @@ namespace fs = std::filesystem;
 
 namespace {
 
-uint16_t free_port() {
-  const int s = ::socket(AF_INET, SOCK_STREAM, 0);
-  REQUIRE(s >= 0);
-  sockaddr_in a{};
-  a.sin_family = AF_INET;
-  a.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
-  socklen_t len = sizeof a;
-  REQUIRE(::bind(s, reinterpret_cast<sockaddr*>(&a), sizeof a) == 0);
-  REQUIRE(::getsockname(s, reinterpret_cast<sockaddr*>(&a), &len) == 0);
-  ::close(s);
-  return ntohs(a.sin_port);
+// Member `id` on free 127.0.0.1 ports (control/harness.h).
+rib::Member member(uint32_t id) {
+  Result<rib::Member> m = control::loopback_member(id);
+  REQUIRE(m.ok());
+  return m.value();
 }
 
 // A one-member cluster's agent, created (not run): what /metrics shows
@@ -52,11 +47,7 @@ struct FreshAgent {
     spec.partitions = 4;
     spec.capacity = 1000;
     spec.curve = false;
-    rib::Member m;
-    m.id = 0;
-    m.control = "tcp://127.0.0.1:" + std::to_string(free_port());
-    m.publish = "tcp://127.0.0.1:" + std::to_string(free_port());
-    spec.members.push_back(m);
+    spec.members.push_back(member(0));
     spec.assign_round_robin();
     REQUIRE(spec.validate().ok());
     control::AgentOptions o;
