@@ -2,39 +2,41 @@
 
 #include <rte_telemetry.h>
 
-#include <atomic>
-
 #include "control/agent.h"
 #include "node/metrics/prom_text.h"
+#include "node/telemetry_gate.h"
 
 namespace sb::node {
 
 namespace {
 
-// For the telemetry callbacks (C API, no context pointer); read on DPDK's
-// telemetry thread.
-std::atomic<const DataPlane*> g_dp{nullptr};
+// For the telemetry callbacks (C API, no context pointer), which DPDK runs
+// on its per-connection threads: the gate keeps the data plane alive while a
+// callback reads it, and detach_telemetry() waits for them (telemetry_gate.h).
+TelemetryGate<DataPlane> g_dp;
 
 int tel_counters(const char*, const char*, rte_tel_data* d) {
   rte_tel_data_start_dict(d);
-  const DataPlane* dp = g_dp.load();
-  if (dp == nullptr) return 0;
-  for (const auto& [k, v] : flatten(dp->counters())) rte_tel_data_add_dict_u64(d, k.c_str(), v);
+  g_dp.with([d](const DataPlane* dp) {
+    if (dp == nullptr) return;
+    for (const auto& [k, v] : flatten(dp->counters())) rte_tel_data_add_dict_u64(d, k.c_str(), v);
+  });
   return 0;
 }
 
 int tel_ports(const char*, const char*, rte_tel_data* d) {
   rte_tel_data_start_dict(d);
-  const DataPlane* dp = g_dp.load();
-  if (dp == nullptr) return 0;
-  for (int r = 0; r < kRoles; ++r) {
-    const PortStats p = dp->port_stats(Role(r));
-    const std::string n = kRoleNames[r];
-    rte_tel_data_add_dict_u64(d, (n + "_ipackets").c_str(), p.ipackets);
-    rte_tel_data_add_dict_u64(d, (n + "_opackets").c_str(), p.opackets);
-    rte_tel_data_add_dict_u64(d, (n + "_imissed").c_str(), p.imissed);
-    rte_tel_data_add_dict_u64(d, (n + "_link_up").c_str(), p.link_up);
-  }
+  g_dp.with([d](const DataPlane* dp) {
+    if (dp == nullptr) return;
+    for (int r = 0; r < kRoles; ++r) {
+      const PortStats p = dp->port_stats(Role(r));
+      const std::string n = kRoleNames[r];
+      rte_tel_data_add_dict_u64(d, (n + "_ipackets").c_str(), p.ipackets);
+      rte_tel_data_add_dict_u64(d, (n + "_opackets").c_str(), p.opackets);
+      rte_tel_data_add_dict_u64(d, (n + "_imissed").c_str(), p.imissed);
+      rte_tel_data_add_dict_u64(d, (n + "_link_up").c_str(), p.link_up);
+    }
+  });
   return 0;
 }
 
@@ -111,10 +113,10 @@ bool health(const DataPlane* dp, uint32_t unsynced, std::string* why) {
   return true;
 }
 
-void detach_telemetry() { g_dp.store(nullptr); }
+void detach_telemetry() { g_dp.detach(); }
 
 void register_telemetry(const DataPlane* dp) {
-  g_dp.store(dp);
+  g_dp.attach(dp);
   rte_telemetry_register_cmd("/sb/counters", tel_counters,
                              "sb-node pipeline counters, summed over workers. Takes no parameters");
   rte_telemetry_register_cmd("/sb/ports", tel_ports, "sb-node port statistics per role. Takes no parameters");

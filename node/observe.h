@@ -33,7 +33,8 @@ bool health(const DataPlane* dp, uint32_t unsynced_partitions, std::string* why)
 
 // Registers /sb/counters and /sb/ports with DPDK telemetry (EAL must be up).
 void register_telemetry(const DataPlane* dp);
-// The commands answer empty from now on (before the data plane shuts down).
+// The commands answer empty from now on; returns after any command that was
+// reading the data plane finished, so the caller may shut it down next.
 void detach_telemetry();
 
 // One line: the non-zero data-plane counters (shutdown log).
