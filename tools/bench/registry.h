@@ -66,6 +66,10 @@ class GptBenchImpl {
   // (the "remote node") and returns how many deltas it applied;
   // remote_lookup_one() answers from that replica.
   virtual bool supports_updates() const { return false; }
+  // Called once before the timed update loop: set up what the updates need
+  // that a running owner already has (the remote replica, a copy of the
+  // built table as a node would have it from a snapshot).
+  virtual Status prepare_updates() { return Status::Ok(); }
   // An update of key follows (gpt::GptBuilder::prefetch_update stages).
   virtual void prefetch_update(const FlowKey&, unsigned /*stage*/) {}
   virtual Status update(UpdateKind, const FlowKey&, uint8_t /*value*/) {
