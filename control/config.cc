@@ -5,6 +5,7 @@
 #include <unistd.h>
 #include <zmq.h>
 
+#include <cctype>
 #include <charconv>
 #include <fstream>
 #include <limits>
@@ -223,15 +224,19 @@ Status parse_dataplane(const YAML::Node& n, const rib::ClusterSpec& cluster, uin
       PortSpec& ps = dp->ports[r];
       SB_RETURN_IF_ERROR(get(p, "device", f, &ps.device, true));
       if (ps.device.empty()) return bad(f + ".device", "empty");
+      ps.device = canonical_device(ps.device);
       SB_RETURN_IF_ERROR(get(p, "queues", f, &ps.queues, false));
       if (ps.queues == 0 || ps.queues > 64) return bad(f + ".queues", "must be in [1, 64]");
       SB_RETURN_IF_ERROR(parse_mac_field(p, "mac", f, ps.mac, false, &ps.has_mac));
     }
     for (int a = 0; a < 3; ++a)
       for (int b = a + 1; b < 3; ++b)
-        if (dp->ports[a].device == dp->ports[b].device)
+        // By ethdev name: "0000:3b:00.0" and "3b:00.0,arg=1" are one device,
+        // and so are two strings of one vdev name.
+        if (device_name(dp->ports[a].device) == device_name(dp->ports[b].device))
           return bad(std::string("node.ports.") + roles[b] + ".device",
-                     std::string("same device as node.ports.") + roles[a] + " (each role needs its own port)");
+                     std::string("same device as node.ports.") + roles[a] + " ('" +
+                         device_name(dp->ports[b].device) + "'; each role needs its own port)");
     dp->has_ports = true;
   }
   SB_RETURN_IF_ERROR(get(n, "lcores", "node", &dp->lcores, false));
@@ -354,6 +359,22 @@ Status parse_node(const YAML::Node& n, const rib::ClusterSpec& cluster, NodeSpec
 }
 
 }  // namespace
+
+std::string device_name(const std::string& device) { return device.substr(0, device.find(',')); }
+
+std::string canonical_device(const std::string& device) {
+  const std::string name = device_name(device);
+  const auto hex = [](char c) { return std::isxdigit(static_cast<unsigned char>(c)) != 0; };
+  // [DDDD:]BB:DD.F, the PCI address forms EAL's -a accepts (node/dataplane.cc is_pci).
+  const size_t n = name.size();
+  const bool bdf = n >= 7 && hex(name[n - 7]) && hex(name[n - 6]) && name[n - 5] == ':' && hex(name[n - 4]) &&
+                   hex(name[n - 3]) && name[n - 2] == '.' && name[n - 1] >= '0' && name[n - 1] <= '7';
+  const bool domain = n == 12 && hex(name[0]) && hex(name[1]) && hex(name[2]) && hex(name[3]) && name[4] == ':';
+  if (!bdf || (n != 7 && !domain)) return device;
+  std::string pci = n == 7 ? "0000:" + name : name;
+  for (char& c : pci) c = char(std::tolower(static_cast<unsigned char>(c)));
+  return pci + device.substr(name.size());
+}
 
 Result<Config> parse_config(const std::string& yaml_text, const std::string& origin, bool require_node) {
   Config cfg;

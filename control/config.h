@@ -90,6 +90,14 @@ struct Config {
   std::string path;  // the file it came from ("" for strings)
 };
 
+// A port's device string with its PCI address in the form EAL names the
+// ethdev ("3b:00.0" as lspci prints it, or upper-case hex, becomes
+// "0000:3b:00.0"; device arguments after ',' kept); vdev strings unchanged.
+// parse_config() stores node.ports.*.device in this form.
+std::string canonical_device(const std::string& device);
+// The ethdev name of a (canonical) device string: the part before ','.
+std::string device_name(const std::string& device);
+
 // require_node = false: the `node` section may be absent (clients such as
 // sb-ctl read a node's file only for its cluster section).
 Result<Config> parse_config(const std::string& yaml_text, const std::string& origin = "<string>",

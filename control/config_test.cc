@@ -204,6 +204,15 @@ static std::string err_in(std::string y, const std::string& from, const std::str
   return r.status().message();
 }
 
+// y with `from` replaced by `to`, which must still parse.
+static std::string err_in_ok(std::string y, const std::string& from, const std::string& to) {
+  const size_t at = y.find(from);
+  REQUIRE(at != std::string::npos);
+  y.replace(at, from.size(), to);
+  REQUIRE(parse_config(y, "t.yaml").ok());
+  return y;
+}
+
 TEST_CASE("config: port and next-hop MACs are unicast, fabric MACs distinct") {
   const std::string y = with_ports();
   REQUIRE(parse_config(y).ok());
@@ -289,4 +298,31 @@ TEST_CASE("config: snapshot_every is bounded (a WAL segment is read whole at rec
     INFO(m);
     CHECK(m.find("node.snapshot_every: must be in [16, 16777216]") != std::string::npos);
   }
+}
+
+TEST_CASE("config: PCI port addresses are stored the way EAL names the ethdev") {
+  CHECK(canonical_device("0000:3b:00.0") == "0000:3b:00.0");
+  CHECK(canonical_device("3b:00.0") == "0000:3b:00.0");  // lspci's form
+  CHECK(canonical_device("0000:3B:00.1") == "0000:3b:00.1");
+  CHECK(canonical_device("3B:0a.7,rxq_cqe_comp_en=0") == "0000:3b:0a.7,rxq_cqe_comp_en=0");
+  CHECK(canonical_device("net_af_packet0,iface=Ab:cd.1") == "net_af_packet0,iface=Ab:cd.1");  // a vdev
+  CHECK(canonical_device("net_null0") == "net_null0");
+  CHECK(canonical_device("3b:00.8") == "3b:00.8");      // function 8: not a PCI address
+  CHECK(canonical_device("x0000:3b:00.0") == "x0000:3b:00.0");
+  CHECK(device_name("0000:3b:00.0,a=1") == "0000:3b:00.0");
+
+  std::string y = with_ports();
+  y.replace(y.find("device: net_null0"), 17, "device: \"3B:00.0\"");
+  Result<Config> r = parse_config(y);
+  REQUIRE(r.ok());
+  CHECK(r.value().node.dp.ports[0].device == "0000:3b:00.0");
+}
+
+TEST_CASE("config: two spellings of one device for two roles are refused") {
+  const std::string y = with_ports();
+  std::string m = err_in(err_in_ok(y, "device: net_null0", "device: \"0000:3b:00.0\""), "device: net_null1",
+                         "device: \"3b:00.0,rxq_cqe_comp_en=0\"");
+  CHECK(m.find("node.ports.fabric.device: same device as node.ports.ext") != std::string::npos);
+  m = err_in(y, "device: net_null2", "device: \"net_null1,size=64\"");
+  CHECK(m.find("node.ports.enb.device: same device as node.ports.fabric") != std::string::npos);
 }
