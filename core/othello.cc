@@ -36,14 +36,16 @@ void OthelloQuery::init(const OthelloShape& shape) {
   salt_b_.store(shape.salt_b(), std::memory_order_relaxed);
   a_.reset(shape.m_a, shape.value_bits);
   b_.reset(shape.m_b, shape.value_bits);
+  aw_.store(a_.words(), std::memory_order_release);
+  bw_.store(b_.words(), std::memory_order_release);
   touched_.assign(kRegions / 64, 0);
 }
 
 OthelloQuery::Batch OthelloQuery::batch_begin() const {
   uint32_t e;
   while (((e = epoch_.read_begin()) & 1u) != 0) cpu_relax();  // full reload running
-  return Batch{e, salt_a_.load(std::memory_order_acquire), salt_b_.load(std::memory_order_acquire),
-               shape_.m_a, shape_.m_b};
+  return Batch{e,          salt_a_.load(std::memory_order_acquire), salt_b_.load(std::memory_order_acquire),
+               shape_.m_a, shape_.m_b, aw_.load(std::memory_order_acquire), bw_.load(std::memory_order_acquire)};
 }
 
 uint64_t OthelloQuery::lookup(uint64_t h) const {
@@ -51,7 +53,7 @@ uint64_t OthelloQuery::lookup(uint64_t h) const {
     const Batch b = batch_begin();
     const Pos p = pos(b, h);
     uint64_t x;
-    while (!try_value(p, &x)) cpu_relax();  // Algorithm 3: retry the query later
+    while (!try_value(b, p, &x)) cpu_relax();  // Algorithm 3: retry the query later
     if (!batch_retry(b)) return x;
   }
 }
@@ -62,10 +64,10 @@ void OthelloQuery::lookup_bulk(const uint64_t* h, size_t n, uint64_t* out) const
     const Batch b = batch_begin();
     for (size_t i = 0; i < n; ++i) {
       p[i] = pos(b, h[i]);
-      prefetch(p[i]);
+      prefetch(b, p[i]);
     }
     for (size_t i = 0; i < n; ++i)
-      while (!try_value(p[i], &out[i])) cpu_relax();
+      while (!try_value(b, p[i], &out[i])) cpu_relax();
     if (!batch_retry(b)) return;
   }
 }
@@ -100,6 +102,28 @@ void OthelloQuery::apply(const OthelloChange* c, size_t n) {
 }
 
 void OthelloQuery::reload(uint32_t seed, const OthelloArray& a, const OthelloArray& b) {
+  if (reader_sync_) {
+    // Switch (CONCURRENCY): fill fresh arrays while readers use the old
+    // ones, switch seed and pointers under the epoch (a few stores), wait
+    // for the readers that may hold the old pointers, free the old arrays.
+    OthelloArray na, nb;
+    na.reset(shape_.m_a, shape_.value_bits);
+    nb.reset(shape_.m_b, shape_.value_bits);
+    std::memcpy(na.words(), a.words(), std::min(a.num_words(), na.num_words()) * 8);
+    std::memcpy(nb.words(), b.words(), std::min(b.num_words(), nb.num_words()) * 8);
+    if (stall_) stall_();
+    epoch_.write_begin();
+    shape_.seed = seed;
+    salt_a_.store(shape_.salt_a(), std::memory_order_release);
+    salt_b_.store(shape_.salt_b(), std::memory_order_release);
+    aw_.store(na.words(), std::memory_order_release);
+    bw_.store(nb.words(), std::memory_order_release);
+    epoch_.write_end();
+    std::swap(a_, na);  // na, nb: the old arrays now
+    std::swap(b_, nb);
+    reader_sync_();
+    return;  // the old arrays go here, no reader left on them
+  }
   epoch_.write_begin();
   shape_.seed = seed;
   salt_a_.store(shape_.salt_a(), std::memory_order_release);
@@ -156,7 +180,7 @@ Status OthelloQuery::deserialize(std::string_view bytes) {
   if (bytes.size() != sizeof hd + 8 * (wa + wb) + 8)
     return Status::Corrupt("othello query: size does not match shape");
   OthelloShape s{hd.m_a, hd.m_b, hd.value_bits, hd.seed};
-  init(s);
+  init(s);  // the reader pointers: a_, b_
   std::memcpy(a_.words(), bytes.data() + sizeof hd, wa * 8);
   std::memcpy(b_.words(), bytes.data() + sizeof hd + wa * 8, wb * 8);
   return Status::Ok();

@@ -93,6 +93,21 @@
 //   a reader that saw no change of A[i]'s region saw a consistent pair.
 //   A full reload (after a reconstruction: new seed, all entries) runs under
 //   one more version (the epoch), which readers check once per batch.
+//   Two ways to reload (reload()):
+//     in place  (no reader sync set): the new arrays are copied over the
+//               live ones while the epoch is odd; readers wait for the copy
+//               (O(m) words: ~19 ms at 16M keys, l = 25, on the reference
+//               VM), so the data plane stalls for that long.
+//     switch    (set_reader_sync(f)): the new arrays are filled in fresh
+//               memory while readers go on with the old ones (old seed, old
+//               arrays: still a consistent answer); the epoch is odd only
+//               while the seed and the two array pointers change; readers
+//               that were inside a batch see the epoch moved and redo it;
+//               then f() waits until every reader that could still hold the
+//               old pointers has left (the data plane's quiescent-state
+//               RCU, node/dataplane.cc), and the old arrays are freed. Costs
+//               a second copy of A and B for the reload's duration. A reader
+//               takes the array pointers once per batch (batch_begin()).
 //   Array words and salts are protected data of the core/seqlock.h protocol:
 //   readers load them with seq_load (acquire), the writer stores them with
 //   seq_store (release), so the versions' relaxed re-check cannot be
@@ -287,6 +302,8 @@ class OthelloQuery {
   struct Batch {
     uint32_t epoch;
     uint64_t salt_a, salt_b, m_a, m_b;
+    const uint64_t* aw;  // the arrays of this epoch
+    const uint64_t* bw;
   };
   Batch batch_begin() const;
   bool batch_retry(const Batch& b) const { return epoch_.read_retry(b.epoch); }
@@ -299,19 +316,19 @@ class OthelloQuery {
   // last bit (the same word unless the entry straddles two): prefetch both
   // (the second prefetch merges with the first unless the entry straddles a
   // line, probability (l - 1) / 512).
-  void prefetch(const Pos& p) const {
+  void prefetch(const Batch& b, const Pos& p) const {
     const unsigned last = shape_.value_bits - 1;
-    othello_detail::prefetch_line(a_.words() + (p.bit_a >> 6));
-    othello_detail::prefetch_line(b_.words() + (p.bit_b >> 6));
-    othello_detail::prefetch_line(a_.words() + ((p.bit_a + last) >> 6));
-    othello_detail::prefetch_line(b_.words() + ((p.bit_b + last) >> 6));
+    othello_detail::prefetch_line(b.aw + (p.bit_a >> 6));
+    othello_detail::prefetch_line(b.bw + (p.bit_b >> 6));
+    othello_detail::prefetch_line(b.aw + ((p.bit_a + last) >> 6));
+    othello_detail::prefetch_line(b.bw + ((p.bit_b + last) >> 6));
   }
   // Algorithm 3, one key: version before, A and B, version after.
   // Returns false when the region was being written (caller retries).
-  bool try_value(const Pos& p, uint64_t* out) const {
+  bool try_value(const Batch& b, const Pos& p, uint64_t* out) const {
     const SeqVersion& v = ver_[p.region];
     const uint32_t s = v.read_begin();
-    const uint64_t x = get_bits(a_.words(), p.bit_a) ^ get_bits(b_.words(), p.bit_b);
+    const uint64_t x = get_bits(b.aw, p.bit_a) ^ get_bits(b.bw, p.bit_b);
     if (v.read_retry(s)) return false;
     *out = x;
     return true;
@@ -329,9 +346,17 @@ class OthelloQuery {
   void apply(const std::vector<OthelloChange>& c) { apply(c.data(), c.size()); }
   // Full reload (new seed after a reconstruction): same m_a, m_b, l.
   // REQUIRES a.size() == m_a, b.size() == m_b, widths == l.
+  // In place, or by switching arrays when a reader sync is set (see
+  // CONCURRENCY above).
   void reload(uint32_t seed, const OthelloArray& a, const OthelloArray& b);
+  // f() must return only when every reader that was inside a batch (between
+  // batch_begin() and its last try_value()/batch_retry()) when f was called
+  // has left it. Set: reload() switches arrays and readers never wait for
+  // the copy. Empty (the default): reload() copies in place. Writer thread.
+  void set_reader_sync(std::function<void()> f) { reader_sync_ = std::move(f); }
   // Test hook: called by apply()/reload() after the first half of the
-  // writes, while the versions are odd (writer-stall tests).
+  // writes, while the versions are odd (writer-stall tests); by a switching
+  // reload() after the new arrays are filled, before the switch.
   void set_write_stall_hook(std::function<void()> f) { stall_ = std::move(f); }
 
   // Data-plane hint: starts the A/B reads of a lookup of h that follows
@@ -340,8 +365,8 @@ class OthelloQuery {
   void prefetch_hint(uint64_t h) const {
     if (empty()) return;
     const Batch b{0, salt_a_.load(std::memory_order_relaxed), salt_b_.load(std::memory_order_relaxed), shape_.m_a,
-                  shape_.m_b};
-    prefetch(pos(b, h));
+                  shape_.m_b, aw_.load(std::memory_order_relaxed), bw_.load(std::memory_order_relaxed)};
+    prefetch(b, pos(b, h));
   }
   // Writer side: start the reads of the two entries of h an update will
   // rewrite (apply() does read-modify-write of packed words).
@@ -386,7 +411,10 @@ class OthelloQuery {
   OthelloShape shape_;
   uint64_t mask_ = 0;
   std::atomic<uint64_t> salt_a_{0}, salt_b_{0};
-  OthelloArray a_, b_;
+  OthelloArray a_, b_;  // the current arrays (writer's view)
+  // What readers use (batch_begin()): a_/b_'s words, switched by reload().
+  std::atomic<const uint64_t*> aw_{nullptr}, bw_{nullptr};
+  std::function<void()> reader_sync_;
   SeqVersion epoch_;
   std::unique_ptr<SeqVersion[]> ver_{new SeqVersion[kRegions]};
   std::vector<uint64_t> touched_;  // writer scratch: bitmap of regions

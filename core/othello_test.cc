@@ -294,7 +294,7 @@ TEST_CASE("othello concurrent readers with a stalled writer", "[othello][tsan]")
       for (;;) {
         const auto b = q.batch_begin();
         const auto p = q.pos(b, h[i]);
-        while (!q.try_value(p, &x)) {
+        while (!q.try_value(b, p, &x)) {
           ++local_retry;
           retries.fetch_add(1, std::memory_order_relaxed);
           std::this_thread::yield();
@@ -343,4 +343,114 @@ TEST_CASE("othello concurrent readers with a stalled writer", "[othello][tsan]")
   CHECK(wrong == 0);
   CHECK(retries > 0);
   CHECK(reads > 0);
+}
+
+// Reload by switching arrays (set_reader_sync): readers go on answering
+// while the writer prepares a reconstruction's arrays (the in-place reload
+// makes them wait for the whole copy), every answer is right across the
+// switches (two Othellos of the same map under different seeds), and the
+// old arrays are freed only after the reader sync (TSan/ASan would see a
+// read of freed memory). The sync is a minimal quiescent-state RCU: a
+// reader bumps its counter between lookups; sync() waits for every running
+// reader's counter to move.
+TEST_CASE("othello reload switches arrays under a reader sync: readers never wait", "[othello][tsan]") {
+  const uint64_t seed = test_seed(16);
+  const size_t n = 3000;
+  auto h = make_hashes(n, seed);
+  std::vector<uint64_t> v(n);
+  for (size_t i = 0; i < n; ++i) v[i] = (i * 104729) & 0xfff;
+  OthelloControl c1, c2;
+  REQUIRE(c1.construct({n, 12, 1, 64}, h.data(), v.data(), n).ok());
+  REQUIRE(c2.construct({n, 12, c1.shape().seed + 1000, 64}, h.data(), v.data(), n).ok());
+  REQUIRE(c1.shape().seed != c2.shape().seed);
+  OthelloQuery q;
+  c1.publish(&q);
+
+  constexpr int kReaders = 2;
+  std::atomic<uint64_t> qs[kReaders] = {};
+  std::atomic<bool> running[kReaders] = {};
+  std::atomic<uint64_t> syncs{0};
+  q.set_reader_sync([&] {
+    ++syncs;
+    uint64_t snap[kReaders];
+    for (int r = 0; r < kReaders; ++r) snap[r] = qs[r].load(std::memory_order_acquire);
+    for (int r = 0; r < kReaders; ++r)
+      while (running[r].load(std::memory_order_acquire) && qs[r].load(std::memory_order_acquire) == snap[r])
+        std::this_thread::yield();
+  });
+  std::atomic<uint64_t> lookups{0}, wrong{0}, retries{0}, progress_in_stall{0};
+  std::atomic<bool> stop{false};
+  // Before each switch: wait (up to 2 s) for the readers to answer 200 more
+  // lookups while the new arrays are ready but not yet visible.
+  q.set_write_stall_hook([&] {
+    const uint64_t l0 = lookups.load();
+    const auto t0 = std::chrono::steady_clock::now();
+    while (lookups.load() < l0 + 200 && std::chrono::steady_clock::now() - t0 < std::chrono::seconds(2))
+      std::this_thread::yield();
+    if (lookups.load() >= l0 + 200) ++progress_in_stall;
+  });
+  auto reader = [&](int r) {
+    running[r].store(true);
+    size_t i = size_t(r) * 997;
+    while (!stop.load(std::memory_order_relaxed)) {
+      i = (i + 13) % n;
+      uint64_t x;
+      for (;;) {
+        const auto b = q.batch_begin();
+        const auto p = q.pos(b, h[i]);
+        while (!q.try_value(b, p, &x)) std::this_thread::yield();
+        if (!q.batch_retry(b)) break;
+        ++retries;
+      }
+      if (x != v[i]) ++wrong;
+      ++lookups;
+      qs[r].fetch_add(1, std::memory_order_release);  // quiescent: holds no array pointer
+    }
+    running[r].store(false, std::memory_order_release);
+  };
+  std::thread t0(reader, 0), t1(reader, 1);
+  const int kSwitches = 40;
+  for (int k = 0; k < kSwitches; ++k) {
+    const OthelloControl& c = (k % 2 == 0) ? c2 : c1;
+    q.reload(c.shape().seed, c.array_a(), c.array_b());
+    CHECK(q.shape().seed == c.shape().seed);
+  }
+  stop = true;
+  t0.join();
+  t1.join();
+  INFO("lookups " << lookups << " retries " << retries << " syncs " << syncs);
+  CHECK(wrong == 0);
+  CHECK(syncs == uint64_t(kSwitches));
+  CHECK(progress_in_stall == uint64_t(kSwitches));  // readers answered while each reload was prepared
+  for (size_t i = 0; i < n; ++i) REQUIRE(q.lookup(h[i]) == v[i]);
+}
+
+TEST_CASE("othello reload without a reader sync copies in place (readers wait)", "[othello][tsan]") {
+  const uint64_t seed = test_seed(17);
+  const size_t n = 500;
+  auto h = make_hashes(n, seed);
+  std::vector<uint64_t> v(n, 5);
+  OthelloControl c1, c2;
+  REQUIRE(c1.construct({n, 4, 1, 64}, h.data(), v.data(), n).ok());
+  REQUIRE(c2.construct({n, 4, c1.shape().seed + 1000, 64}, h.data(), v.data(), n).ok());
+  OthelloQuery q;
+  c1.publish(&q);
+  std::atomic<bool> in_stall{false}, release{false};
+  std::atomic<uint64_t> done{0};
+  q.set_write_stall_hook([&] {
+    in_stall = true;
+    while (!release.load()) std::this_thread::yield();
+  });
+  std::thread w([&] { q.reload(c2.shape().seed, c2.array_a(), c2.array_b()); });
+  while (!in_stall.load()) std::this_thread::yield();
+  std::thread r([&] {
+    CHECK(q.lookup(h[0]) == 5);  // waits for the copy to finish
+    done = 1;
+  });
+  std::this_thread::sleep_for(std::chrono::milliseconds(50));
+  CHECK(done.load() == 0);
+  release = true;
+  w.join();
+  r.join();
+  CHECK(done.load() == 1);
 }

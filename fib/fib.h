@@ -97,6 +97,13 @@ class Fib {
   // Data-plane hint: a lookup_bulk() of a key with hash h follows soon;
   // starts its first memory round. Reads only. Default: nothing.
   virtual void prefetch_lookup(uint64_t h) const { (void)h; }
+  // f() returns once every reader that was inside a lookup when f was
+  // called has returned from it (the data plane's quiescent-state RCU,
+  // node/dataplane.cc). A backend that replaces memory readers may be using
+  // (the Othello FIB's reconstruction) then switches to new memory instead
+  // of making readers wait for a copy. Empty f: no such guarantee (the
+  // default; readers wait). Control thread, while no write runs.
+  virtual void set_reader_sync(std::function<void()> f) { (void)f; }
   Status insert(const FlowKey& key, uint32_t value) { return insert_hashed(key, hash(key), value); }
   Status update(const FlowKey& key, uint32_t value) { return update_hashed(key, hash(key), value); }
   Status erase(const FlowKey& key) { return erase_hashed(key, hash(key)); }

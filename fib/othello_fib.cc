@@ -295,12 +295,12 @@ void OthelloFib::lookup_impl(const FlowKey* keys, const uint64_t* hashes_in, siz
     for (size_t i = 0; i < n; ++i) {  // phase 1: (hash,) positions, prefetch A and B
       if (kHashHere && !hashed) hbuf[i] = hash(keys[i]);
       pos[i] = q_.pos(b, hashes[i]);
-      q_.prefetch(pos[i]);
+      q_.prefetch(b, pos[i]);
     }
     hashed = true;
     for (size_t i = 0; i < n; ++i) {  // phase 2: candidate index, prefetch record
       uint64_t x;
-      while (!q_.try_value(pos[i], &x)) [[unlikely]] {  // Algorithm 3: region being written
+      while (!q_.try_value(b, pos[i], &x)) [[unlikely]] {  // Algorithm 3: region being written
         count_retry();
         _mm_pause();
       }

@@ -56,10 +56,13 @@
 //
 // CONCURRENCY: one control thread (insert/update/erase/build); readers any
 // time. Each update applies its Othello change list to the query arrays
-// with Algorithm 2 (region versions); a reconstruction reloads them under
-// the epoch version (readers wait for the copy, O(n) words; rare: Case I
-// adds come about once per n/20 adds near full load, and only every
-// defer_cycles-th one reconstructs). Record reads use the session table's stripes.
+// with Algorithm 2 (region versions); a reconstruction (rare: Case I adds
+// come about once per n/20 adds near full load, and only every
+// defer_cycles-th one reconstructs) either reloads the arrays in place
+// under the epoch version (readers wait for the copy, O(n) words: ~19 ms at
+// 16M sessions) or, once set_reader_sync() gave the data plane's RCU (sb-node
+// does), fills new arrays and switches to them: readers never wait, at the
+// cost of a second copy of A and B while it runs. Record reads use the session table's stripes.
 // REQUIRES (the session table is the authority): an index is in the FIB
 // only while its record is live and holds the key (insert/update check it),
 // and after erase(k) the caller removes k's record(s) (SessionTable::remove,
@@ -113,6 +116,9 @@ class OthelloFib final : public Fib {
   // arrays' entries. Stage 1: both ends' first edges and the session
   // record the control's A ^ B names.
   void prefetch_lookup(uint64_t h) const override { q_.prefetch_hint(h); }
+  // Reconstructions then switch the query arrays instead of reloading them
+  // in place (core/othello.h CONCURRENCY): the data plane never waits.
+  void set_reader_sync(std::function<void()> f) override { q_.set_reader_sync(std::move(f)); }
   void prefetch_update(const FlowKey& key, uint64_t h, unsigned stage) const override;
   Status build(const FlowKey* keys, const uint32_t* values, size_t n) override;
   Status insert_hashed(const FlowKey& key, uint64_t h, uint32_t value) override;

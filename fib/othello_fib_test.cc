@@ -142,24 +142,42 @@ TEST_CASE("othello fib: reconstruction forced by inserts, all answers stay exact
 // Keys parked in the fallback (Case I, deferred) move back into Othello
 // while readers look them up: publish first, remove from the fallback
 // second, and readers that read stale arrays see the fallback change and
-// redo the key. A tiny table makes Case I frequent.
+// redo the key. A tiny table makes Case I frequent. With a reader sync
+// (what sb-node's data plane gives, Fib::set_reader_sync) the
+// reconstructions switch arrays under the readers instead of reloading in
+// place; the sync here is a minimal quiescent-state RCU over the readers.
 TEST_CASE("othello fib: parked keys stay visible while readmitted", "[fib][othello][tsan]") {
   const uint64_t seed = test_seed(34);
+  const bool with_sync = GENERATE(false, true);
+  INFO("reader sync " << with_sync);
   const uint32_t cap = 64;
   auto table = SessionTable::create(cap).value();
   OthelloFib::Options opt;
   opt.defer_cycles = 2;
   auto fib = OthelloFib::create(table.get(), seed, opt).value();
+  std::atomic<uint64_t> qs[2] = {};
+  std::atomic<bool> running[2] = {};
+  std::atomic<uint64_t> syncs{0};
+  if (with_sync)
+    fib->set_reader_sync([&] {
+      ++syncs;
+      const uint64_t s0 = qs[0].load(std::memory_order_acquire), s1 = qs[1].load(std::memory_order_acquire);
+      while ((running[0].load(std::memory_order_acquire) && qs[0].load(std::memory_order_acquire) == s0) ||
+             (running[1].load(std::memory_order_acquire) && qs[1].load(std::memory_order_acquire) == s1))
+        std::this_thread::yield();
+    });
   const auto keys = make_keys(20000, seed);
   const size_t stable = 40;
   std::vector<uint32_t> s(stable);
   std::atomic<size_t> visible{0};  // stable keys [0, visible) are inserted
   std::atomic<bool> stop{false};
   std::atomic<uint64_t> wrong{0}, reads{0}, progress{0};
-  auto reader = [&](uint64_t rs) {
+  auto reader = [&](uint64_t rs, int id) {
+    running[id].store(true, std::memory_order_release);
     Rng rng(rs);
     uint64_t bad = 0, n = 0;
     while (!stop.load(std::memory_order_relaxed)) {
+      qs[id].fetch_add(1, std::memory_order_release);  // quiescent between lookups
       const size_t v = visible.load(std::memory_order_acquire);
       if (v == 0) continue;
       FlowKey q[8];
@@ -176,10 +194,11 @@ TEST_CASE("othello fib: parked keys stay visible while readmitted", "[fib][othel
       n += 8;
       progress.fetch_add(1, std::memory_order_relaxed);
     }
+    running[id].store(false, std::memory_order_release);
     wrong += bad;
     reads += n;
   };
-  std::thread r1(reader, seed + 1), r2(reader, seed + 2);
+  std::thread r1(reader, seed + 1, 0), r2(reader, seed + 2, 1);
   for (size_t i = 0; i < stable; ++i) {
     s[i] = table->add({keys[i], 0, 0, 0}).value();
     REQUIRE(fib->insert(keys[i], s[i]).ok());
@@ -215,6 +234,7 @@ TEST_CASE("othello fib: parked keys stay visible while readmitted", "[fib][othel
   CHECK(reads > 0);
   CHECK(fib->deferred_cycles() > 0);
   CHECK(fib->control().stats().reconstructions > 0);
+  if (with_sync) CHECK(syncs > 0);  // reconstructions switched arrays
   for (size_t i = 0; i < stable; ++i) REQUIRE(fib->lookup(keys[i]) == s[i]);
 }
 

@@ -6,7 +6,9 @@
 #include <rte_ethdev.h>
 #include <rte_launch.h>
 #include <rte_lcore.h>
+#include <rte_malloc.h>
 #include <rte_mbuf.h>
+#include <rte_rcu_qsbr.h>
 
 #include <algorithm>
 #include <cstring>
@@ -228,6 +230,18 @@ Status DataPlane::start(rib::NodeState* state, const std::atomic<uint32_t>* live
     return Status::InvalidArgument("scalebricks architecture without a GPT");
   if (t.sessions->lcores() < workers())
     return Status::InvalidArgument("session table has fewer counter arrays than workers");
+  // Reader sync for the FIB (Fib::set_reader_sync): a reconstruction of the
+  // Othello FIB then switches arrays instead of stalling the workers for
+  // the copy. Workers register now and come online in worker_main().
+  const size_t qsz = rte_rcu_qsbr_get_memsize(workers());
+  qsv_ = static_cast<rte_rcu_qsbr*>(rte_zmalloc("sb_qsbr", qsz, RTE_CACHE_LINE_SIZE));
+  if (qsv_ == nullptr || rte_rcu_qsbr_init(qsv_, workers()) != 0)
+    return Status::Capacity("cannot set up the workers' RCU state (node.memory_mb)");
+  for (unsigned w = 0; w < workers(); ++w) (void)rte_rcu_qsbr_thread_register(qsv_, w);
+  qs_live_ = std::make_shared<std::atomic<rte_rcu_qsbr*>>(qsv_);
+  state->set_reader_sync([live = qs_live_] {
+    if (rte_rcu_qsbr* v = live->load(std::memory_order_acquire)) rte_rcu_qsbr_synchronize(v, RTE_QSBR_THRID_INVALID);
+  });
   for (unsigned w = 0; w < workers(); ++w) {
     TxTarget tx[kRoles];
     for (int r = 0; r < kRoles; ++r) tx[r] = TxTarget{port_[r], uint16_t(w)};
@@ -265,7 +279,10 @@ int DataPlane::worker_main(unsigned w) {
   const uint32_t max_sleep = cfg_.node.dp.idle_sleep_us;
   uint32_t empty = 0, sleep_us = 1;
   rte_mbuf* b[Worker::kBurst];
+  if (qsv_) rte_rcu_qsbr_thread_online(qsv_, w);
   while (!stop_->load(std::memory_order_relaxed)) {
+    // Between bursts: holds no pointer into the tables (quiescent state).
+    if (qsv_) rte_rcu_qsbr_quiescent(qsv_, w);
     bool any = false;
     for (const RxQueue& q : rx) {
       const uint16_t n = rte_eth_rx_burst(q.port, q.queue, b, Worker::kBurst);
@@ -285,11 +302,14 @@ int DataPlane::worker_main(unsigned w) {
     // Adaptive idle: after a run of empty polls, sleep 1, 2, 4 ... us up
     // to idle_sleep_us, so nodes sharing cores leave them to each other.
     if (max_sleep != 0 && ++empty > 256) {
+      if (qsv_) rte_rcu_qsbr_thread_offline(qsv_, w);  // a reader sync need not wait for a sleeper
       rte_delay_us_sleep(sleep_us);
+      if (qsv_) rte_rcu_qsbr_thread_online(qsv_, w);
       sleep_us = std::min(sleep_us * 2, max_sleep);
     }
   }
   wk.flush();
+  if (qsv_) rte_rcu_qsbr_thread_offline(qsv_, w);
   return 0;
 }
 
@@ -337,6 +357,10 @@ void DataPlane::shutdown() {
   }
   started_ = false;
   w_.clear();
+  if (qs_live_) qs_live_->store(nullptr, std::memory_order_release);  // the FIB's reader sync: a no-op now
+  qs_live_.reset();
+  if (qsv_) rte_free(qsv_);
+  qsv_ = nullptr;
   if (pool_) rte_mempool_free(pool_);
   pool_ = nullptr;
   const std::string rd = eal_runtime_dir();

@@ -35,6 +35,8 @@
 #include "node/pipeline.h"
 #include "rib/node_state.h"
 
+struct rte_rcu_qsbr;
+
 struct rte_mempool;
 
 namespace sb::node {
@@ -92,6 +94,13 @@ class DataPlane {
   uint16_t mtu_[kRoles] = {};
   std::vector<std::string> port_warnings_;
   rte_mempool* pool_ = nullptr;
+  // Quiescent-state RCU over the workers (DPDK rte_rcu_qsbr): a worker
+  // reports a quiescent state between bursts and goes offline while it
+  // sleeps; the reader sync given to the FIB waits for one from every
+  // online worker. qs_live_ is what that closure holds: nullptr after
+  // shutdown(), so a late call is a no-op instead of a use of freed memory.
+  rte_rcu_qsbr* qsv_ = nullptr;
+  std::shared_ptr<std::atomic<rte_rcu_qsbr*>> qs_live_;
   const std::atomic<bool>* stop_ = nullptr;
   uint64_t tsc_hz_ = 0;
   bool eal_ = false, started_ = false;

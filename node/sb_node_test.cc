@@ -161,10 +161,14 @@ TEST_CASE("sb-node: configuration errors exit 3 and name the field, before any p
 }
 
 TEST_CASE("sb-node: runs the pipeline on net_null ports, serves /health, /metrics and telemetry, stops on SIGTERM") {
+  // othello: the FIB gets the workers' RCU reader sync (Fib::set_reader_sync);
+  // start, serve and stop must not wait on it.
+  const std::string fib = GENERATE(std::string("cuckoo"), std::string("othello"));
+  INFO("fib " << fib);
   TempDir d;
   const std::string pfx = "sb-nt-run-" + std::to_string(getpid());
   const fs::path f = d.p / "node.yaml";
-  std::ofstream(f) << config(d, kPorts + "  metrics: \"127.0.0.1:0\"\n", pfx);
+  std::ofstream(f) << config(d, kPorts + "  metrics: \"127.0.0.1:0\"\n  fib: " + fib + "\n", pfx);
   const fs::path log = d.p / "log";
   struct Child {  // killed if the test stops early
     pid_t pid = -1;
