@@ -53,45 +53,17 @@ constexpr CounterDesc kCounterDescs[] = {
 #define SB_X(name, help) {#name, kC, help},
     SB_AGENT_EVENTS(SB_X)
 #undef SB_X
-    // rib/owner.h OwnerStats
-    {"ops_ok", kC, "session ops this owner applied"},
-    {"ops_failed", kC, "session ops this owner refused"},
-    {"ops_deduped", kC, "session ops answered from the dedup record (retries)"},
-    {"groups", kC, "op groups this owner committed"},
-    {"max_group", kG, "most ops in one group so far"},
-    {"max_groups_in_flight", kG, "most groups in flight at once so far"},
-    {"deltas", kC, "GPT deltas this owner produced"},
-    {"delta_bytes", kC, "bytes of the GPT deltas this owner produced"},
-    {"fib_timeouts", kC, "groups that stopped waiting for a node's FIB ack"},
-    {"removes_after_converge", kC, "FIB removes sent once a move converged"},
-    {"us_wal", kC, "microseconds groups spent writing the WAL (sum)"},
-    {"us_group_start", kC, "microseconds groups spent starting (sum)"},
-    {"us_fib_wait", kC, "microseconds groups spent waiting for FIB acks (sum)"},
-    {"us_group_finish", kC, "microseconds groups spent finishing (sum)"},
+    // rib/owner.h OwnerStats, rib/wal.h WalStats, rib/node_state.h
+    // NodeCounters: every field, under its exported name.
+#define SB_X(field, name, kind, help) {#name, CounterKind::kind, help},
+    SB_OWNER_STATS(SB_X)
+    SB_WAL_STATS(SB_X)
+    SB_NODE_COUNTERS(SB_X)
+#undef SB_X
+    // The owner's and the node state's levels and sizes.
     {"sessions", kG, "sessions in this owner's partitions"},
     {"epoch", kG, "this owner's epoch"},
     {"weights_version", kG, "version of the choose weights in use"},
-    // rib/wal.h WalStats
-    {"wal_records", kC, "WAL records written"},
-    {"wal_commits", kC, "WAL commits"},
-    {"wal_syncs", kC, "WAL fdatasyncs"},
-    {"wal_snapshots", kC, "WAL snapshots written"},
-    // rib/node_state.h NodeCounters and sizes
-    {"deltas_applied", kC, "GPT deltas applied"},
-    {"stale_delta", kC, "GPT deltas ignored as already applied"},
-    {"gap", kC, "gaps found in a partition's delta stream (a resync follows)"},
-    {"stream_regressed", kC, "delta streams that went back (owner restarted; resync)"},
-    {"delta_rejected", kC, "GPT deltas refused"},
-    {"snapshots_loaded", kC, "partition snapshots applied"},
-    {"snapshot_chunks", kC, "snapshot chunks received"},
-    {"snapshot_chunk_stale", kC, "snapshot chunks ignored (old request)"},
-    {"snapshot_restarts", kC, "snapshot requests restarted (a chunk lost or out of order)"},
-    {"snapshot_rejected", kC, "snapshots refused"},
-    {"fib_installs", kC, "FIB entries installed"},
-    {"fib_removes", kC, "FIB entries removed"},
-    {"fib_errors", kC, "FIB operations that failed"},
-    {"fib_foreign", kC, "FIB entries refused: partition not owned by the sender"},
-    {"delta_mislabelled", kC, "empty or mislabelled deltas refused"},
     {"fib_entries", kG, "FIB entries on this node"},
     {"unsynced_partitions", kG, "partitions not synced yet (health: ready at 0)"},
     {"sessions_handled", kG, "sessions this node handles (session records)"},
@@ -106,6 +78,29 @@ constexpr CounterDesc kCounterDescs[] = {
     {"converge_p50_us", kG, "median microseconds from an op's arrival until every node applied it, since start"},
     {"converge_p99_us", kG, "99th percentile microseconds from an op's arrival until every node applied it, since start"},
 };
+
+// The names are unique and render as valid, distinct Prometheus names
+// (node/observe.cc: sb_agent_NAME, or sb_agent_NAME_total for a counter):
+// [a-z0-9_] only, no NAME that is another's NAME_total, and no dp_ prefix
+// (sb-node's data-plane entries, which /metrics skips).
+constexpr bool names_ok() {
+  constexpr size_t n = std::size(kCounterDescs);
+  for (size_t i = 0; i < n; ++i) {
+    const std::string_view a = kCounterDescs[i].name;
+    if (a.empty() || a.starts_with("dp_") || kCounterDescs[i].kind == CounterKind::kUnknown ||
+        std::string_view(kCounterDescs[i].help).empty())
+      return false;
+    for (char ch : a)
+      if (!((ch >= 'a' && ch <= 'z') || (ch >= '0' && ch <= '9') || ch == '_')) return false;
+    for (size_t j = 0; j < n; ++j) {
+      const std::string_view b = kCounterDescs[j].name;
+      if (i != j && a == b) return false;
+      if (b.size() == a.size() + 6 && b.starts_with(a) && b.ends_with("_total")) return false;
+    }
+  }
+  return true;
+}
+static_assert(names_ok(), "kCounterDescs: a name twice, not [a-z0-9_], NAME and NAME_total, or dp_*");
 
 const CounterDesc* find_desc(std::string_view name) {
   for (const CounterDesc& d : kCounterDescs)
@@ -1257,45 +1252,23 @@ struct Agent::Impl : rib::OwnerIo {
   std::map<std::string, uint64_t> snapshot_counters() {
     std::map<std::string, uint64_t> out;
     for (size_t i = 0; i < size_t(AgentEvent::kCount); ++i) out[kEventNames[i]] = c.v[i];
-    const auto& os = owner->stats();
-    out["ops_ok"] = os.ops_ok;
-    out["ops_failed"] = os.ops_failed;
-    out["ops_deduped"] = os.ops_deduped;
-    out["groups"] = os.groups;
-    out["max_group"] = os.max_group;
-    out["max_groups_in_flight"] = os.max_in_flight;
-    out["deltas"] = os.deltas;
-    out["delta_bytes"] = os.delta_bytes;
-    out["fib_timeouts"] = os.fib_timeouts;
-    out["removes_after_converge"] = os.removes_after_converge;
-    out["us_wal"] = os.us_wal;
-    out["us_group_start"] = os.us_start;
-    out["us_fib_wait"] = os.us_fib_wait;
-    out["us_group_finish"] = os.us_finish;
+    // Every field of the owner's, the WAL's and the node state's counters
+    // (their lists: rib/owner.h, rib/wal.h, rib/node_state.h).
+    const rib::OwnerStats& os = owner->stats();
+    const rib::WalStats& ws = owner->wal_stats();
+    const rib::NodeCounters& nc = state->counters();
+#define SB_X(field, name, kind, help) out[#name] = os.field;
+    SB_OWNER_STATS(SB_X)
+#undef SB_X
+#define SB_X(field, name, kind, help) out[#name] = ws.field;
+    SB_WAL_STATS(SB_X)
+#undef SB_X
+#define SB_X(field, name, kind, help) out[#name] = nc.field;
+    SB_NODE_COUNTERS(SB_X)
+#undef SB_X
     out["sessions"] = owner->sessions();
     out["epoch"] = owner->epoch();
     out["weights_version"] = owner->weights_version();
-    const auto& ws = owner->wal_stats();
-    out["wal_records"] = ws.records;
-    out["wal_commits"] = ws.commits;
-    out["wal_syncs"] = ws.syncs;
-    out["wal_snapshots"] = ws.snapshots;
-    const auto& nc = state->counters();
-    out["deltas_applied"] = nc.deltas_applied;
-    out["stale_delta"] = nc.stale_delta;
-    out["gap"] = nc.gap;
-    out["stream_regressed"] = nc.stream_regressed;
-    out["delta_rejected"] = nc.delta_rejected;
-    out["snapshots_loaded"] = nc.snapshots_loaded;
-    out["snapshot_chunks"] = nc.snapshot_chunks;
-    out["snapshot_chunk_stale"] = nc.snapshot_chunk_stale;
-    out["snapshot_restarts"] = nc.snapshot_restarts;
-    out["snapshot_rejected"] = nc.snapshot_rejected;
-    out["fib_installs"] = nc.fib_installs;
-    out["fib_removes"] = nc.fib_removes;
-    out["fib_errors"] = nc.fib_errors;
-    out["fib_foreign"] = nc.fib_foreign;
-    out["delta_mislabelled"] = nc.delta_mislabelled;
     out["fib_entries"] = state->fib_size();
     out["unsynced_partitions"] = state->unsynced();
     out["sessions_handled"] = state->sessions().size();

@@ -79,16 +79,56 @@ namespace sb::rib {
 
 inline constexpr uint32_t kRemoteBit = 0x80000000u;
 
+// The node state's counters, one list: X(field, exported name, kind, help).
+// NodeCounters has exactly these fields (uint64_t, 0 at start) and the
+// control agent exports every one under its exported name (control/agent.cc
+// snapshot_counters(): `sb-ctl stats`, sb-node's /metrics), so a counter
+// added here cannot be left out there. kind names a control::CounterKind:
+// kCounter only grows, kGauge is a level or a high-water mark. Exported
+// names are unique among all of Agent::counters() (control/agent.cc checks
+// it at compile time).
+//
+// fib_foreign: FIB entries, reconcile partitions and snapshot entries
+// refused because they belong to a partition the sender does not own (or,
+// in a snapshot, not the snapshot's partition). delta_mislabelled: empty or
+// mislabelled deltas refused. buffer_overflow: a partition that waits for a
+// snapshot buffers the deltas that arrive meanwhile (buffered); when its
+// buffer is full, the deltas in it are dropped (a resync covers them).
+#define SB_NODE_COUNTERS(X)                                                                                 \
+  X(deltas_applied, deltas_applied, kCounter, "GPT deltas applied")                                         \
+  X(stale_delta, stale_delta, kCounter, "GPT deltas ignored as already applied")                            \
+  X(gap, gap, kCounter, "gaps found in a partition's delta stream (a resync follows)")                      \
+  X(delta_rejected, delta_rejected, kCounter, "GPT deltas refused")                                         \
+  X(stream_regressed, stream_regressed, kCounter, "delta streams that went back (owner restarted; resync)") \
+  X(buffered, buffered, kCounter, "GPT deltas buffered while their partition waited for a snapshot")        \
+  X(buffer_overflow, buffer_overflow, kCounter,                                                             \
+    "times a partition's delta buffer was full and the deltas in it were dropped")                          \
+  X(snapshots_loaded, snapshots_loaded, kCounter, "partition snapshots applied")                            \
+  X(snapshot_rejected, snapshot_rejected, kCounter, "snapshots refused")                                    \
+  X(fib_installs, fib_installs, kCounter, "FIB entries installed")                                          \
+  X(fib_removes, fib_removes, kCounter, "FIB entries removed")                                              \
+  X(fib_errors, fib_errors, kCounter, "FIB operations that failed")                                         \
+  X(fib_reconciled, fib_reconciled, kCounter,                                                               \
+    "FIB entries a restarted owner's re-push removed (no longer in its RIB)")                               \
+  X(fib_foreign, fib_foreign, kCounter, "FIB entries refused: partition not owned by the sender")           \
+  X(delta_mislabelled, delta_mislabelled, kCounter, "empty or mislabelled deltas refused")                  \
+  X(snapshot_chunks, snapshot_chunks, kCounter, "snapshot chunks received")                                 \
+  X(snapshot_chunk_stale, snapshot_chunk_stale, kCounter, "snapshot chunks ignored (old request)")          \
+  X(snapshot_restarts, snapshot_restarts, kCounter,                                                         \
+    "snapshot requests restarted (a chunk lost or out of order)")
+
 struct NodeCounters {
-  uint64_t deltas_applied = 0, stale_delta = 0, gap = 0, delta_rejected = 0, stream_regressed = 0;
-  uint64_t buffered = 0, buffer_overflow = 0, snapshots_loaded = 0, snapshot_rejected = 0;
-  uint64_t fib_installs = 0, fib_removes = 0, fib_errors = 0, fib_reconciled = 0;
-  // FIB entries, reconcile partitions and snapshot entries refused because
-  // they belong to a partition the sender does not own (or, in a snapshot,
-  // not the snapshot's partition); empty or mislabelled deltas refused.
-  uint64_t fib_foreign = 0, delta_mislabelled = 0;
-  uint64_t snapshot_chunks = 0, snapshot_chunk_stale = 0, snapshot_restarts = 0;
+#define SB_X(field, name, kind, help) uint64_t field = 0;
+  SB_NODE_COUNTERS(SB_X)
+#undef SB_X
 };
+inline constexpr size_t kNodeCounterCount = 0
+#define SB_X(field, name, kind, help) +1
+    SB_NODE_COUNTERS(SB_X)
+#undef SB_X
+    ;
+// No field outside the list (it would not be exported).
+static_assert(sizeof(NodeCounters) == kNodeCounterCount * sizeof(uint64_t));
 
 // A FIB entry's share of a chunk's size budget (its protobuf encoding is
 // about 40 bytes).

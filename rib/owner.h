@@ -140,16 +140,51 @@ struct OwnerOptions {
   GptBuilderFactory make_gpt;          // required for scalebricks
 };
 
+// The owner's counters, one list: X(field, exported name, kind, help), as
+// SB_NODE_COUNTERS (rib/node_state.h): OwnerStats has exactly these fields
+// and the control agent exports every one under its exported name. Where a
+// group's time goes: us_* (sums, microseconds). max_in_flight: most groups
+// in flight at once. repush_batches: reconciling FIB batches sent after a
+// restart. wrong_owner is exported as owner_wrong_owner: the agent's own
+// event wrong_owner counts the ops it refuses before they reach the owner
+// (control/agent.h), this one the ops the owner itself refuses.
+#define SB_OWNER_STATS(X)                                                                               \
+  X(ops_ok, ops_ok, kCounter, "session ops this owner applied")                                         \
+  X(ops_failed, ops_failed, kCounter, "session ops this owner refused")                                 \
+  X(ops_deduped, ops_deduped, kCounter, "session ops answered from the dedup record (retries)")         \
+  X(groups, groups, kCounter, "op groups this owner committed")                                         \
+  X(deltas, deltas, kCounter, "GPT deltas this owner produced")                                         \
+  X(delta_bytes, delta_bytes, kCounter, "bytes of the GPT deltas this owner produced")                  \
+  X(fib_batches, fib_batches, kCounter,                                                                 \
+    "FIB batches this owner sent for its groups (one per node and group)")                              \
+  X(fib_timeouts, fib_timeouts, kCounter, "groups that stopped waiting for a node's FIB ack")           \
+  X(stray_acks, stray_acks, kCounter,                                                                   \
+    "FIB acks matching no batch in flight (late, or from another node)")                                \
+  X(removes_after_converge, removes_after_converge, kCounter, "FIB removes sent once a move converged") \
+  X(compensations, compensations, kCounter,                                                             \
+    "logged ops that failed and were undone (WAL UNDO record, FIB reverted)")                           \
+  X(max_group, max_group, kGauge, "most ops in one group so far")                                       \
+  X(max_in_flight, max_groups_in_flight, kGauge, "most groups in flight at once so far")                \
+  X(wrong_owner, owner_wrong_owner, kCounter,                                                           \
+    "session ops the owner refused for a partition this node does not own")                             \
+  X(repush_batches, repush_batches, kCounter, "reconciling FIB batches sent after a restart")           \
+  X(us_wal, us_wal, kCounter, "microseconds groups spent writing the WAL (sum)")                        \
+  X(us_fib_wait, us_fib_wait, kCounter, "microseconds groups spent waiting for FIB acks (sum)")         \
+  X(us_finish, us_group_finish, kCounter, "microseconds groups spent finishing (sum)")                  \
+  X(us_start, us_group_start, kCounter, "microseconds groups spent starting (sum)")
+
 struct OwnerStats {
-  uint64_t ops_ok = 0, ops_failed = 0, ops_deduped = 0, groups = 0, deltas = 0;
-  uint64_t delta_bytes = 0, fib_batches = 0, fib_timeouts = 0, stray_acks = 0;
-  uint64_t removes_after_converge = 0, compensations = 0, max_group = 0;
-  uint64_t max_in_flight = 0;  // most groups in flight at once
-  uint64_t wrong_owner = 0;
-  uint64_t repush_batches = 0;  // reconciling FIB batches sent after a restart
-  // Where a group's time goes (sums, microseconds).
-  uint64_t us_wal = 0, us_fib_wait = 0, us_finish = 0, us_start = 0;
+#define SB_X(field, name, kind, help) uint64_t field = 0;
+  SB_OWNER_STATS(SB_X)
+#undef SB_X
 };
+inline constexpr size_t kOwnerStatCount = 0
+#define SB_X(field, name, kind, help) +1
+    SB_OWNER_STATS(SB_X)
+#undef SB_X
+    ;
+// No field outside the list (it would not be exported).
+static_assert(sizeof(OwnerStats) == kOwnerStatCount * sizeof(uint64_t));
 
 class Owner {
  public:

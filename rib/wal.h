@@ -75,6 +75,7 @@
 // THREAD SAFETY: one thread (the owner's) uses a Wal; no internal locking.
 #pragma once
 
+#include <cstddef>
 #include <cstdint>
 #include <functional>
 #include <string>
@@ -108,13 +109,33 @@ struct WalOptions {
   uint32_t fsync_interval_ms = 10;
 };
 
+// The WAL's counters, one list: X(field, exported name, kind, help), as
+// SB_NODE_COUNTERS (rib/node_state.h): WalStats has exactly these fields
+// and the control agent exports every one under its exported name (wal_*).
+// truncated_tail_bytes: torn tail found (and cut) at recovery.
+// recovery_syncs: files recover() fdatasynced (the snapshot and segments it
+// replayed; none under kNone).
+#define SB_WAL_STATS(X)                                                                                   \
+  X(records, wal_records, kCounter, "WAL records written")                                                \
+  X(commits, wal_commits, kCounter, "WAL commits")                                                        \
+  X(syncs, wal_syncs, kCounter, "WAL fdatasyncs")                                                         \
+  X(bytes, wal_bytes, kCounter, "bytes committed to the WAL log")                                         \
+  X(snapshots, wal_snapshots, kCounter, "WAL snapshots written")                                          \
+  X(truncated_tail_bytes, wal_truncated_tail_bytes, kCounter, "bytes of a torn log tail cut at recovery") \
+  X(recovery_syncs, wal_recovery_syncs, kCounter, "files WAL recovery fdatasynced")
+
 struct WalStats {
-  uint64_t records = 0, commits = 0, syncs = 0, bytes = 0, snapshots = 0;
-  uint64_t truncated_tail_bytes = 0;  // found at recovery
-  // Files recover() fdatasynced (the snapshot and segments it replayed;
-  // none under kNone).
-  uint64_t recovery_syncs = 0;
+#define SB_X(field, name, kind, help) uint64_t field = 0;
+  SB_WAL_STATS(SB_X)
+#undef SB_X
 };
+inline constexpr size_t kWalStatCount = 0
+#define SB_X(field, name, kind, help) +1
+    SB_WAL_STATS(SB_X)
+#undef SB_X
+    ;
+// No field outside the list (it would not be exported).
+static_assert(sizeof(WalStats) == kWalStatCount * sizeof(uint64_t));
 
 class Wal {
  public:
