@@ -13,12 +13,16 @@
 #include <filesystem>
 #include <map>
 #include <string>
+#include <string_view>
 
 #include "control/agent.h"
 #include "control/harness.h"
 #include "node/counters.h"
 #include "node/metrics/prom_lint.h"
 #include "node/observe.h"
+#include "rib/node_state.h"
+#include "rib/owner.h"
+#include "rib/wal.h"
 
 using namespace sb;
 namespace fs = std::filesystem;
@@ -86,7 +90,8 @@ TEST_CASE("render_metrics: a fresh agent's counters are valid Prometheus text, c
 
   // Monotonic counters are Prometheus counters named *_total ...
   for (const char* c : {"deltas_applied", "gap", "fib_installs", "snapshot_rejected", "ops_ok", "wal_syncs",
-                        "bad_message", "send_dropped", "curve_rejected", "update_samples"}) {
+                        "bad_message", "send_dropped", "curve_rejected", "update_samples", "buffer_overflow",
+                        "fib_batches", "owner_wrong_owner", "wal_bytes", "us_group_start"}) {
     INFO(c);
     CHECK(types["sb_agent_" + std::string(c) + "_total"] == "counter");
     CHECK(types.count("sb_agent_" + std::string(c)) == 0);
@@ -123,6 +128,53 @@ TEST_CASE("agent: every name of counters() says whether it only grows (counter_k
     CHECK(control::counter_kind(k) != control::CounterKind::kUnknown);
     CHECK(!control::counter_help(k).empty());
   }
+}
+
+// The owner's, the WAL's and the node state's counters are lists
+// (SB_OWNER_STATS in rib/owner.h, SB_WAL_STATS in rib/wal.h,
+// SB_NODE_COUNTERS in rib/node_state.h): every field of each is in
+// counters() from the start under its exported name, with the list's kind
+// and help line.
+TEST_CASE("agent: every field of the owner's, the WAL's and the node state's counters is in counters()") {
+  FreshAgent fa("fields");
+  const std::map<std::string, uint64_t> counters = fa.agent->counters();
+  size_t fields = 0;
+#define SB_X(field, name, kind, help)                                             \
+  {                                                                               \
+    INFO(#field " exported as " #name);                                           \
+    CHECK(counters.count(#name) == 1);                                            \
+    CHECK(control::counter_kind(#name) == control::CounterKind::kind);            \
+    CHECK(control::counter_help(#name) == std::string_view(help));                \
+    ++fields;                                                                     \
+  }
+  SB_OWNER_STATS(SB_X)
+  SB_WAL_STATS(SB_X)
+  SB_NODE_COUNTERS(SB_X)
+#undef SB_X
+  CHECK(fields == rib::kOwnerStatCount + rib::kWalStatCount + rib::kNodeCounterCount);
+  // Written out, not from the lists: the drops and events an operator
+  // needs, exported since the lists (before, these fields were not), and
+  // the names that differ from their field's.
+  for (const char* c : {"buffered", "buffer_overflow", "fib_reconciled", "fib_batches", "stray_acks",
+                        "compensations", "owner_wrong_owner", "repush_batches", "wal_bytes",
+                        "wal_truncated_tail_bytes", "wal_recovery_syncs", "us_group_start", "us_group_finish"}) {
+    INFO(c);
+    CHECK(counters.count(c) == 1);
+    CHECK(control::counter_kind(c) == control::CounterKind::kCounter);
+  }
+  for (const char* g : {"max_group", "max_groups_in_flight"}) {
+    INFO(g);
+    CHECK(counters.count(g) == 1);
+    CHECK(control::counter_kind(g) == control::CounterKind::kGauge);
+  }
+  // The field names that are exported under another name are not there.
+  for (const char* f : {"max_in_flight", "us_start", "us_finish", "records", "bytes", "truncated_tail_bytes"}) {
+    INFO(f);
+    CHECK(counters.count(f) == 0);
+  }
+  // wrong_owner is the agent's event (ops refused before they reach the
+  // owner); the owner's own refusals are owner_wrong_owner.
+  CHECK(control::counter_help("wrong_owner") != control::counter_help("owner_wrong_owner"));
 }
 
 TEST_CASE("render_metrics: a name the agent does not describe is a gauge; dp_ entries are skipped") {
