@@ -77,11 +77,14 @@ struct InProc {
     for (uint32_t i = 0; i < agents.size(); ++i) halt(i);
     fs::remove_all(dir);
   }
-  void start(uint32_t i) {
+  // before_run: called with the created agent before its thread starts
+  // (the test may still touch its state: nothing else runs on it yet).
+  void start(uint32_t i, const std::function<void(Agent&)>& before_run = {}) {
     auto a = Agent::create(opt[i]);
     INFO(a.status().to_string());
     REQUIRE(a.ok());
     agents[i] = std::move(a.value());
+    if (before_run) before_run(*agents[i]);
     stop[i]->store(false);
     Agent* ag = agents[i].get();
     std::atomic<bool>* st = stop[i].get();
@@ -249,6 +252,33 @@ TEST_CASE("agent: a peer link libzmq closes for an oversized reply is counted an
   }
   CHECK(fresh);
   CHECK(counter(*c, 0, "peer_links_dropped") == 1);
+}
+
+TEST_CASE("agent: a full delta buffer shows as buffer_overflow in counters() and sb-ctl stats") {
+  // Node 1 is not started: node 0's copies of its partitions wait for a
+  // snapshot that never comes, so their deltas are buffered. One delta
+  // more than the buffer holds drops the buffer.
+  InProc ip(2, [](uint32_t, AgentOptions&) {}, {0, 1});
+  uint32_t p = 0;
+  while (ip.spec.owner[p] != 1) ++p;
+  const uint64_t n = rib::NodeState::kMaxBufferedDeltas + 1;
+  ip.start(0, [&](Agent& a) {
+    rib::StreamDelta d;
+    d.partition = p;
+    d.epoch = 1;
+    for (uint64_t s = 1; s <= n; ++s) {
+      d.seq = s;
+      (void)a.state()->on_delta(d);
+    }
+  });
+  auto c = ip.client({0});
+  CHECK(eventually([&] { return counter(*c, 0, "buffer_overflow") == 1; }));
+  CHECK(counter(*c, 0, "buffered") == n);
+  const std::map<std::string, uint64_t> got = ip.agents[0]->counters();
+  REQUIRE(got.count("buffer_overflow") == 1);
+  CHECK(got.at("buffer_overflow") == 1);
+  CHECK(got.at("buffered") == n);
+  CHECK(counter_kind("buffer_overflow") == CounterKind::kCounter);
 }
 
 TEST_CASE("agent: a weights update from a coordinator with another member list is adopted for the members' part") {

@@ -172,6 +172,10 @@ class NodeState {
 
   // ---- partition streams ----
   enum class DeltaResult { kApplied, kStale, kGap, kBuffered, kRejected };
+  // Deltas a partition waiting for its snapshot buffers at most: a delta
+  // that finds the buffer full drops the deltas in it (buffer_overflow) and
+  // is buffered itself.
+  static constexpr size_t kMaxBufferedDeltas = size_t(1) << 16;
   DeltaResult on_delta(const StreamDelta& d) {
     return on_delta(StreamDeltaView{d.partition, d.sub_id, d.epoch, d.seq, d.bytes});
   }
@@ -274,7 +278,7 @@ class NodeState {
   std::unordered_map<uint32_t, Assembly> assembly_;
   size_t fib_cap_ = 0;
   uint64_t next_request_id_ = 0;
-  size_t max_buffer_ = 1 << 16;
+  size_t max_buffer_ = kMaxBufferedDeltas;
   uint32_t drop_ = 0;
   NodeCounters c_;
 };

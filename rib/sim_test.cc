@@ -1429,6 +1429,45 @@ TEST_CASE("node state: the snapshot retry timer re-requests only requests older 
   CHECK(n.snapshot_request_id(first[0]) != id0);
 }
 
+TEST_CASE("node state: deltas of a partition waiting for its snapshot are buffered, a full buffer is dropped and counted") {
+  ClusterSpec spec;
+  spec.curve = false;
+  spec.partitions = 4;
+  spec.capacity = 1000;
+  spec.members.push_back({0, "inproc://c", "inproc://p", "", "", 1.0});
+  spec.members.push_back({1, "inproc://c", "inproc://p", "", "", 1.0});
+  spec.architecture = Architecture::kHashPartition;
+  spec.assign_round_robin();
+  REQUIRE(spec.validate().ok());
+  auto ns = NodeState::create(spec, 1, 1000, nullptr);
+  REQUIRE(ns.ok());
+  NodeState& n = *ns.value();
+  // A fresh node has no snapshot yet: every delta is buffered (out of order
+  // here, as after a gap).
+  const uint64_t full = NodeState::kMaxBufferedDeltas;
+  StreamDelta d;
+  d.partition = 2;
+  d.epoch = 1;
+  uint64_t buffered = 0;
+  for (uint64_t s = 1; s <= full; ++s) {
+    d.seq = full + 1 - s;
+    buffered += n.on_delta(d) == NodeState::DeltaResult::kBuffered;
+  }
+  CHECK(buffered == full);
+  CHECK(n.counters().buffered == full);
+  CHECK(n.counters().buffer_overflow == 0);
+  // One more: the buffer was full, its deltas are dropped and counted once.
+  d.seq = full + 1;
+  CHECK(n.on_delta(d) == NodeState::DeltaResult::kBuffered);
+  CHECK(n.counters().buffer_overflow == 1);
+  CHECK(n.counters().buffered == full + 1);
+  // The next delta finds room again.
+  d.seq = full + 2;
+  CHECK(n.on_delta(d) == NodeState::DeltaResult::kBuffered);
+  CHECK(n.counters().buffer_overflow == 1);
+  CHECK(n.counters().buffered == full + 2);
+}
+
 // Bad input from a peer (a member with a stale or buggy config, or a
 // hostile one): a FIB batch speaks for its owner's partitions only, a
 // snapshot for its own partition only, and a delta must carry the labels
