@@ -154,7 +154,7 @@ bool node_agrees(Client& c, uint32_t n, const std::vector<FlowKey>& ks, uint32_t
 
 }  // namespace
 
-TEST_CASE("agent: a dropped snapshot chunk restarts the request; the snapshot applies whole") {
+TEST_CASE("agent: a dropped snapshot chunk restarts the request, the snapshot applies whole") {
   InProc ip(2, [](uint32_t, AgentOptions& o) { o.config.node.snapshot_chunk_bytes = 256; });
   auto c = ip.client();
   const auto ks = keys(1500);
@@ -172,7 +172,7 @@ TEST_CASE("agent: a dropped snapshot chunk restarts the request; the snapshot ap
   CHECK(counter(*c, 1, "fib_entries") == ks.size() / 2);
 }
 
-TEST_CASE("agent: oversized frames are refused and counted; libzmq's drops show on the monitors") {
+TEST_CASE("agent: oversized frames are refused and counted, libzmq's drops show on the monitors") {
   const size_t limit = 64 << 10;  // libzmq's cap is twice this
   InProc ip(1, [&](uint32_t, AgentOptions& o) { o.max_frame_bytes = limit; });
   auto c = ip.client();

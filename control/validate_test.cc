@@ -51,7 +51,7 @@ TEST_CASE("validate: session requests") {
   CHECK(why(empty).find("body") != std::string::npos);
 }
 
-TEST_CASE("validate: a modify names what it changes; ue-ip clusters take UE keys only") {
+TEST_CASE("validate: a modify names what it changes, ue-ip clusters take UE keys only") {
   pb::Envelope e = add_req(1);
   auto* op = e.mutable_session_request()->mutable_ops(0);
   op->set_kind(pb::MODIFY);
@@ -118,7 +118,7 @@ TEST_CASE("validate: deltas and reports and sizes and garbage frames") {
   CHECK(out.session_request().ops(0).session().node() == 3);
 }
 
-TEST_CASE("validate: a client's weights name members; a member's list may name other node ids (member list changes)") {
+TEST_CASE("validate: a client's weights name members, a member's list may name other node ids (member list changes)") {
   auto list = [](google::protobuf::RepeatedPtrField<pb::NodeWeight>* ws, std::vector<std::pair<uint32_t, double>> v) {
     ws->Clear();
     for (const auto& [n, w] : v) {

@@ -891,7 +891,7 @@ TEST_CASE("ludo: a fallback entry from a peer must be canonical and filed under 
 // shard). The fallback table identifies entries by (key, hash), so such an
 // entry never answers the real key's lookups, and the erase of another
 // shard's key is refused.
-TEST_CASE("fallback table: entries are (key, hash); a made-up hash never answers the real key", "[ludo][gpt]") {
+TEST_CASE("fallback table: entries are (key, hash), a made-up hash never answers the real key", "[ludo][gpt]") {
   auto keys = make_keys(2, 21);
   const FlowKey K = keys[0];
   const uint64_t hK = hash_key(K, 1);

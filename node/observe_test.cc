@@ -177,7 +177,7 @@ TEST_CASE("agent: every field of the owner's, the WAL's and the node state's cou
   CHECK(control::counter_help("wrong_owner") != control::counter_help("owner_wrong_owner"));
 }
 
-TEST_CASE("render_metrics: a name the agent does not describe is a gauge; dp_ entries are skipped") {
+TEST_CASE("render_metrics: a name the agent does not describe is a gauge, dp_ entries are skipped") {
   const std::string m = node::render_metrics(nullptr, {{"dp_rx_ext", 5}, {"something_new", 3}, {"gap", 2}});
   CHECK(metrics::prom_lint(m).empty());
   CHECK(m.find("# TYPE sb_agent_something_new gauge\nsb_agent_something_new 3\n") != std::string::npos);

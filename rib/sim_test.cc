@@ -905,7 +905,7 @@ TEST_CASE("rib sim: snapshots in many small chunks, some lost, resync every node
   check_converged_state(sim, c);
 }
 
-TEST_CASE("rib sim: a half-received snapshot is never visible; bad chunks restart the request") {
+TEST_CASE("rib sim: a half-received snapshot is never visible, bad chunks restart the request") {
   Sim sim(2, Architecture::kScaleBricks, 43);
   Client c(sim, 44, 400);
   sim.run_until_idle();
@@ -982,7 +982,7 @@ TEST_CASE("rib sim: a half-received snapshot is never visible; bad chunks restar
   }
 }
 
-TEST_CASE("rib owner: choose weights persist with their version; old versions and bad weights change nothing") {
+TEST_CASE("rib owner: choose weights persist with their version, old versions and bad weights change nothing") {
   Sim sim(2, Architecture::kScaleBricks, 45);
   Client c(sim, 46, 600);
   sim.run_until_idle();
@@ -1313,7 +1313,7 @@ TEST_CASE("rib owner: a cluster.capacity this machine cannot hold is a clear err
   CHECK(r.status().message().find("cluster.capacity") != std::string::npos);
 }
 
-TEST_CASE("rib sim: pipelined groups keep per-key order; several groups are in flight") {
+TEST_CASE("rib sim: pipelined groups keep per-key order, several groups are in flight") {
   const uint64_t seed = test_seed(47);
   Sim sim(3, Architecture::kScaleBricks, seed);
   Client c(sim, seed + 1, 200);

@@ -143,7 +143,7 @@ TEST_CASE("wal: corruption before the last segment refuses to start") {
   CHECK(w->recover([](const WalRecord&) {}).code() == StatusCode::kCorrupt);
 }
 
-TEST_CASE("wal: the UNDO flag survives recovery; a verified record of an unknown kind is refused, not cut off", "[wal]") {
+TEST_CASE("wal: the UNDO flag survives recovery, a verified record of an unknown kind is refused, not cut off", "[wal]") {
   TmpDir d;
   WalOptions o{d.path, FsyncPolicy::kBatch, 10};
   {
@@ -425,7 +425,7 @@ TEST_CASE("wal: recovery syncs what it replayed before appending after it (unles
   }
 }
 
-TEST_CASE("wal: a damaged record inside the last segment refuses to start; only a true tail is cut", "[wal]") {
+TEST_CASE("wal: a damaged record inside the last segment refuses to start, only a true tail is cut", "[wal]") {
   TmpDir d;
   WalOptions o{d.path, FsyncPolicy::kBatch, 10};
   Model model;
@@ -480,7 +480,7 @@ TEST_CASE("wal: a damaged record inside the last segment refuses to start; only 
   }
 }
 
-TEST_CASE("wal: an empty snapshot (no record) loads; one whose records do not fill it does not", "[wal]") {
+TEST_CASE("wal: an empty snapshot (no record) loads, one whose records do not fill it does not", "[wal]") {
   // Every session deleted (and no request id in the window): the snapshot
   // is magic + count 0 + checksum = 24 bytes, and must not make the owner
   // refuse to start with "no RIB snapshot verifies".
