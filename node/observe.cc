@@ -42,8 +42,17 @@ int tel_ports(const char*, const char*, rte_tel_data* d) {
 
 }  // namespace
 
-std::string render_metrics(const DataPlane* dp, const std::map<std::string, uint64_t>& agent) {
+std::string render_metrics(const DataPlane* dp, const std::map<std::string, uint64_t>& agent,
+                           const metrics::HttpStats* http) {
   metrics::PromWriter w;
+  if (http != nullptr) {
+    w.counter("sb_http_requests_total", "HTTP requests answered by the metrics server (any status)", http->requests);
+    w.counter("sb_http_errors_total", "HTTP 400/413/431/500 answers, I/O errors and caught handler exceptions",
+              http->errors);
+    w.counter("sb_http_rejected_connections_total", "HTTP connections closed at accept (connection limit reached)",
+              http->rejected_connections);
+    w.counter("sb_http_timeouts_total", "HTTP requests or writes cut off for being too slow", http->timeouts);
+  }
   if (dp != nullptr) {
     const LcoreCounters c = dp->counters();
     for (int r = 0; r < kRoles; ++r) {

@@ -12,6 +12,7 @@
 #include <string>
 
 #include "node/dataplane.h"
+#include "node/metrics/http_server.h"
 
 namespace sb::control {
 class Agent;
@@ -24,8 +25,10 @@ namespace sb::node {
 // sb_agent_N_total (a counter) when control::counter_kind(N) says it only
 // grows, else as the gauge sb_agent_N; names starting with dp_ (the data
 // plane's counters sb-node adds to `sb-ctl stats`) are skipped, since the
-// sb_* families from dp carry them.
-std::string render_metrics(const DataPlane* dp, const std::map<std::string, uint64_t>& agent);
+// sb_* families from dp carry them. http: the metrics server's own counters
+// (sb_http_*_total), or null.
+std::string render_metrics(const DataPlane* dp, const std::map<std::string, uint64_t>& agent,
+                           const metrics::HttpStats* http = nullptr);
 
 // Ready when the ports are started (or there is no data plane) and every
 // partition is synced; otherwise false with the reason.

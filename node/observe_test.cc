@@ -196,3 +196,18 @@ TEST_CASE("prom_lint: finds what the text format forbids") {
   CHECK(metrics::prom_lint("# TYPE a gauge\na x\n").size() == 1);                            // not a number
   CHECK(metrics::prom_lint("# TYPE a gauge\na 1\n# HELP a late\n").size() == 1);             // HELP after samples
 }
+
+TEST_CASE("render_metrics: the metrics server's own counters, when given, are counters") {
+  metrics::HttpStats st;
+  st.requests = 7;
+  st.errors = 1;
+  st.rejected_connections = 2;
+  st.timeouts = 3;
+  const std::string m = node::render_metrics(nullptr, {}, &st);
+  CHECK(metrics::prom_lint(m).empty());
+  CHECK(m.find("# TYPE sb_http_requests_total counter\nsb_http_requests_total 7\n") != std::string::npos);
+  CHECK(m.find("sb_http_errors_total 1\n") != std::string::npos);
+  CHECK(m.find("sb_http_rejected_connections_total 2\n") != std::string::npos);
+  CHECK(m.find("sb_http_timeouts_total 3\n") != std::string::npos);
+  CHECK(node::render_metrics(nullptr, {}).find("sb_http_") == std::string::npos);
+}

@@ -181,12 +181,20 @@ int main(int argc, char** argv) {
                 std::to_string(dp->port_mtu(sb::node::kEnb)));
     for (const std::string& w : dp->port_warnings()) log(id, "warning: " + w);
   }
+  // For the /metrics handler; declared first so it outlives the server.
+  std::atomic<const sb::metrics::HttpServer*> http_ptr{nullptr};
   std::unique_ptr<sb::metrics::HttpServer> http;
   const std::string& listen = opt.config.node.dp.metrics;
   if (!listen.empty()) {
     sb::metrics::HttpHandlers h;
     auto* dpp = dp.get();
-    h.metrics = [dpp, ag] { return sb::node::render_metrics(dpp, ag->counters()); };
+    // The server's own counters: read from the server thread itself (the
+    // handler runs there), once start() has returned the server.
+    h.metrics = [dpp, ag, &http_ptr] {
+      const sb::metrics::HttpServer* s = http_ptr.load(std::memory_order_acquire);
+      const sb::metrics::HttpStats st = s ? s->stats() : sb::metrics::HttpStats{};
+      return sb::node::render_metrics(dpp, ag->counters(), s ? &st : nullptr);
+    };
     h.health = [dpp, ag](std::string* why) { return sb::node::health(dpp, ag->unsynced_partitions(), why); };
     sb::Result<std::unique_ptr<sb::metrics::HttpServer>> s = sb::metrics::HttpServer::start(listen, h);
     if (!s.ok()) {
@@ -195,6 +203,7 @@ int main(int argc, char** argv) {
       return 4;
     }
     http = std::move(s.value());
+    http_ptr.store(http.get(), std::memory_order_release);
     log(id, "metrics and health on http://" + listen.substr(0, listen.rfind(':')) + ":" +
                 std::to_string(http->port()));
   }

@@ -231,6 +231,8 @@ TEST_CASE("sb-node: runs the pipeline on net_null ports, serves /health, /metric
   CHECK(types["sb_agent_deltas_applied_total"] == "counter");
   CHECK(types["sb_agent_bad_message_total"] == "counter");
   CHECK(types["sb_agent_sessions"] == "gauge");
+  CHECK(types["sb_http_requests_total"] == "counter");  // the server's own (the /health GETs above)
+  CHECK(m.find("sb_http_requests_total 0\n") == std::string::npos);
   CHECK(m.find("sb_agent_dp_") == std::string::npos);
   // DPDK telemetry shows the same counters.
   const auto tel = sh("echo /sb/counters | timeout 10 dpdk-telemetry.py -f " + pfx);
