@@ -30,7 +30,12 @@
 //                    nodes of the time the node took (the slower of its two
 //                    workers with --cores-per-node 2): the node throughput
 //                    the paper's Figures 8-9 report, where a node is as fast
-//                    as its busiest core; fabric_fraction = share of packets the ingress
+//                    as its busiest core; with --cores-per-node 2,
+//                    ext_worker_ns_per_delivered and
+//                    fabric_worker_ns_per_delivered split the busy time per
+//                    delivered packet between the two workers (medians over
+//                    passes; their sum is about 1000 / mpps_per_core);
+//                    fabric_fraction = share of packets the ingress
 //                    sent over the fabric; lookup_bytes_per_node = GPT +
 //                    FIB + session records (mean over nodes);
 //                    latency_ns_p50/p99 = per packet, the sum of the
@@ -414,10 +419,11 @@ int cmd_pipeline(int argc, char** argv) {
       bubble.start(bubble_r.value(), ncpu - 1);
       std::vector<double> rates, node_rates, ext_lat, fab_lat;
       double busy_total = 0;
+      std::vector<double> ext_ns, fab_ns;  // per pass, per delivered packet (2 cores)
       uint64_t delivered_total = 0;
       const uint64_t hz = rte_get_tsc_hz();
       for (int pass = 0; pass < 1000 && (pass < 3 || busy_total < secs_r.value()); ++pass) {
-        double busy = 0, wall = 0;
+        double busy = 0, wall = 0, ext_pass = 0, fab_pass = 0;
         uint64_t delivered = 0;
         for (uint32_t i = 0; i < N; ++i) {
           if (!fill(c, i, node::kExt, pool, in.ext[i]) || !fill(c, i, node::kFabric, pool, in.fabric[i])) {
@@ -461,6 +467,8 @@ int cmd_pipeline(int argc, char** argv) {
             fw.join();
             busy += ext_busy + fab_busy;
             wall += std::max(ext_busy, fab_busy);  // the two workers ran at once
+            ext_pass += ext_busy;
+            fab_pass += fab_busy;
             fab_lat.insert(fab_lat.end(), fl.begin(), fl.end());
           }
           delivered += drain_all(c, i);
@@ -469,6 +477,10 @@ int cmd_pipeline(int argc, char** argv) {
         delivered_total += delivered;
         rates.push_back(double(delivered) / busy / 1e6);
         node_rates.push_back(double(delivered) / wall / 1e6);
+        if (cores == 2 && delivered > 0) {
+          ext_ns.push_back(ext_pass * 1e9 / double(delivered));
+          fab_ns.push_back(fab_pass * 1e9 / double(delivered));
+        }
       }
       bubble.end();
 
@@ -494,6 +506,8 @@ int cmd_pipeline(int argc, char** argv) {
       r.set("packet_bytes", 64).set("packets_per_pass", uint64_t(P) * N);
       r.set("mpps_per_core", median(rates)).set("mpps_per_node", median(node_rates));
       r.set("delivered", delivered_total).set("busy_s", busy_total);
+      if (!ext_ns.empty())  // where a delivered packet's busy time goes, per worker (medians over passes)
+        r.set("ext_worker_ns_per_delivered", median(ext_ns)).set("fabric_worker_ns_per_delivered", median(fab_ns));
       r.set("fabric_fraction", ff).set("two_hop_fraction", f2);
       r.set("lookup_bytes_per_node", lookup_bytes / N);
       r.set("correct_fraction", correct_fraction);
