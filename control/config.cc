@@ -6,6 +6,7 @@
 #include <zmq.h>
 
 #include <cctype>
+#include <regex>
 #include <charconv>
 #include <fstream>
 #include <limits>
@@ -362,16 +363,15 @@ Status parse_node(const YAML::Node& n, const rib::ClusterSpec& cluster, NodeSpec
 
 std::string device_name(const std::string& device) { return device.substr(0, device.find(',')); }
 
+bool is_pci_address(const std::string& name) {
+  static const std::regex re("^([0-9a-fA-F]{4}:)?[0-9a-fA-F]{2}:[0-9a-fA-F]{2}\\.[0-7]$");
+  return std::regex_match(name, re);
+}
+
 std::string canonical_device(const std::string& device) {
   const std::string name = device_name(device);
-  const auto hex = [](char c) { return std::isxdigit(static_cast<unsigned char>(c)) != 0; };
-  // [DDDD:]BB:DD.F, the PCI address forms EAL's -a accepts (node/dataplane.cc is_pci).
-  const size_t n = name.size();
-  const bool bdf = n >= 7 && hex(name[n - 7]) && hex(name[n - 6]) && name[n - 5] == ':' && hex(name[n - 4]) &&
-                   hex(name[n - 3]) && name[n - 2] == '.' && name[n - 1] >= '0' && name[n - 1] <= '7';
-  const bool domain = n == 12 && hex(name[0]) && hex(name[1]) && hex(name[2]) && hex(name[3]) && name[4] == ':';
-  if (!bdf || (n != 7 && !domain)) return device;
-  std::string pci = n == 7 ? "0000:" + name : name;
+  if (!is_pci_address(name)) return device;
+  std::string pci = name.size() == 7 ? "0000:" + name : name;  // BB:DD.F: domain 0
   for (char& c : pci) c = char(std::tolower(static_cast<unsigned char>(c)));
   return pci + device.substr(name.size());
 }

@@ -97,6 +97,9 @@ struct Config {
 std::string canonical_device(const std::string& device);
 // The ethdev name of a (canonical) device string: the part before ','.
 std::string device_name(const std::string& device);
+// A PCI address in a form EAL's -a accepts ([DDDD:]BB:DD.F), without device
+// arguments (pass device_name(device)).
+bool is_pci_address(const std::string& name);
 
 // require_node = false: the `node` section may be absent (clients such as
 // sb-ctl read a node's file only for its cluster section).

@@ -12,25 +12,12 @@
 
 #include <algorithm>
 #include <cstring>
-#include <regex>
 
 #include "node/eal_runtime.h"
 
 namespace sb::node {
 
 namespace {
-
-// The ethdev name of a device string: the vdev's name before the first ','
-// ("net_af_packet0,iface=x" -> "net_af_packet0"), or the PCI address
-// ("0000:3b:00.0,rxq_cqe_comp_en=0" -> "0000:3b:00.0").
-std::string dev_name(const std::string& dev) { return dev.substr(0, dev.find(',')); }
-
-// A PCI address (DBDF or BDF), without device arguments: callers pass
-// dev_name(device), since a PCI device string may carry ",key=value".
-bool is_pci(const std::string& name) {
-  static const std::regex re("^([0-9a-fA-F]{4}:)?[0-9a-fA-F]{2}:[0-9a-fA-F]{2}\\.[0-7]$");
-  return std::regex_match(name, re);
-}
 
 const char* kRoleField[kRoles] = {"node.ports.ext", "node.ports.fabric", "node.ports.enb"};
 
@@ -51,7 +38,7 @@ std::vector<std::string> eal_args(const control::Config& cfg) {
   if (!dp.hugepages) a.push_back("--no-huge");
   bool pci = false;
   for (const auto& p : dp.ports) {
-    if (is_pci(dev_name(p.device))) {  // "-a 0000:3b:00.0,rxq_cqe_comp_en=0" keeps its arguments
+    if (control::is_pci_address(control::device_name(p.device))) {  // "-a 0000:3b:00.0,rxq_cqe_comp_en=0" keeps its arguments
       a.push_back("-a");
       pci = true;
     } else {
@@ -146,8 +133,8 @@ Status DataPlane::configure_ports() {
     const control::PortSpec& ps = dp.ports[r];
     const std::string f = kRoleField[r];
     uint16_t pid;
-    if (rte_eth_dev_get_port_by_name(dev_name(ps.device).c_str(), &pid) != 0)
-      return Status::InvalidArgument(f + ".device: no DPDK port named '" + dev_name(ps.device) +
+    if (rte_eth_dev_get_port_by_name(control::device_name(ps.device).c_str(), &pid) != 0)
+      return Status::InvalidArgument(f + ".device: no DPDK port named '" + control::device_name(ps.device) +
                                      "' (probe failed: is the interface/PCI device there?)");
     port_[r] = pid;
     rte_eth_dev_info info;
