@@ -72,6 +72,7 @@
 #include "fib/fib.h"
 #include "fib/session_table.h"
 #include "gpt/gpt.h"
+#include "rib/counter_list.h"
 #include "rib/cluster.h"
 #include "rib/messages.h"
 
@@ -117,18 +118,7 @@ inline constexpr uint32_t kRemoteBit = 0x80000000u;
   X(snapshot_restarts, snapshot_restarts, kCounter,                                                         \
     "snapshot requests restarted (a chunk lost or out of order)")
 
-struct NodeCounters {
-#define SB_X(field, name, kind, help) uint64_t field = 0;
-  SB_NODE_COUNTERS(SB_X)
-#undef SB_X
-};
-inline constexpr size_t kNodeCounterCount = 0
-#define SB_X(field, name, kind, help) +1
-    SB_NODE_COUNTERS(SB_X)
-#undef SB_X
-    ;
-// No field outside the list (it would not be exported).
-static_assert(sizeof(NodeCounters) == kNodeCounterCount * sizeof(uint64_t));
+SB_COUNTER_STRUCT(NodeCounters, kNodeCounterCount, SB_NODE_COUNTERS)
 
 // A FIB entry's share of a chunk's size budget (its protobuf encoding is
 // about 40 bytes).

@@ -89,6 +89,7 @@
 #include "core/latency_histogram.h"
 #include "core/status.h"
 #include "gpt/gpt.h"
+#include "rib/counter_list.h"
 #include "rib/choose.h"
 #include "rib/cluster.h"
 #include "rib/flat_map.h"
@@ -173,18 +174,7 @@ struct OwnerOptions {
   X(us_finish, us_group_finish, kCounter, "microseconds groups spent finishing (sum)")                  \
   X(us_start, us_group_start, kCounter, "microseconds groups spent starting (sum)")
 
-struct OwnerStats {
-#define SB_X(field, name, kind, help) uint64_t field = 0;
-  SB_OWNER_STATS(SB_X)
-#undef SB_X
-};
-inline constexpr size_t kOwnerStatCount = 0
-#define SB_X(field, name, kind, help) +1
-    SB_OWNER_STATS(SB_X)
-#undef SB_X
-    ;
-// No field outside the list (it would not be exported).
-static_assert(sizeof(OwnerStats) == kOwnerStatCount * sizeof(uint64_t));
+SB_COUNTER_STRUCT(OwnerStats, kOwnerStatCount, SB_OWNER_STATS)
 
 class Owner {
  public:

@@ -83,6 +83,7 @@
 
 #include "core/flow_key.h"
 #include "core/status.h"
+#include "rib/counter_list.h"
 
 namespace sb::rib {
 
@@ -124,18 +125,7 @@ struct WalOptions {
   X(truncated_tail_bytes, wal_truncated_tail_bytes, kCounter, "bytes of a torn log tail cut at recovery") \
   X(recovery_syncs, wal_recovery_syncs, kCounter, "files WAL recovery fdatasynced")
 
-struct WalStats {
-#define SB_X(field, name, kind, help) uint64_t field = 0;
-  SB_WAL_STATS(SB_X)
-#undef SB_X
-};
-inline constexpr size_t kWalStatCount = 0
-#define SB_X(field, name, kind, help) +1
-    SB_WAL_STATS(SB_X)
-#undef SB_X
-    ;
-// No field outside the list (it would not be exported).
-static_assert(sizeof(WalStats) == kWalStatCount * sizeof(uint64_t));
+SB_COUNTER_STRUCT(WalStats, kWalStatCount, SB_WAL_STATS)
 
 class Wal {
  public:
