@@ -1404,7 +1404,9 @@ TEST_CASE("node state: a bulk load that fails leaves the node empty, and a good 
   CHECK(n.fib().size() == 100);
 }
 
-TEST_CASE("node state: the snapshot retry timer re-requests only requests older than its period") {
+// Node 1 of a two-member hash-partition cluster (4 partitions, 2 owned by
+// each member), no snapshot received yet.
+static std::unique_ptr<NodeState> two_member_node1() {
   ClusterSpec spec;
   spec.curve = false;
   spec.partitions = 4;
@@ -1416,7 +1418,12 @@ TEST_CASE("node state: the snapshot retry timer re-requests only requests older 
   REQUIRE(spec.validate().ok());
   auto ns = NodeState::create(spec, 1, 1000, nullptr);
   REQUIRE(ns.ok());
-  NodeState& n = *ns.value();
+  return std::move(ns.value());
+}
+
+TEST_CASE("node state: the snapshot retry timer re-requests only requests older than its period") {
+  auto ns = two_member_node1();
+  NodeState& n = *ns;
   const auto first = n.take_resync(1000000);  // a start: every partition requested at t = 1 s
   REQUIRE(first.size() == 4);
   const uint64_t id0 = n.snapshot_request_id(first[0]);
@@ -1430,18 +1437,8 @@ TEST_CASE("node state: the snapshot retry timer re-requests only requests older 
 }
 
 TEST_CASE("node state: deltas of a partition waiting for its snapshot are buffered, a full buffer is dropped and counted") {
-  ClusterSpec spec;
-  spec.curve = false;
-  spec.partitions = 4;
-  spec.capacity = 1000;
-  spec.members.push_back({0, "inproc://c", "inproc://p", "", "", 1.0});
-  spec.members.push_back({1, "inproc://c", "inproc://p", "", "", 1.0});
-  spec.architecture = Architecture::kHashPartition;
-  spec.assign_round_robin();
-  REQUIRE(spec.validate().ok());
-  auto ns = NodeState::create(spec, 1, 1000, nullptr);
-  REQUIRE(ns.ok());
-  NodeState& n = *ns.value();
+  auto ns = two_member_node1();
+  NodeState& n = *ns;
   // A fresh node has no snapshot yet: every delta is buffered (out of order
   // here, as after a gap).
   const uint64_t full = NodeState::kMaxBufferedDeltas;
