@@ -72,14 +72,7 @@ class SetSepBench final : public GptBenchImpl {
   bool supports_updates() const override { return true; }
   // The replica a remote node holds: the built table, through its snapshot
   // bytes (untimed: a node gets it once, from a snapshot, before updates).
-  Status prepare_updates() override {
-    std::vector<uint8_t> snap;
-    table_->serialize(&snap);
-    auto r = gpt::SetSep::deserialize(snap);
-    if (!r.ok()) return r.status();
-    remote_ = std::move(r.value());
-    return Status::Ok();
-  }
+  Status prepare_updates() override { return snapshot_replica(*table_, &remote_); }
   Status update(UpdateKind kind, const FlowKey& key, uint8_t value) override {
     if (!remote_) SB_RETURN_IF_ERROR(prepare_updates());
     switch (kind) {

@@ -43,6 +43,18 @@ struct GptBenchConfig {
   uint64_t hash_seed = 1;     // the key hash seed (cluster seed)
 };
 
+// The replica a remote node holds of table t: t through its snapshot bytes
+// (serialize, then the type's deserialize), into *out.
+template <typename T>
+Status snapshot_replica(const T& t, std::unique_ptr<T>* out) {
+  std::vector<uint8_t> snap;
+  t.serialize(&snap);
+  auto r = T::deserialize(snap);
+  if (!r.ok()) return r.status();
+  *out = std::move(r.value());
+  return Status::Ok();
+}
+
 class GptBenchImpl {
  public:
   virtual ~GptBenchImpl() = default;
