@@ -35,7 +35,7 @@ inline constexpr const char* kRoleNames[kRoles] = {"ext", "fabric", "enb"};
   X(fragments_out, "outer IPv4 fragments sent (MTU policy fragment; each packet also counts once in gtpu_out)") \
   X(local_hits, "downstream packets resolved at this ingress node and handled here (no fabric hop)") \
   X(bursts, "non-empty rx bursts processed")                                               \
-  X(busy_cycles, "TSC cycles spent on non-empty bursts")                                   \
+  X(busy_cycles, "TSC cycles of poll rounds that got packets")                                \
   X(idle_polls, "polls that received nothing")
 
 struct alignas(64) LcoreCounters {

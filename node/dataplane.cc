@@ -124,10 +124,11 @@ Status DataPlane::configure_ports() {
   // What the pool must hold at once, the way DPDK's l3fwd sizes its pool:
   // every rx descriptor filled, every tx descriptor still holding a sent
   // frame, every lcore's mempool cache full (1.5x its size before it
-  // flushes), a burst per port in each worker's hands. With fewer, an rx
+  // flushes), what each worker holds between two flushes (its tx buffers
+  // and deferred ingress packets, Worker::kMaxHeld). With fewer, an rx
   // ring cannot be refilled and the device drops (rx_nombuf) while the
   // node looks healthy, or a port fails to start: refuse it up front.
-  uint64_t need = uint64_t(W) * (kPoolCache * 3 / 2 + uint64_t(kRoles) * Worker::kBurst);
+  uint64_t need = uint64_t(W) * (kPoolCache * 3 / 2 + Worker::kMaxHeld);
   std::string need_why;
   for (int r = 0; r < kRoles; ++r) {
     const control::PortSpec& ps = dp.ports[r];
@@ -203,7 +204,7 @@ Status DataPlane::configure_ports() {
   if (dp.mbufs < need)
     return Status::InvalidArgument("node.mbufs: " + std::to_string(dp.mbufs) + " buffers, the ports need at least " +
                                    std::to_string(need) + " (" + need_why + ", and " + std::to_string(W) +
-                                   " worker(s)' mempool caches and bursts): raise node.mbufs (and node.memory_mb)");
+                                   " worker(s)' mempool caches and in-flight buffers): raise node.mbufs (and node.memory_mb)");
   return Status::Ok();
 }
 
@@ -268,19 +269,27 @@ int DataPlane::worker_main(unsigned w) {
   rte_mbuf* b[Worker::kBurst];
   if (qsv_) rte_rcu_qsbr_thread_online(qsv_, w);
   while (!stop_->load(std::memory_order_relaxed)) {
-    // Between bursts: holds no pointer into the tables (quiescent state).
+    // Between poll rounds: holds no pointer into the tables (quiescent state).
     if (qsv_) rte_rcu_qsbr_quiescent(qsv_, w);
+    // A poll round: up to Worker::kRoundBursts bursts from each queue (more
+    // only while they come full: a backlog), then one flush(), which runs
+    // the FIB stage of the ingress packets resolved here (gathered across
+    // the round's bursts: Worker::process) and sends what the round made.
     bool any = false;
+    uint64_t t0 = 0;
     for (const RxQueue& q : rx) {
-      const uint16_t n = rte_eth_rx_burst(q.port, q.queue, b, Worker::kBurst);
-      if (n == 0) continue;
-      const uint64_t t0 = rte_rdtsc();
-      wk.process(q.role, b, n);
-      wk.flush();
-      bump(c.busy_cycles, rte_rdtsc() - t0);
-      any = true;
+      for (unsigned k = 0; k < Worker::kRoundBursts; ++k) {
+        const uint16_t n = rte_eth_rx_burst(q.port, q.queue, b, Worker::kBurst);
+        if (n == 0) break;
+        if (!any) t0 = rte_rdtsc();
+        any = true;
+        wk.process(q.role, b, n);
+        if (n < Worker::kBurst) break;
+      }
     }
     if (any) {
+      wk.flush();
+      bump(c.busy_cycles, rte_rdtsc() - t0);
       empty = 0;
       sleep_us = 1;
       continue;

@@ -157,10 +157,28 @@ void Worker::downstream(Role in, rte_mbuf** pkts, uint16_t n) {
       else
         drop(rm[j], Drop::k_gpt_invalid_node);
     }
-    m = k;
-    if (m == 0) return;
+    // The packets that stay (1 in N) wait for their FIB stage until 32
+    // have gathered or the poll round ends (flush()): a stage of ~8
+    // packets leaves most of the memory parallelism of a bulk lookup
+    // unused. sb-bench pipeline, 16M sessions, 4 nodes, 2 cores per node,
+    // old and new binaries alternated 3 times: the ext worker's time per
+    // delivered packet 123.6-125.4 -> 112.6-120.5 ns.
+    for (uint16_t i = 0; i < k; ++i) {
+      dp_[dn_] = p[i];
+      dk_[dn_] = keys[i];
+      dh_[dn_] = h[i];
+      ++dn_;
+    }
+    if (dn_ >= kBurst) run_deferred();
+    return;
   }
   fib_stage(p, keys, h, m, in == kExt);
+}
+
+void Worker::run_deferred() {
+  if (dn_ == 0) return;
+  fib_stage(dp_, dk_, dh_, dn_, true);
+  dn_ = 0;
 }
 
 // ingress: the packets arrived on ext here, so the ones whose record says
@@ -169,7 +187,7 @@ void Worker::downstream(Role in, rte_mbuf** pkts, uint16_t n) {
 // full duplication: the record is not a copy for another node;
 // hash partitioning: this node is the lookup node and the handler).
 void Worker::fib_stage(const Pending* p, const FlowKey* keys, const uint64_t* h, uint16_t n, bool ingress) {
-  uint32_t idx[kBurst];
+  uint32_t idx[kDeferCap];
   uint32_t local = 0;
   t_.fib->lookup_bulk(keys, h, n, idx);
   fib::SessionTable& st = *t_.sessions;
@@ -487,6 +505,7 @@ void Worker::flush_one(Role r) {
 }
 
 void Worker::flush() {
+  run_deferred();
   for (int r = 0; r < kRoles; ++r) flush_one(Role(r));
 }
 

@@ -7,7 +7,9 @@
 //              full-duplication: this node resolves every key
 //              h/L == self -> FIB stage; other live member -> fabric (MACs
 //              rewritten, frame unchanged); not live -> gpt_invalid_node.
-//   FIB stage  FIB bulk lookup -> session index; prefetch the records; read
+//   FIB stage  (ingress packets resolved here: batched over the bursts of
+//              a poll round, run at 32 packets or at flush())
+//              FIB bulk lookup -> session index; prefetch the records; read
 //              each record with its key and live bit re-checked in the
 //              same version window (SessionTable::read_verified: an index
 //              freed and reused since the lookup is never used) ->
@@ -120,6 +122,15 @@ class Worker {
  public:
   static constexpr uint16_t kBurst = 32;
   static constexpr uint16_t kTxBuf = 128;
+  // Bursts a poll round takes from one rx queue at most (while they come
+  // full) before its flush().
+  static constexpr unsigned kRoundBursts = 4;
+  // Ingress packets resolved here whose FIB stage waits for a full batch
+  // or the round's flush() (process()).
+  static constexpr uint16_t kDeferCap = 2 * kBurst;
+  // Mbufs a worker holds at most between two flush() calls: its tx buffers
+  // and its deferred packets (the mbuf pool is sized with it).
+  static constexpr unsigned kMaxHeld = kRoles * kTxBuf + kDeferCap;
 
   // tx[r]: the (port, queue) this worker sends role r's frames on.
   // lcore_index < sessions->lcores() and < spec.workers: the worker's
@@ -132,8 +143,13 @@ class Worker {
   // One rx burst (n <= kBurst) received on a port of role r. The worker
   // owns the mbufs from here (sent, buffered or freed).
   void process(Role r, rte_mbuf** pkts, uint16_t n);
-  // Sends everything buffered; what a queue does not take is freed and
-  // counted tx_full. Call once per poll round.
+  // Ends a poll round: runs the FIB stage of the ingress packets still
+  // waiting for it, then sends everything buffered (what a queue does not
+  // take is freed and counted tx_full). Call once per poll round, after
+  // its bursts (at most kRoundBursts per queue): nothing is held past it.
+  // Order: the packets of one flow leave in arrival order; a flow whose
+  // handling node changes in the middle of a round (a session move) can
+  // have a packet forwarded before an earlier one still waiting here.
   void flush();
 
   LcoreCounters& counters() { return *c_; }
@@ -150,6 +166,7 @@ class Worker {
   };
 
   void downstream(Role in, rte_mbuf** pkts, uint16_t n);
+  void run_deferred();
   void fib_stage(const Pending* p, const FlowKey* keys, const uint64_t* hashes, uint16_t n, bool ingress);
   void upstream(rte_mbuf* m, bool steered);
   void fabric_shim(rte_mbuf* m, const uint8_t* frame, uint32_t len);
@@ -181,6 +198,11 @@ class Worker {
   uint32_t live_mask_ = 0;
   IpIdSequence ip_id_;
   TxBuf tx_[kRoles];
+  // Ingress packets resolved here, waiting for their FIB stage.
+  uint16_t dn_ = 0;
+  Pending dp_[kDeferCap];
+  FlowKey dk_[kDeferCap];
+  uint64_t dh_[kDeferCap];
 };
 
 }  // namespace sb::node

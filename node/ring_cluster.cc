@@ -188,12 +188,17 @@ uint32_t RingCluster::inject(uint32_t i, Role r, rte_mbuf** m, uint32_t n) {
 
 uint16_t RingCluster::poll(uint32_t i, unsigned w, Role r) {
   rte_mbuf* b[Worker::kBurst];
-  const uint16_t n = rte_eth_rx_burst(node_[i].port[r], 0, b, Worker::kBurst);
-  if (n == 0) return 0;
   Worker& wk = *node_[i].workers[w];
-  wk.process(r, b, n);
-  wk.flush();
-  return n;
+  uint16_t total = 0;
+  for (unsigned k = 0; k < Worker::kRoundBursts; ++k) {
+    const uint16_t n = rte_eth_rx_burst(node_[i].port[r], 0, b, Worker::kBurst);
+    if (n == 0) break;
+    wk.process(r, b, n);
+    total = uint16_t(total + n);
+    if (n < Worker::kBurst) break;
+  }
+  if (total) wk.flush();
+  return total;
 }
 
 size_t RingCluster::switch_fabric() {

@@ -85,8 +85,9 @@ class RingCluster {
   // Enqueues frames on node i's role-r rx ring; returns how many fit (the
   // rest stay owned by the caller).
   uint32_t inject(uint32_t i, Role r, rte_mbuf** m, uint32_t n);
-  // Worker w of node i: one rx burst from its role-r port, processed and
-  // flushed. Returns the frames received.
+  // Worker w of node i: one poll round on its role-r port (rx bursts while
+  // they come full, at most Worker::kRoundBursts, then flush()), as the
+  // data plane's loop does. Returns the frames received.
   uint16_t poll(uint32_t i, unsigned w, Role r);
   // Polls every port of every node with worker 0 until no rx ring has
   // frames, moving fabric frames through the switch in between.

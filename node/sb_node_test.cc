@@ -126,8 +126,8 @@ TEST_CASE("sb-node: configuration errors exit 3 and name the field, before any p
       {kPorts + "  mtu_policy: shrink\n", "node.mtu_policy: 'shrink'"},
       {kPorts + "  fib: btree\n", "node.fib: 'btree'"},
       // net_null: 3 ports x (1 rx + 1 tx queue) x 1024 descriptors + one
-      // worker's cache (384) and bursts (3 x 32) = 6624.
-      {kPorts + "  mbufs: 4096\n", "node.mbufs: 4096 buffers, the ports need at least 6624"},
+      // worker's cache (384) and in-flight buffers (3 x 128 tx + 64 deferred) = 6976.
+      {kPorts + "  mbufs: 4096\n", "node.mbufs: 4096 buffers, the ports need at least 6976"},
       {kPorts + "  lcores: \"zero\"\n", "node.lcores"},
       {kPorts + "  metrics: \"127.0.0.1:notaport\"\n", "node.metrics: HTTP listen address \"127.0.0.1:notaport\""},
       {kPorts + "  metrics: \"localhost:9100\"\n", "node.metrics: HTTP listen address \"localhost:9100\""},
