@@ -128,7 +128,10 @@ struct Agent::Impl : rib::OwnerIo {
   uint32_t self;
   ValidationContext vctx;
   zmq::context_t ctx{1};
-  std::unique_ptr<zmq::socket_t> zap, router, pub, sub;
+  std::unique_ptr<zmq::socket_t> zap, router, pub;
+  // By node id: one SUB to each peer's publish endpoint, so on_sub() knows
+  // which publisher a batch came from (a shared SUB would not tell).
+  std::vector<std::unique_ptr<zmq::socket_t>> sub;
   std::vector<std::unique_ptr<zmq::socket_t>> dealer;  // by node id
   // Binary CURVE public key -> the ZAP User-Id its connections get:
   // "member:<id>" or "client:<name>" (on_router checks it per message).
@@ -260,11 +263,15 @@ struct Agent::Impl : rib::OwnerIo {
       server(*pub);
       pub->set(zmq::sockopt::sndhwm, 1000000);
       pub->bind(me.publish);
-      make_sub();
+      sub.resize(rib::kMaxNodes);
+      sub_down_us.assign(rib::kMaxNodes, 0);
       dealer.resize(rib::kMaxNodes);
       link_down_us.assign(rib::kMaxNodes, 0);
-      for (const auto& m : spec.members)
-        if (m.id != self) make_dealer(m);
+      for (const auto& m : spec.members) {
+        if (m.id == self) continue;
+        make_sub(m);
+        make_dealer(m);
+      }
     } catch (const zmq::error_t& e) {
       return Status::Io(std::string("zeromq setup: ") + e.what());
     }
@@ -300,25 +307,24 @@ struct Agent::Impl : rib::OwnerIo {
       s.set(zmq::sockopt::curve_secretkey, opt.keys.secret_key);
     }
   }
-  void make_sub() {
-    if (sub) {
-      unmonitor(kMonSub);
-      sub.reset();
+  // The SUB to one peer's stream. A socket of its own per publisher: a
+  // message received on it came from the one connection it has, to m's
+  // publish endpoint (under CURVE a server holding m's key, the handshake
+  // proves it), so on_sub() can refuse a batch that claims another owner.
+  void make_sub(const rib::Member& m) {
+    if (sub[m.id]) {
+      unmonitor(mon_sub(m.id));
+      sub[m.id].reset();
     }
-    sub = std::make_unique<zmq::socket_t>(ctx, zmq::socket_type::sub);
-    sub->set(zmq::sockopt::rcvhwm, 1000000);
-    sub->set(zmq::sockopt::maxmsgsize, wire_cap());
-    sub->set(zmq::sockopt::subscribe, "");
-    monitor(*sub, kMonSub, kLinkEvents);
-    sub_down_us.clear();
-    for (const auto& m : spec.members) {
-      if (m.id == self) continue;
-      // SUB keys: one socket connects to many servers; CURVE needs one
-      // server key per connection, so each publisher gets its own key set
-      // before its connect (libzmq reads the options at connect time).
-      client_keys(*sub, m);
-      sub->connect(m.publish);
-    }
+    auto s = std::make_unique<zmq::socket_t>(ctx, zmq::socket_type::sub);
+    client_keys(*s, m);
+    s->set(zmq::sockopt::rcvhwm, 1000000);
+    s->set(zmq::sockopt::maxmsgsize, wire_cap());
+    s->set(zmq::sockopt::subscribe, "");
+    monitor(*s, mon_sub(m.id), kLinkEvents);
+    s->connect(m.publish);
+    sub[m.id] = std::move(s);
+    sub_down_us[m.id] = 0;
     items_dirty = true;
   }
   void make_dealer(const rib::Member& m) {
@@ -345,29 +351,34 @@ struct Agent::Impl : rib::OwnerIo {
   // ---- socket monitors (zmq_socket_monitor) ---------------------------------
   // libzmq closes a connection whose peer sends a frame over ZMQ_MAXMSGSIZE
   // (a protocol error) and says so only as ZMQ_EVENT_DISCONNECTED, the same
-  // event as any other disconnect. On our connecting sockets (DEALERs, SUB)
+  // event as any other disconnect. On our connecting sockets (DEALERs, SUBs)
   // the two differ in what follows: after a connection error libzmq
   // reconnects (ZMQ_EVENT_CONNECT_RETRIED at once), after a protocol error
   // it gives that connection up for good. A DISCONNECTED not followed by a
   // retry within kLinkGraceUs is therefore counted `peer_links_dropped` and
-  // the socket is re-created (otherwise the link stays dead until restart).
+  // the socket is re-created (otherwise the link stays dead until restart);
+  // each socket has one connection, to one peer, so only that peer's link
+  // is re-created.
   // On the ROUTER every disconnect is counted `router_disconnects` (a
   // client leaving and a client dropped for an oversized frame look alike
   // there), and failed handshakes `handshake_failed`.
   static constexpr int kMonRouter = -1, kMonSub = -2;
+  // The monitor of the SUB to peer `id` (kMonSub - id: below kMonRouter,
+  // apart from the DEALERs' ids).
+  static constexpr int mon_sub(uint32_t id) { return kMonSub - int(id); }
   static constexpr int kLinkEvents = ZMQ_EVENT_CONNECTED | ZMQ_EVENT_CONNECT_DELAYED | ZMQ_EVENT_CONNECT_RETRIED |
                                      ZMQ_EVENT_DISCONNECTED | ZMQ_EVENT_HANDSHAKE_SUCCEEDED;
   static constexpr uint64_t kLinkGraceUs = 1000000;
   struct Mon {
     std::unique_ptr<zmq::socket_t> pair;
-    int what;  // kMonRouter, kMonSub, or the peer id of a DEALER
+    int what;  // kMonRouter, mon_sub(peer id) of a SUB, or the peer id of a DEALER
     void* socket;
   };
   std::vector<Mon> mons;
   uint64_t mon_seq = 0;
   bool items_dirty = true;
-  std::vector<uint64_t> link_down_us;           // DEALER n: disconnected at, no retry yet (0: fine)
-  std::map<std::string, uint64_t> sub_down_us;  // SUB: endpoint -> disconnected at
+  std::vector<uint64_t> link_down_us;  // DEALER n: disconnected at, no retry yet (0: fine)
+  std::vector<uint64_t> sub_down_us;   // SUB to peer n: the same
 
   void monitor(zmq::socket_t& s, int what, int events) {
     const std::string ep = "inproc://sb-monitor-" + std::to_string(mon_seq++);
@@ -397,16 +408,14 @@ struct Agent::Impl : rib::OwnerIo {
     if (ev.size() < 6) return true;
     uint16_t event;
     std::memcpy(&event, ev.data(), 2);
-    const std::string ep = addr.to_string();
     if (m.what == kMonRouter) {
       if (event == ZMQ_EVENT_DISCONNECTED) ++c[AgentEvent::router_disconnects];
       else ++c[AgentEvent::handshake_failed];
       return true;
     }
     const bool down = event == ZMQ_EVENT_DISCONNECTED;
-    if (m.what == kMonSub) {
-      if (down) sub_down_us[ep] = t;
-      else sub_down_us.erase(ep);
+    if (m.what <= kMonSub) {
+      if (size_t(kMonSub - m.what) < sub_down_us.size()) sub_down_us[size_t(kMonSub - m.what)] = down ? t : 0;
     } else if (size_t(m.what) < link_down_us.size()) {
       link_down_us[size_t(m.what)] = down ? t : 0;
     }
@@ -421,12 +430,12 @@ struct Agent::Impl : rib::OwnerIo {
           " was closed by a protocol error (an oversized or malformed frame?): reconnecting");
       make_dealer(m);
     }
-    for (const auto& [ep, since] : sub_down_us) {
-      if (t - since < kLinkGraceUs) continue;
+    for (const auto& m : spec.members) {
+      if (m.id == self || sub_down_us[m.id] == 0 || t - sub_down_us[m.id] < kLinkGraceUs) continue;
       ++c[AgentEvent::peer_links_dropped];
-      log("the subscription to " + ep + " was closed by a protocol error: re-subscribing");
-      make_sub();  // loses nothing the streams cannot resync
-      break;
+      log("the subscription to node " + std::to_string(m.id) + " (" + m.publish +
+          ") was closed by a protocol error: re-subscribing");
+      make_sub(m);  // only this peer's; loses nothing its stream cannot resync
     }
   }
 
@@ -1069,13 +1078,22 @@ struct Agent::Impl : rib::OwnerIo {
     (void)state->on_snapshot_chunk(chunk_from_pb(s));
   }
 
-  void on_sub(const zmq::message_t& payload) {
+  // peer: the member whose publish endpoint the SUB it came on connects to.
+  void on_sub(uint32_t peer, const zmq::message_t& payload) {
     if (payload.size() > vctx.limits.max_frame_bytes) ++c[AgentEvent::oversized_frames];
     google::protobuf::Arena arena;
     pb::Envelope& env = *google::protobuf::Arena::CreateMessage<pb::Envelope>(&arena);
     const Status st = parse_envelope({static_cast<const uint8_t*>(payload.data()), payload.size()}, vctx, &env);
     if (!st.ok() || env.body_case() != pb::Envelope::kDeltaBatch) {
       ++c[AgentEvent::bad_message];
+      return;
+    }
+    // A publisher speaks only for itself: the partition checks below trust
+    // the owner the batch names, so a batch naming another owner would let
+    // any member (or, without CURVE, whoever holds a publish endpoint)
+    // rewrite that owner's partitions on every node. Dropped whole.
+    if (env.delta_batch().owner() != peer) {
+      ++c[AgentEvent::forbidden_messages];
       return;
     }
     ++batches_seen;
@@ -1085,7 +1103,6 @@ struct Agent::Impl : rib::OwnerIo {
       return;
     }
     const auto& b = env.delta_batch();
-    if (b.owner() == self) return;
     last_seen_us[b.owner()] = now_us();
     for (const auto& d : b.deltas()) {
       if (spec.owner[d.partition()] != b.owner()) {
@@ -1315,7 +1332,9 @@ struct Agent::Impl : rib::OwnerIo {
   }
 
   // ---- the loop ---------------------------------------------------------------
-  // Poll items: 0 zap, 1 router, 2 sub, 3+id dealer, -1-i monitor i.
+  // Poll items: 0 zap, 1 router, kPollDealer+id dealer, kPollSub+id sub,
+  // -1-i monitor i.
+  static constexpr int kPollDealer = 2, kPollSub = kPollDealer + int(rib::kMaxNodes);
   std::vector<zmq::pollitem_t> items;
   std::vector<int> kind;
   void build_items() {
@@ -1324,10 +1343,10 @@ struct Agent::Impl : rib::OwnerIo {
     if (zap) { items.push_back({zap->handle(), 0, ZMQ_POLLIN, 0}); kind.push_back(0); }
     items.push_back({router->handle(), 0, ZMQ_POLLIN, 0});
     kind.push_back(1);
-    items.push_back({sub->handle(), 0, ZMQ_POLLIN, 0});
-    kind.push_back(2);
     for (uint32_t n = 0; n < dealer.size(); ++n)
-      if (dealer[n]) { items.push_back({dealer[n]->handle(), 0, ZMQ_POLLIN, 0}); kind.push_back(3 + int(n)); }
+      if (dealer[n]) { items.push_back({dealer[n]->handle(), 0, ZMQ_POLLIN, 0}); kind.push_back(kPollDealer + int(n)); }
+    for (uint32_t n = 0; n < sub.size(); ++n)
+      if (sub[n]) { items.push_back({sub[n]->handle(), 0, ZMQ_POLLIN, 0}); kind.push_back(kPollSub + int(n)); }
     for (size_t i = 0; i < mons.size(); ++i) {
       items.push_back({mons[i].pair->handle(), 0, ZMQ_POLLIN, 0});
       kind.push_back(-1 - int(i));
@@ -1371,14 +1390,16 @@ struct Agent::Impl : rib::OwnerIo {
               if (spec.curve)
                 if (const char* u = zmq_msg_gets(m.handle(), "User-Id")) user = u;
               on_router(id.to_string(), m, user);
-            } else if (kind[i] == 2) {
+            } else if (kind[i] >= kPollSub) {
+              const uint32_t n = uint32_t(kind[i] - kPollSub);
               zmq::message_t m;
-              if (!sub->recv(m, zmq::recv_flags::dontwait)) break;
-              on_sub(m);
+              if (!sub[n]->recv(m, zmq::recv_flags::dontwait)) break;
+              on_sub(n, m);
             } else {
+              const uint32_t n = uint32_t(kind[i] - kPollDealer);
               zmq::message_t m;
-              if (!dealer[size_t(kind[i] - 3)]->recv(m, zmq::recv_flags::dontwait)) break;
-              on_dealer(uint32_t(kind[i] - 3), m);
+              if (!dealer[n]->recv(m, zmq::recv_flags::dontwait)) break;
+              on_dealer(n, m);
             }
           } catch (const zmq::error_t& e) {
             ++c[AgentEvent::zmq_errors];

@@ -10,7 +10,11 @@
 //           requests, applied reports, snapshot requests
 //   PUB     bind members[self].publish   this owner's partition streams:
 //           DeltaBatch (deltas stamped (epoch, seq)) and heartbeats (heads)
-//   SUB     connect to every other member's publish
+//   SUB     one per peer, connect to its publish: a batch is taken only
+//           as the stream of the peer whose SUB it came on (its owner
+//           field must be that peer, else the whole batch is refused and
+//           counted `forbidden_messages`); under CURVE the handshake proves
+//           the publisher holds that peer's key
 //   DEALER  one per peer, connect to its control: FIB updates, forwarded
 //           requests, applied reports, snapshot requests; replies come
 //           back on it
@@ -40,7 +44,7 @@
 // libzmq drops a bigger frame itself (ZMQ_MAXMSGSIZE, twice the limit)
 // together with its connection; socket monitors see that: on the ROUTER as
 // `router_disconnects` (indistinguishable there from a peer leaving), on
-// our DEALERs and SUB as a disconnect libzmq does not retry, counted
+// our DEALERs and SUBs as a disconnect libzmq does not retry, counted
 // `peer_links_dropped`, after which the agent re-creates the socket.
 //
 // Weights of `node: choose`: a WeightsRequest (set) from a client goes to
@@ -58,11 +62,12 @@
 // decides what it may send: FibUpdate, Applied, SnapshotRequest,
 // SnapshotChunk and WeightsUpdate only from a member key (others are
 // refused and counted `forbidden_messages`); clients send session, stats,
-// status, lookup and weights requests. The agent never blocks on a send
-// (ZMQ_DONTWAIT; a full queue is counted `send_dropped`, a reply to a
-// client or peer that is no longer connected `send_unroutable` (the ROUTER
-// socket is ZMQ_ROUTER_MANDATORY), and the protocol's timeouts and resyncs
-// recover).
+// status, lookup and weights requests. With or without CURVE, a DeltaBatch
+// counts only for the peer whose SUB it arrived on (see SOCKETS). The
+// agent never blocks on a send (ZMQ_DONTWAIT; a full queue is counted
+// `send_dropped`, a reply to a client or peer that is no longer connected
+// `send_unroutable` (the ROUTER socket is ZMQ_ROUTER_MANDATORY), and the
+// protocol's timeouts and resyncs recover).
 //
 // THREAD SAFETY: run() is the only thread that touches the agent's state;
 // stop() may be called from any thread (or a signal handler via the flag).
@@ -143,7 +148,7 @@ class Agent {
   X(bad_message, "received frames refused as malformed or inconsistent")                          \
   X(curve_rejected, "CURVE handshakes refused for a key the config does not list")                 \
   X(deltas_published, "GPT deltas this owner published")                                           \
-  X(forbidden_messages, "messages refused because the sender's key may not send them")             \
+  X(forbidden_messages, "messages refused because their sender may not send them (key or publisher)") \
   X(forwarded_ops, "session ops forwarded to their partition's owner")                             \
   X(handshake_failed, "ZMTP/CURVE handshakes that failed on the ROUTER")                           \
   X(monitor_errors, "socket monitors that could not be set up")                                    \

@@ -18,6 +18,10 @@
 #include "control/agent.h"
 #include "control/harness.h"
 #include "control/client.h"
+#include "core/hash.h"
+#include "gpt/delta.h"
+#include "gpt/setsep.h"
+#include "rib/owner.h"
 
 using namespace sb;
 using namespace sb::control;
@@ -152,7 +156,148 @@ bool node_agrees(Client& c, uint32_t n, const std::vector<FlowKey>& ks, uint32_t
   return true;
 }
 
+// Node n's GPT answer for k, or -1 when its partition is not synced there
+// (or the node does not answer).
+int gpt_answer(Client& c, uint32_t n, const FlowKey& k) {
+  pb::Envelope req;
+  set_key(req.mutable_lookup_request()->add_keys(), k);
+  Result<pb::Envelope> r = c.call(n, req, 5000);
+  if (!r.ok() || r.value().lookup_reply().gpt_size() != 1 || !r.value().lookup_reply().synced(0)) return -1;
+  return int(r.value().lookup_reply().gpt(0));
+}
+
+// What a member that lies about who it is would publish: a well-formed
+// DeltaBatch naming `owner`, continuing its stream of k's partition at
+// (epoch, seq + 1) with a whole-block delta (it applies whatever the
+// receiver's block held) in which k maps to `value`.
+std::string forged_batch(const rib::ClusterSpec& spec, const FlowKey& k, uint8_t value, uint32_t owner,
+                         uint32_t epoch, uint64_t seq) {
+  auto b = rib::make_cluster_gpt_builder(spec);
+  REQUIRE(b.ok());
+  auto* ss = dynamic_cast<gpt::SetSepBuilder*>(b.value().get());
+  REQUIRE(ss != nullptr);
+  gpt::DeltaList dl;
+  REQUIRE(ss->insert(k, value, &dl).ok());
+  const gpt::GptAddress a = ss->table().address_of(hash_key(k, spec.hash_seed));
+  REQUIRE(spec.owner[a.partition] == owner);
+  dl.clear();
+  REQUIRE(ss->rebuild_block(a.partition, a.sub_id, &dl).ok());
+  REQUIRE(dl.size() == 1);
+  gpt::delta_stamp(dl.mutable_delta(0), epoch, seq + 1);
+  pb::Envelope env;
+  env.set_version(kProtocolVersion);
+  env.mutable_delta_batch()->set_owner(owner);
+  env.mutable_delta_batch()->set_packed(std::string(reinterpret_cast<const char*>(dl[0].data()), dl[0].size()));
+  return env.SerializeAsString();
+}
+
+// The owner's head (epoch, seq) of partition p, from its status.
+std::pair<uint32_t, uint64_t> head_of(Client& c, uint32_t owner, uint32_t p) {
+  pb::Envelope req;
+  req.mutable_status_request();
+  Result<pb::Envelope> r = c.call(owner, req, 5000);
+  REQUIRE(r.ok());
+  for (const auto& x : r.value().status().partitions())
+    if (x.partition() == p) return {x.epoch(), x.seq()};
+  FAIL("partition " << p << " is not in node " << owner << "'s status");
+  return {};
+}
+
 }  // namespace
+
+TEST_CASE("agent: a delta batch a peer publishes in another owner's name is refused whole and counted") {
+  // Node 2 is played by a raw PUB on its publish endpoint. It publishes,
+  // as node 1, a valid delta continuing node 1's stream of a partition
+  // node 1 owns. Node 0 receives it on its SUB to node 2: taking it would
+  // rewrite node 1's partition in node 0's GPT.
+  InProc ip(3, [](uint32_t, AgentOptions&) {}, {2});
+  zmq::context_t ctx;
+  zmq::socket_t fake(ctx, zmq::socket_type::pub);
+  fake.set(zmq::sockopt::linger, 0);
+  fake.bind(ip.spec.members[2].publish);
+  auto c = ip.client({0, 1});
+  // A key in one of node 1's partitions, handled by node 0.
+  auto tb = rib::make_cluster_gpt_table(ip.spec);
+  REQUIRE(tb.ok());
+  FlowKey k{};
+  uint32_t part = 0;
+  for (const FlowKey& x : keys(1000)) {
+    part = tb.value()->address_of(hash_key(x, ip.spec.hash_seed)).partition;
+    if (ip.spec.owner[part] == 1) {
+      k = x;
+      break;
+    }
+  }
+  REQUIRE(ip.spec.owner[part] == 1);
+  REQUIRE(add_all(*c, {k}, 1, 1) == 1);
+  REQUIRE(eventually([&] { return gpt_answer(*c, 0, k) == 0; }));
+  const auto [epoch, seq] = head_of(*c, 1, part);
+  REQUIRE(seq >= 1);
+  const uint64_t applied = counter(*c, 0, "deltas_applied");
+  const std::string forged = forged_batch(ip.spec, k, 2, 1, epoch, seq);
+  // PUB drops what it sends before node 0's SUB has connected: send until
+  // node 0 reacts one way or the other.
+  CHECK(eventually([&] {
+    fake.send(zmq::buffer(forged), zmq::send_flags::dontwait);
+    return counter(*c, 0, "forbidden_messages") >= 1 || gpt_answer(*c, 0, k) != 0;
+  }));
+  CHECK(counter(*c, 0, "forbidden_messages") >= 1);
+  CHECK(gpt_answer(*c, 0, k) == 0);
+  CHECK(counter(*c, 0, "deltas_applied") == applied);
+  CHECK(counter(*c, 0, "bad_message") == 0);
+  // Node 1's stream goes on unharmed: its next delta of the partition is
+  // node 0's next, not a stale one.
+  const uint64_t stale = counter(*c, 0, "stale_delta");
+  const std::vector<FlowKey> more = keys(2000);
+  size_t i2 = 1000;
+  while (i2 < more.size() && tb.value()->address_of(hash_key(more[i2], ip.spec.hash_seed)).partition != part) ++i2;
+  REQUIRE(i2 < more.size());
+  const FlowKey k2 = more[i2];
+  REQUIRE(add_all(*c, {k2}, 1, 2) == 1);
+  CHECK(eventually([&] { return gpt_answer(*c, 0, k2) == 0 && counter(*c, 0, "deltas_applied") > applied; }));
+  CHECK(gpt_answer(*c, 0, k) == 0);
+  CHECK(counter(*c, 0, "stale_delta") == stale);
+}
+
+TEST_CASE("agent: a SUB link libzmq closes for an oversized frame is counted and only that one re-created") {
+  const size_t limit = 64 << 10;
+  // Node 2 is played by a raw PUB; node 1 is real.
+  InProc ip(3, [&](uint32_t, AgentOptions& o) { o.max_frame_bytes = limit; }, {2});
+  zmq::context_t ctx;
+  zmq::socket_t fake(ctx, zmq::socket_type::pub);
+  fake.set(zmq::sockopt::linger, 0);
+  fake.bind(ip.spec.members[2].publish);
+  auto c = ip.client({0, 1});
+  // A batch node 0 refuses and counts shows that its SUB to node 2 is
+  // connected (PUB drops what it sends before that).
+  pb::Envelope e;
+  e.set_version(kProtocolVersion);
+  e.mutable_delta_batch()->set_owner(1);
+  const std::string probe = e.SerializeAsString();
+  auto heard = [&](uint64_t n) {
+    return eventually([&] {
+      fake.send(zmq::buffer(probe), zmq::send_flags::dontwait);
+      return counter(*c, 0, "forbidden_messages") >= n;
+    });
+  };
+  REQUIRE(heard(1));
+  // Over libzmq's cap: the SUB's connection is closed for good.
+  fake.send(zmq::buffer(std::string(4 * limit, 'z')), zmq::send_flags::dontwait);
+  REQUIRE(eventually([&] { return counter(*c, 0, "peer_links_dropped") >= 1; }));
+  // The re-created SUB hears node 2 again.
+  CHECK(heard(counter(*c, 0, "forbidden_messages") + 1));
+  // The SUB to node 1 was left alone: its stream still reaches node 0.
+  auto tb = rib::make_cluster_gpt_table(ip.spec);
+  REQUIRE(tb.ok());
+  const std::vector<FlowKey> ks = keys(1000);
+  size_t i = 0;
+  while (i < ks.size() && ip.spec.owner[tb.value()->address_of(hash_key(ks[i], ip.spec.hash_seed)).partition] != 1) ++i;
+  REQUIRE(i < ks.size());
+  const uint64_t applied = counter(*c, 0, "deltas_applied");
+  REQUIRE(add_all(*c, {ks[i]}, 1, 1) == 1);
+  CHECK(eventually([&] { return counter(*c, 0, "deltas_applied") > applied && gpt_answer(*c, 0, ks[i]) == 0; }));
+  CHECK(counter(*c, 0, "peer_links_dropped") == 1);
+}
 
 TEST_CASE("agent: a dropped snapshot chunk restarts the request, the snapshot applies whole") {
   InProc ip(2, [](uint32_t, AgentOptions& o) { o.config.node.snapshot_chunk_bytes = 256; });

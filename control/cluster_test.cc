@@ -3,6 +3,7 @@
 #include <sys/wait.h>
 
 #include <catch2/catch.hpp>
+#include <algorithm>
 #include <cstdio>
 #include <atomic>
 #include <map>
@@ -462,6 +463,59 @@ TEST_CASE("cluster: malformed frames and unknown CURVE keys are rejected and cou
   }
   CHECK(counter(*c.value(), 0, "curve_rejected") >= 1);
   CHECK(counter(*c.value(), 0, "sessions") + counter(*c.value(), 1, "sessions") == before);
+}
+
+TEST_CASE("cluster: a member key publishes only its own stream, a batch in another owner's name is refused") {
+  // Node 2 goes down and a PUB holding node 2's key takes its publish
+  // endpoint (what node 2 itself could do at any time): the CURVE handshake
+  // proves only that the publisher is node 2. It publishes, as node 1,
+  // heads far ahead of node 1's streams: taken, every node would count a
+  // gap and drop its copies of node 1's partitions to resync them.
+  auto h = Harness::start(opts(3));
+  REQUIRE(h.ok());
+  auto c = h.value()->client();
+  REQUIRE(c.ok());
+  const rib::ClusterSpec& spec = h.value()->spec();
+  for (int i = 0; i < 200 && counter(*c.value(), 0, "unsynced_partitions") != 0; ++i)
+    std::this_thread::sleep_for(std::chrono::milliseconds(50));
+  REQUIRE(counter(*c.value(), 0, "unsynced_partitions") == 0);
+  pb::Envelope st;
+  st.mutable_status_request();
+  Result<pb::Envelope> s1 = c.value()->call(1, st, 5000);
+  REQUIRE(s1.ok());
+  pb::Envelope forged;
+  forged.set_version(1);
+  forged.mutable_delta_batch()->set_owner(1);
+  for (const auto& x : s1.value().status().partitions()) {
+    auto* hd = forged.mutable_delta_batch()->add_heads();
+    hd->set_partition(x.partition());
+    hd->set_epoch(std::max<uint32_t>(1, x.epoch()));
+    hd->set_seq(x.seq() + 1000);
+  }
+  REQUIRE(forged.delta_batch().heads_size() > 0);
+  const std::string fb = forged.SerializeAsString();
+  Result<KeyPair> k2 = load_key_file(h.value()->dir() + "/node2.key");
+  REQUIRE(k2.ok());
+  REQUIRE(h.value()->kill9(2).ok());
+  zmq::context_t ctx;
+  zmq::socket_t fake(ctx, zmq::socket_type::pub);
+  fake.set(zmq::sockopt::linger, 0);
+  fake.set(zmq::sockopt::curve_server, 1);
+  fake.set(zmq::sockopt::curve_secretkey, k2.value().secret_key);
+  fake.bind(spec.members[2].publish);
+  const uint64_t gap0 = counter(*c.value(), 0, "gap");
+  const uint64_t asked0 = counter(*c.value(), 0, "snapshots_requested");
+  // PUB drops what it sends before node 0's SUB has reconnected: send
+  // until node 0 reacts one way or the other.
+  for (int i = 0; i < 300; ++i) {
+    fake.send(zmq::buffer(fb), zmq::send_flags::dontwait);
+    if (counter(*c.value(), 0, "forbidden_messages") >= 1 || counter(*c.value(), 0, "gap") > gap0) break;
+    std::this_thread::sleep_for(std::chrono::milliseconds(50));
+  }
+  CHECK(counter(*c.value(), 0, "forbidden_messages") >= 1);
+  CHECK(counter(*c.value(), 0, "gap") == gap0);
+  CHECK(counter(*c.value(), 0, "snapshots_requested") == asked0);
+  CHECK(counter(*c.value(), 0, "unsynced_partitions") == 0);
 }
 
 namespace {
