@@ -6,6 +6,7 @@
 #include <zmq.h>
 
 #include <cctype>
+#include <cstdio>
 #include <regex>
 #include <charconv>
 #include <fstream>
@@ -409,6 +410,17 @@ Result<Config> load_config(const std::string& path, bool require_node) {
 Result<KeyPair> load_key_file(const std::string& path) {
   std::ifstream in(path);
   if (!in) return Status::Io(path + ": cannot open key file");
+  // A secret others can read (or replace) is no secret: refused, as ssh
+  // refuses an unprotected private key. write_key_file() and the Ansible
+  // keys role write 0600.
+  struct stat st {};
+  if (::stat(path.c_str(), &st) != 0) return Status::Io(path + ": cannot stat key file");
+  if ((st.st_mode & 0077) != 0) {
+    char mode[8];
+    std::snprintf(mode, sizeof mode, "%04o", unsigned(st.st_mode & 07777));
+    return Status::FailedPrecondition(path + ": the key file is open to group or others (mode " + mode +
+                                      "): it holds a CURVE secret key; chmod 600 it");
+  }
   std::stringstream ss;
   ss << in.rdbuf();
   KeyPair kp;

@@ -112,6 +112,8 @@ struct KeyPair {
   std::string public_key;
   std::string secret_key;
 };
+// Refuses a file group or others may read or write (kFailedPrecondition),
+// a malformed one, and a public key that is not the secret key's.
 Result<KeyPair> load_key_file(const std::string& path);
 Result<KeyPair> generate_keypair();
 Status write_key_file(const std::string& path, const KeyPair& kp);  // mode 0600

@@ -115,6 +115,16 @@ TEST_CASE("config: CURVE key files round trip and are checked") {
   KeyPair mixed{other.public_key, kp.value().secret_key};
   REQUIRE(write_key_file(dir + "/bad.key", mixed).ok());
   CHECK(load_key_file(dir + "/bad.key").status().message().find("does not match") != std::string::npos);
+  // A secret key others can read is refused, with the way out.
+  for (const auto perms : {std::filesystem::perms::group_read, std::filesystem::perms::others_read,
+                           std::filesystem::perms::others_write}) {
+    std::filesystem::permissions(f, std::filesystem::perms::owner_read | std::filesystem::perms::owner_write | perms);
+    const Result<KeyPair> open = load_key_file(f);
+    REQUIRE(!open.ok());
+    CHECK(open.status().message().find("chmod 600") != std::string::npos);
+  }
+  std::filesystem::permissions(f, std::filesystem::perms::owner_read);
+  CHECK(load_key_file(f).ok());  // 0400 is fine
   std::filesystem::remove_all(dir);
 }
 

@@ -131,6 +131,10 @@ int main(int argc, char** argv) {
       return 3;
     }
     opt.keys = kp.value();
+  } else {
+    log(id, "warning: cluster.curve is false: the control and delta traffic between members is neither "
+            "authenticated nor encrypted, and any host that reaches a member's control or publish endpoint "
+            "can change sessions and partition tables (use it only on an isolated test network)");
   }
   std::signal(SIGTERM, on_signal);
   std::signal(SIGINT, on_signal);

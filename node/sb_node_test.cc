@@ -253,7 +253,12 @@ TEST_CASE("sb-node: runs the pipeline on net_null ports, serves /health, /metric
   CHECK(out.find("stopped") != std::string::npos);
   // Port MTUs: the fabric takes node.mtu (1500) + the 16-byte shim.
   CHECK(out.find("MTU ext 1500 fabric 1516 enb 1500") != std::string::npos);
-  CHECK(out.find("warning:") == std::string::npos);  // net_null takes any frame
+  // The one warning: this test cluster runs without CURVE. No port
+  // warning (net_null takes any frame).
+  const size_t w = out.find("warning:");
+  CHECK(w != std::string::npos);
+  CHECK(out.find("warning: cluster.curve is false") == w);
+  CHECK(out.find("warning:", w + 1) == std::string::npos);
 }
 
 TEST_CASE("sb-node --print-eal: PCI devices, with or without device arguments, are allowed with -a") {
