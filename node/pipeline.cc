@@ -129,18 +129,28 @@ void Worker::downstream(Role in, rte_mbuf** pkts, uint16_t n) {
       for (uint16_t i = 0; i < m; ++i) node[i] = rib::lookup_node(spec_.members, h[i]);
     }
     // Partition without a branch on "is it mine" (a coin flip per packet:
-    // 1 in N is local): locals are compacted in place (k <= i, so the
-    // copies never clobber an entry not yet read), remotes listed apart.
+    // 1 in N is local): locals are appended to the deferred FIB stage's
+    // buffers (dn_ < kBurst on entry and k <= i < m <= kBurst, so every
+    // write is inside kDeferCap), remotes listed apart.
+    // The packets that stay (1 in N) wait there for their FIB stage until
+    // 32 have gathered or the poll round ends (flush()): a stage of ~8
+    // packets leaves most of the memory parallelism of a bulk lookup
+    // unused. sb-bench pipeline, 16M sessions, 4 nodes, 2 cores per node,
+    // old and new binaries alternated 3 times: the ext worker's time per
+    // delivered packet 123.6-125.4 -> 112.6-120.5 ns.
     uint16_t k = 0, nr = 0;
     rte_mbuf* rm[kBurst];
     uint32_t rn[kBurst];
+    Pending* const lp = dp_ + dn_;
+    FlowKey* const lk = dk_ + dn_;
+    uint64_t* const lh = dh_ + dn_;
     for (uint16_t i = 0; i < m; ++i) {
       const bool here = node[i] == spec_.self;
       rm[nr] = p[i].m;
       rn[nr] = node[i];
-      p[k] = p[i];
-      keys[k] = keys[i];
-      h[k] = h[i];
+      lp[k] = p[i];
+      lk[k] = keys[i];
+      lh[k] = h[i];
       k = uint16_t(k + here);
       nr = uint16_t(nr + !here);
     }
@@ -148,8 +158,8 @@ void Worker::downstream(Role in, rte_mbuf** pkts, uint16_t n) {
     // start on this path) of the packets that stay run while the others
     // are forwarded (that loop touches only lines already read).
     for (uint16_t i = 0; i < k; ++i) {
-      t_.fib->prefetch_lookup(h[i]);
-      prefetch_w(data(p[i].m) + p[i].l3_off - kEncapHdr);  // the line encap() writes first
+      t_.fib->prefetch_lookup(lh[i]);
+      prefetch_w(data(lp[i].m) + lp[i].l3_off - kEncapHdr);  // the line encap() writes first
     }
     for (uint16_t j = 0; j < nr; ++j) {
       if (live(rn[j])) [[likely]]
@@ -157,18 +167,7 @@ void Worker::downstream(Role in, rte_mbuf** pkts, uint16_t n) {
       else
         drop(rm[j], Drop::k_gpt_invalid_node);
     }
-    // The packets that stay (1 in N) wait for their FIB stage until 32
-    // have gathered or the poll round ends (flush()): a stage of ~8
-    // packets leaves most of the memory parallelism of a bulk lookup
-    // unused. sb-bench pipeline, 16M sessions, 4 nodes, 2 cores per node,
-    // old and new binaries alternated 3 times: the ext worker's time per
-    // delivered packet 123.6-125.4 -> 112.6-120.5 ns.
-    for (uint16_t i = 0; i < k; ++i) {
-      dp_[dn_] = p[i];
-      dk_[dn_] = keys[i];
-      dh_[dn_] = h[i];
-      ++dn_;
-    }
+    dn_ = uint16_t(dn_ + k);
     if (dn_ >= kBurst) run_deferred();
     return;
   }
