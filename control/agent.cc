@@ -312,28 +312,14 @@ struct Agent::Impl : rib::OwnerIo {
   // publish endpoint (under CURVE a server holding m's key, the handshake
   // proves it), so on_sub() can refuse a batch that claims another owner.
   void make_sub(const rib::Member& m) {
-    if (sub[m.id]) {
-      unmonitor(mon_sub(m.id));
-      sub[m.id].reset();
-    }
-    auto s = std::make_unique<zmq::socket_t>(ctx, zmq::socket_type::sub);
-    client_keys(*s, m);
+    auto s = new_peer_socket(sub[m.id], mon_sub(m.id), zmq::socket_type::sub, m);
     s->set(zmq::sockopt::rcvhwm, 1000000);
     s->set(zmq::sockopt::maxmsgsize, wire_cap());
     s->set(zmq::sockopt::subscribe, "");
-    monitor(*s, mon_sub(m.id), kLinkEvents);
-    s->connect(m.publish);
-    sub[m.id] = std::move(s);
-    sub_down_us[m.id] = 0;
-    items_dirty = true;
+    connect_peer_socket(sub[m.id], std::move(s), mon_sub(m.id), m.publish, &sub_down_us[m.id]);
   }
   void make_dealer(const rib::Member& m) {
-    if (dealer[m.id]) {
-      unmonitor(int(m.id));
-      dealer[m.id].reset();
-    }
-    auto d = std::make_unique<zmq::socket_t>(ctx, zmq::socket_type::dealer);
-    client_keys(*d, m);
+    auto d = new_peer_socket(dealer[m.id], int(m.id), zmq::socket_type::dealer, m);
     // Queue only to a live connection: requests for a dead peer fail at
     // once (and time out) instead of reaching its next incarnation long
     // after the requester gave up on them.
@@ -341,10 +327,27 @@ struct Agent::Impl : rib::OwnerIo {
     d->set(zmq::sockopt::sndhwm, 100000);
     d->set(zmq::sockopt::rcvhwm, 100000);
     d->set(zmq::sockopt::maxmsgsize, wire_cap());
-    monitor(*d, int(m.id), kLinkEvents);
-    d->connect(m.control);
-    dealer[m.id] = std::move(d);
-    link_down_us[m.id] = 0;
+    connect_peer_socket(dealer[m.id], std::move(d), int(m.id), m.control, &link_down_us[m.id]);
+  }
+  // A connecting socket to one peer (make_sub, make_dealer): the one in
+  // `slot` (with its monitor `mon`) goes first; the new one has the peer's
+  // keys and heartbeats, the caller sets the rest, then connects it.
+  std::unique_ptr<zmq::socket_t> new_peer_socket(std::unique_ptr<zmq::socket_t>& slot, int mon,
+                                                 zmq::socket_type type, const rib::Member& m) {
+    if (slot) {
+      unmonitor(mon);
+      slot.reset();
+    }
+    auto s = std::make_unique<zmq::socket_t>(ctx, type);
+    client_keys(*s, m);
+    return s;
+  }
+  void connect_peer_socket(std::unique_ptr<zmq::socket_t>& slot, std::unique_ptr<zmq::socket_t> s, int mon,
+                           const std::string& endpoint, uint64_t* down_since) {
+    monitor(*s, mon, kLinkEvents);
+    s->connect(endpoint);
+    slot = std::move(s);
+    *down_since = 0;
     items_dirty = true;
   }
 
