@@ -302,6 +302,11 @@ Status Wal::open_segment(uint64_t seg) {
 }
 
 Status Wal::recover(const std::function<void(const WalRecord&)>& replay) {
+  // 0. a snapshot a crash interrupted before its rename (snap/S.snap.tmp):
+  // never read, and nothing else would remove it (the owner holds the data
+  // dir's lock, so no other process is writing it).
+  for (uint64_t s : list_numbered(opt_.dir + "/snap", ".snap.tmp"))
+    ::unlink((opt_.dir + "/snap/" + seg_name(s) + ".snap.tmp").c_str());
   // 1. newest verifying snapshot (its bytes are kept for step 3)
   uint64_t base = 0;
   std::string snap;
@@ -519,8 +524,13 @@ Status Wal::snapshot(
   Status st = write_all(fd, b.data(), b.size(), tmp);
   if (st.ok() && opt_.fsync != FsyncPolicy::kNone && ::fsync(fd) != 0) st = Status::Io(tmp + ": fsync");
   ::close(fd);
-  SB_RETURN_IF_ERROR(st);
-  if (::rename(tmp.c_str(), final_path.c_str()) != 0) return Status::Io(final_path + ": rename");
+  if (st.ok() && ::rename(tmp.c_str(), final_path.c_str()) != 0) st = Status::Io(final_path + ": rename");
+  if (!st.ok()) {
+    // The partial file would stay for good (the next snapshot has another
+    // number): after a disk-full failure it would keep the disk full.
+    ::unlink(tmp.c_str());
+    return st;
+  }
   if (opt_.fsync != FsyncPolicy::kNone) SB_RETURN_IF_ERROR(sync_dir(opt_.dir + "/snap"));
   // Truncate: segments and snapshots older than this one are no longer needed.
   for (uint64_t s : list_numbered(opt_.dir + "/wal", ".log"))

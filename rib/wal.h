@@ -38,7 +38,9 @@
 // SNAPSHOTS AND TRUNCATION: rotate() closes the current segment and opens
 // S+1; write_snapshot(S+1, records) writes snap/S+1 (tmp file, fsync,
 // rename, fsync dir) and then deletes every segment < S+1 and older
-// snapshots, so the log stays bounded.
+// snapshots, so the log stays bounded. A tmp file whose write failed is
+// removed at once; one a crash left (snap/S.snap.tmp) is removed by
+// recover().
 //
 // RECOVERY: recover() loads the newest snapshot whose checksum verifies
 // (an older one is the fallback only while the segments after it are still

@@ -712,3 +712,42 @@ TEST_CASE("wal: a segment or snapshot too large for memory is a clear error, not
   CHECK(st.message().find(fs::path(path).filename().string()) != std::string::npos);
   CHECK(st.message().find("1099511627776 bytes") != std::string::npos);
 }
+
+TEST_CASE("wal: a failed or interrupted snapshot leaves no temp file behind", "[wal]") {
+  // A snapshot is written to snap/S.snap.tmp first. One whose write failed
+  // (disk full) or that a crash interrupted used to stay there for good:
+  // recovery lists only *.snap and the next snapshot has another number, so
+  // every failure kept up to a whole RIB's bytes, and a disk that filled up
+  // once stayed full across restarts.
+  TmpDir d;
+  WalOptions o{d.path, FsyncPolicy::kBatch, 10};
+  Model model;
+  SECTION("the write fails (file size limit: EFBIG, as ENOSPC)") {
+    auto w = log_with(o, 100, &model);
+    auto* old_handler = std::signal(SIGXFSZ, SIG_IGN);
+    struct rlimit old_lim;
+    REQUIRE(::getrlimit(RLIMIT_FSIZE, &old_lim) == 0);
+    struct rlimit lim = old_lim;
+    lim.rlim_cur = 1000;  // the snapshot has 100 records of 53 bytes
+    REQUIRE(::setrlimit(RLIMIT_FSIZE, &lim) == 0);
+    const Status st = w->snapshot([&](const std::function<void(const WalRecord&)>& emit) {
+      for (auto& [k, v] : model) emit(put(k, v));
+    });
+    REQUIRE(::setrlimit(RLIMIT_FSIZE, &old_lim) == 0);
+    std::signal(SIGXFSZ, old_handler);
+    CHECK(st.code() == StatusCode::kIo);
+    CHECK(files_in(d.path + "/snap").empty());
+    w.reset();
+    CHECK(recover_model(o) == model);
+  }
+  SECTION("a crash while it was written: recovery removes it") {
+    { auto w = log_with(o, 100, &model); }
+    const std::string tmp = d.path + "/snap/0000000000000002.snap.tmp";
+    { std::ofstream(tmp, std::ios::binary) << std::string(1000, 'x'); }
+    const std::string other = d.path + "/snap/notes.tmp";  // not ours: kept
+    { std::ofstream(other) << "x"; }
+    CHECK(recover_model(o) == model);
+    CHECK_FALSE(fs::exists(tmp));
+    CHECK(fs::exists(other));
+  }
+}
