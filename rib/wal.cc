@@ -313,10 +313,12 @@ Status Wal::recover(const std::function<void(const WalRecord&)>& replay) {
   const std::vector<uint64_t> snaps = list_numbered(opt_.dir + "/snap", ".snap");
   for (auto it = snaps.rbegin(); it != snaps.rend(); ++it) {
     std::string b;
-    if (Status rs = read_file(opt_.dir + "/snap/" + seg_name(*it) + ".snap", &b); !rs.ok()) {
-      if (rs.code() == StatusCode::kCapacity) return rs;  // not "does not verify": say why
-      continue;
-    }
+    // A snapshot that cannot be read (kIo: permissions after a run as
+    // another user, EIO; kCapacity) is not one that does not verify: say
+    // why. Taking it for a damaged one would report the RIB corrupt (whose
+    // remedy is a backup or an empty start) when the file may be intact.
+    if (Status rs = read_file(opt_.dir + "/snap/" + seg_name(*it) + ".snap", &b); !rs.ok())
+      return rs.with_context("wal: cannot read a RIB snapshot, refusing to start");
     // magic, count, records, checksum: 24 bytes when there is no record
     if (b.size() < 24 || get64(b.data()) != kSnapMagic) continue;
     const uint64_t count = get64(b.data() + 8);

@@ -45,7 +45,9 @@
 // RECOVERY: recover() loads the newest snapshot whose checksum verifies
 // (an older one is the fallback only while the segments after it are still
 // there: a crash between a snapshot's rename and the truncation), then
-// replays every segment >= its number in order. A torn record at the end of
+// replays every segment >= its number in order. A snapshot or segment that
+// cannot be read at all is that error (kIo, kCapacity), naming the file:
+// it is not taken for one that does not verify. A torn record at the end of
 // the LAST segment ends the log (the tail is truncated there: it was never
 // acknowledged under kBatch). A torn tail is only the last write: if any
 // later position of the segment holds a whole record (known type and

@@ -751,3 +751,25 @@ TEST_CASE("wal: a failed or interrupted snapshot leaves no temp file behind", "[
     CHECK(fs::exists(other));
   }
 }
+
+TEST_CASE("wal: a snapshot that cannot be read is reported as such, not as one that does not verify", "[wal]") {
+  // A read error (permissions after a run as another user, EIO) used to be
+  // taken for a snapshot that does not verify: "no RIB snapshot in snap/
+  // verifies" (kCorrupt), whose remedy is a backup or an empty start, when
+  // the snapshot may be intact. Root ignores permissions, so a directory in
+  // its place stands in for the unreadable file (read() fails: EISDIR).
+  TmpDir d;
+  WalOptions o{d.path, FsyncPolicy::kNone, 10};
+  make_snapshotted_log(o);
+  const auto snaps = files_in(d.path + "/snap");
+  REQUIRE(snaps.size() == 1);
+  fs::remove(snaps[0]);
+  fs::create_directory(snaps[0]);
+  auto w = Wal::open(o).value();
+  const Status st = w->recover([](const WalRecord&) {});
+  INFO(st.to_string());
+  CHECK(st.code() == StatusCode::kIo);
+  CHECK(st.message().find(fs::path(snaps[0]).filename().string()) != std::string::npos);
+  CHECK(st.message().find(std::strerror(EISDIR)) != std::string::npos);
+  CHECK(st.message().find("verifies") == std::string::npos);
+}
