@@ -56,18 +56,25 @@ std::string seg_name(uint64_t s) {
 }
 
 // Numbers of files "<16 hex>.<ext>" in dir, ascending.
-std::vector<uint64_t> list_numbered(const std::string& dir, const std::string& ext) {
-  std::vector<uint64_t> out;
+// The numbers of dir's files named <16 hex digits><ext>, sorted. A
+// directory that cannot be listed is an error, never an empty list: read
+// as "no log, no snapshot", it would start the owner with an empty RIB,
+// and its reconciling re-push would then delete the node's sessions on
+// every node.
+Status list_numbered(const std::string& dir, const std::string& ext, std::vector<uint64_t>* out) {
+  out->clear();
   std::error_code ec;
-  for (const auto& e : fs::directory_iterator(dir, ec)) {
-    const std::string n = e.path().filename().string();
+  fs::directory_iterator it(dir, ec);
+  for (; !ec && it != fs::directory_iterator(); it.increment(ec)) {
+    const std::string n = it->path().filename().string();
     if (n.size() != 16 + ext.size() || n.compare(16, ext.size(), ext) != 0) continue;
     char* end = nullptr;
     const uint64_t v = std::strtoull(n.substr(0, 16).c_str(), &end, 16);
-    if (end && *end == '\0') out.push_back(v);
+    if (end && *end == '\0') out->push_back(v);
   }
-  std::sort(out.begin(), out.end());
-  return out;
+  if (ec) return Status::Io(dir + ": cannot list: " + ec.message());
+  std::sort(out->begin(), out->end());
+  return Status::Ok();
 }
 
 // Reads a whole segment or snapshot. A file larger than this machine's
@@ -305,12 +312,14 @@ Status Wal::recover(const std::function<void(const WalRecord&)>& replay) {
   // 0. a snapshot a crash interrupted before its rename (snap/S.snap.tmp):
   // never read, and nothing else would remove it (the owner holds the data
   // dir's lock, so no other process is writing it).
-  for (uint64_t s : list_numbered(opt_.dir + "/snap", ".snap.tmp"))
-    ::unlink((opt_.dir + "/snap/" + seg_name(s) + ".snap.tmp").c_str());
+  const char* refuse = "wal: cannot read the RIB, refusing to start";
+  std::vector<uint64_t> snaps, segs;
+  SB_RETURN_IF_ERROR(list_numbered(opt_.dir + "/snap", ".snap.tmp", &snaps).with_context(refuse));
+  for (uint64_t s : snaps) ::unlink((opt_.dir + "/snap/" + seg_name(s) + ".snap.tmp").c_str());
   // 1. newest verifying snapshot (its bytes are kept for step 3)
   uint64_t base = 0;
   std::string snap;
-  const std::vector<uint64_t> snaps = list_numbered(opt_.dir + "/snap", ".snap");
+  SB_RETURN_IF_ERROR(list_numbered(opt_.dir + "/snap", ".snap", &snaps).with_context(refuse));
   for (auto it = snaps.rbegin(); it != snaps.rend(); ++it) {
     std::string b;
     // A snapshot that cannot be read (kIo: permissions after a run as
@@ -338,7 +347,7 @@ Status Wal::recover(const std::function<void(const WalRecord&)>& replay) {
   }
   // 2. the log after it must be complete (see the header): checked before
   // anything is replayed.
-  const std::vector<uint64_t> segs = list_numbered(opt_.dir + "/wal", ".log");
+  SB_RETURN_IF_ERROR(list_numbered(opt_.dir + "/wal", ".log", &segs).with_context(refuse));
   const std::string where = opt_.dir + ": ";
   if (!snaps.empty() && base == 0)
     return Status::Corrupt(where + "no RIB snapshot in snap/ verifies (newest " +
@@ -535,9 +544,13 @@ Status Wal::snapshot(
   }
   if (opt_.fsync != FsyncPolicy::kNone) SB_RETURN_IF_ERROR(sync_dir(opt_.dir + "/snap"));
   // Truncate: segments and snapshots older than this one are no longer needed.
-  for (uint64_t s : list_numbered(opt_.dir + "/wal", ".log"))
+  // Best effort: what a failed listing leaves is removed by a later snapshot.
+  std::vector<uint64_t> old;
+  (void)list_numbered(opt_.dir + "/wal", ".log", &old);
+  for (uint64_t s : old)
     if (s < next) ::unlink((opt_.dir + "/wal/" + seg_name(s) + ".log").c_str());
-  for (uint64_t s : list_numbered(opt_.dir + "/snap", ".snap"))
+  (void)list_numbered(opt_.dir + "/snap", ".snap", &old);
+  for (uint64_t s : old)
     if (s < next) ::unlink((opt_.dir + "/snap/" + seg_name(s) + ".snap").c_str());
   since_snap_ = 0;
   dirty_ = false;

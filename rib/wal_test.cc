@@ -773,3 +773,33 @@ TEST_CASE("wal: a snapshot that cannot be read is reported as such, not as one t
   CHECK(st.message().find(std::strerror(EISDIR)) != std::string::npos);
   CHECK(st.message().find("verifies") == std::string::npos);
 }
+
+TEST_CASE("wal: a log directory that cannot be listed is an error, never an empty RIB", "[wal]") {
+  // A failed listing of wal/ or snap/ (EACCES after a run as another user,
+  // EIO, a file in the directory's place) used to read as "no segments, no
+  // snapshot": the owner started with an empty (or snapshot-only) RIB, and
+  // its reconciling re-push then deleted the node's sessions on every node.
+  // Root ignores permissions: a file in the directory's place stands in for
+  // the directory that cannot be listed (ENOTDIR).
+  TmpDir d;
+  WalOptions o{d.path, FsyncPolicy::kBatch, 10};
+  Model model;
+  { auto w = log_with(o, 100, &model); }
+  for (const char* sub : {"wal", "snap"}) {
+    INFO(sub);
+    auto w = Wal::open(o).value();
+    const std::string dir = d.path + "/" + sub, kept = d.path + "/kept";
+    fs::rename(dir, kept);
+    { std::ofstream(dir) << "x"; }
+    uint64_t replayed = 0;
+    const Status st = w->recover([&](const WalRecord&) { ++replayed; });
+    fs::remove(dir);
+    fs::rename(kept, dir);
+    INFO(st.to_string());
+    CHECK(st.code() == StatusCode::kIo);
+    CHECK(st.message().find("refusing to start") != std::string::npos);
+    CHECK(st.message().find(dir) != std::string::npos);
+    CHECK(replayed == 0);
+  }
+  CHECK(recover_model(o) == model);  // the directories back: everything is there
+}
