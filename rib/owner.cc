@@ -879,8 +879,10 @@ Status Owner::start_group(uint64_t now_us) {
   Status st = wal_->commit();
   stats_.us_wal += mono_us() - t_wal;
   if (!st.ok()) {
-    // Nothing was acknowledged; the ops fail (the log may hold them: a retry
-    // with the same id after a restart is answered from the log).
+    // Nothing was acknowledged; the ops fail, or, when the log may hold
+    // them (a failed fdatasync or cut-back), the status says "outcome
+    // unknown" (Wal::commit): a retry with the same id after a restart is
+    // answered from the log.
     std::vector<OpReply> rs;
     for (Op& g : ops) {
       OpReply r;

@@ -467,9 +467,13 @@ Status Wal::commit() {
       buf_.clear();
       pending_n_ = 0;
       if (cut) return Status::Io(w.message());
-      // A torn tail stays: nothing may be appended after it.
+      // A torn tail stays: nothing may be appended after it. The group's
+      // records before the tear are whole and replay at the restart: its
+      // ops' outcome is unknown, not failed (a retry with the same request
+      // id after the restart gets the log's answer).
       broken_ = Status::Io(w.message() + "; cutting the segment back failed: " + std::strerror(errno));
-      return broken_;
+      return Status::Io("outcome unknown: " + broken_.message() +
+                        ": the group's records written before the error take effect when the owner restarts");
     }
     seg_bytes_ += buf_.size();
     stats_.bytes += buf_.size();
@@ -488,11 +492,15 @@ Status Wal::commit() {
     sync = now_ns() - last_sync_ns_ >= uint64_t(opt_.fsync_interval_ms) * 1000000ULL;
   }
   if (sync) {
-    if (::fdatasync(fd_) != 0) {
+    if ((opt_.sync_fn ? opt_.sync_fn(fd_) : ::fdatasync(fd_)) != 0) {
       // What reached the disk is unknown now (the kernel may have dropped
-      // the dirty pages: a second fdatasync would "succeed"): no more commits.
+      // the dirty pages: a second fdatasync would "succeed"): no more
+      // commits. The records are in the file as far as this process can
+      // tell and replay at the restart if the disk kept them: the ops'
+      // outcome is unknown, not failed. Later calls just fail.
       broken_ = Status::Io(std::string("wal: fdatasync: ") + std::strerror(errno));
-      return broken_;
+      return Status::Io("outcome unknown: " + broken_.message() +
+                        ": the group's records may have reached the disk and then take effect when the owner restarts");
     }
     ++stats_.syncs;
     last_sync_ns_ = now_ns();

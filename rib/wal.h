@@ -112,6 +112,8 @@ struct WalOptions {
   std::string dir;
   FsyncPolicy fsync = FsyncPolicy::kBatch;
   uint32_t fsync_interval_ms = 10;
+  // Test hook: stands in for fdatasync(2) on the log (null: fdatasync).
+  int (*sync_fn)(int fd) = nullptr;
 };
 
 // The WAL's counters, one list: X(field, exported name, kind, help), as

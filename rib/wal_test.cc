@@ -803,3 +803,36 @@ TEST_CASE("wal: a log directory that cannot be listed is an error, never an empt
   }
   CHECK(recover_model(o) == model);  // the directories back: everything is there
 }
+
+TEST_CASE("wal: a group whose fdatasync fails is answered 'outcome unknown', and replays at the restart", "[wal]") {
+  // The group's records were written (page cache) when fdatasync failed:
+  // they replay at the restart if the disk kept them, so "the ops failed"
+  // (what the group's clients used to get) could be false.
+  TmpDir d;
+  WalOptions o{d.path, FsyncPolicy::kBatch, 10};
+  o.sync_fn = [](int) {
+    errno = EIO;
+    return -1;
+  };
+  Model model;
+  {
+    auto w = Wal::open(o).value();
+    REQUIRE(w->recover([](const WalRecord&) {}).ok());
+    for (uint32_t i = 0; i < 10; ++i) {
+      w->append(put(i, 1));
+      model[i] = 1;
+    }
+    const Status st = w->commit();
+    INFO(st.to_string());
+    CHECK(st.code() == StatusCode::kIo);
+    CHECK(st.message().find("outcome unknown") != std::string::npos);
+    CHECK(st.message().find(std::strerror(EIO)) != std::string::npos);
+    // The log is broken for good; a later group was never written: it fails.
+    w->append(put(99, 1));
+    const Status later = w->commit();
+    CHECK(later.code() == StatusCode::kIo);
+    CHECK(later.message().find("outcome unknown") == std::string::npos);
+  }
+  o.sync_fn = nullptr;
+  CHECK(recover_model(o) == model);  // the first group took effect, the later one did not
+}
