@@ -27,7 +27,9 @@
 //               (key, value) pairs, builds, and turns single-key changes into
 //               deltas. Not thread-safe (one owner thread); build() may use
 //               worker threads internally. Its table() is a GptTable kept
-//               equal to what a remote node gets by applying the deltas.
+//               equal to what a remote node gets by applying the deltas
+//               (as seen through table(): a backend may bring it up to
+//               date when table() is called, gpt/ludo.h "Lazy local table").
 //
 // Data-plane rules: lookups never allocate, throw or log; a batch costs one
 // indirect call (lookup_bulk) when called through this interface, and the
@@ -120,7 +122,7 @@ class GptBuilder {
                        unsigned threads) = 0;
 
   // Single-key maintenance; each appends the deltas a remote node applies
-  // (zero or more) to *out and has already applied them to table().
+  // (zero or more) to *out; table() reflects them when next called.
   //   insert: key must be absent (kAlreadyExists), size < capacity (kCapacity)
   //   change: key must be present (kNotFound)
   //   erase:  key must be present (kNotFound)
@@ -141,6 +143,12 @@ class GptBuilder {
 
   virtual const GptTable& table() const = 0;
   virtual GptTable& mutable_table() = 0;
+  // table().serialize_partition(partition, out): what the RIB owner serves
+  // to a resyncing node. A backend that brings table() up to date lazily
+  // (Ludo) brings only that partition up to date here.
+  virtual Status serialize_partition(uint32_t partition, std::vector<uint8_t>* out) const {
+    return table().serialize_partition(partition, out);
+  }
 };
 
 // Backend choice by configuration (node config `backends.gpt`). Fields a

@@ -69,9 +69,15 @@ struct LudoBuilder::Shard {
     uint64_t h[4];
     uint8_t v[4];
     uint8_t cnt = 0;
-    uint8_t seed = 0;   // slot seed (0..255)
-    uint8_t ovf = 0;    // seed stored in the overflow table
-    uint8_t fb = 0;     // no seed <= 255: keys live in the fallback table
+    uint8_t seed = 0;     // slot seed (0..255)
+    uint8_t ovf : 1 = 0;  // seed stored in the overflow table
+    uint8_t fb : 1 = 0;   // no seed <= 255: keys live in the fallback table
+    // Entries [cnt, cnt + ghosts) of h/v: erased keys whose value still
+    // sits in the lookup bucket (an erase changes nothing there, §4.4.8),
+    // at their slot under `seed`. Cleared when the bucket is rewritten.
+    // make_lookup_shard writes them too, so a shard rebuilt for the lazy
+    // local table (gpt/ludo.h UPDATES) is the delta-fed one, bit for bit.
+    uint8_t ghosts = 0;
   };
   uint64_t nb = 0;
   uint64_t cap = 0;    // key capacity: floor(grow_load * 4 nb)
@@ -88,8 +94,11 @@ struct LudoBuilder::Shard {
     const uint64_t x = b0(h);
     return b == x ? b1(h) : x;
   }
+  // append / remove: the bucket is rewritten (a node of the same delta),
+  // so its erased keys' old values leave the lookup side.
   void append(uint64_t b, const FlowKey& k, uint64_t h, uint8_t v) {
     Bucket& B = bk[b];
+    B.ghosts = 0;
     keys[4 * b + B.cnt] = k;
     B.h[B.cnt] = h;
     B.v[B.cnt] = v;
@@ -97,6 +106,7 @@ struct LudoBuilder::Shard {
   }
   void remove(uint64_t b, unsigned i) {
     Bucket& B = bk[b];
+    B.ghosts = 0;
     const unsigned last = B.cnt - 1u;
     if (i != last) {
       B.h[i] = B.h[last];
@@ -104,6 +114,19 @@ struct LudoBuilder::Shard {
       keys[4 * b + i] = keys[4 * b + last];
     }
     --B.cnt;
+  }
+  // Erase with no rewrite of the bucket: key i becomes a ghost (its h and
+  // value move to entry cnt - 1, the first ghost after the decrement).
+  void retire(uint64_t b, unsigned i) {
+    Bucket& B = bk[b];
+    const unsigned last = B.cnt - 1u;
+    if (i != last) {
+      std::swap(B.h[i], B.h[last]);
+      std::swap(B.v[i], B.v[last]);
+      keys[4 * b + i] = keys[4 * b + last];
+    }
+    --B.cnt;
+    ++B.ghosts;
   }
   // Slot i of bucket b holding (key, h), or -1.
   int find_in(uint64_t b, const FlowKey& key, uint64_t h) const {
@@ -256,11 +279,12 @@ int find_seed(const LudoBuilder::Shard::Bucket& B, uint64_t* tries, unsigned lim
   return -1;
 }
 
-// The bucket word of the lookup structure: seed field + values in slot order.
+// The bucket word of the lookup structure: seed field + values in slot order
+// (the keys' and the ghosts').
 uint64_t bucket_word(const LudoBuilder::Shard::Bucket& B, unsigned l, uint8_t vals[4]) {
   vals[0] = vals[1] = vals[2] = vals[3] = 0;
   if (!B.fb)
-    for (unsigned i = 0; i < B.cnt; ++i) vals[ludo_slot(ludo_slot_word(B.h[i]), B.seed)] = B.v[i];
+    for (unsigned i = 0; i < unsigned(B.cnt + B.ghosts); ++i) vals[ludo_slot(ludo_slot_word(B.h[i]), B.seed)] = B.v[i];
   uint64_t w = B.ovf ? kLudoOverflowMark : B.seed;
   for (unsigned j = 0; j < 4; ++j) w |= uint64_t(vals[j]) << (kLudoSeedBits + j * l);
   return w;
@@ -380,6 +404,7 @@ Result<std::unique_ptr<LudoBuilder>> LudoBuilder::create(const LudoConfig& cfg) 
   b->table_ = std::move(t.value());
   const uint32_t ns = b->table_->num_shards();
   b->shards_.resize(ns);
+  b->dirty_.assign(ns, 0);
   for (uint32_t g = 0; g < ns; ++g) {
     std::unique_ptr<Shard> s;
     SB_RETURN_IF_ERROR(b->build_shard(g, nullptr, 0, nullptr, nullptr, nullptr,
@@ -572,6 +597,8 @@ Status LudoBuilder::build_hashed(const FlowKey* keys, const uint64_t* hashes, co
   size_ += fb_.size();
   T.fallback_n_.store(T.fallback_.size(), std::memory_order_release);
   T.retired_.clear();  // REQUIRES (build): no concurrent readers of the builder's table
+  std::fill(dirty_.begin(), dirty_.end(), uint8_t(0));  // every shard just published
+  ndirty_ = 0;
   return Status::Ok();
 }
 
@@ -589,22 +616,52 @@ Status LudoBuilder::emit(uint32_t g, LudoDelta kind, DeltaList* out) {
   ++stats_.deltas;
   stats_.delta_payload_bytes += scratch_.size();
   stats_.delta_bytes += scratch_.size() + kDeltaHeaderBytes;
-  // table() is kept equal to what a remote node gets from the same bytes:
-  // the payload just sealed goes through the same apply code as on a remote
-  // node (validation included), without re-parsing and re-checksumming the
-  // header this builder wrote a moment ago.
-  const std::span<const uint8_t> payload(scratch_.data(), scratch_.size());
   switch (kind) {
-    case LudoDelta::kInsert: return table_->apply_insert(g, payload);
-    case LudoDelta::kChange: return table_->apply_change(g, payload);
+    // Lazy local table (gpt/ludo.h UPDATES): table_ is read only through
+    // table()/ludo()/serialize_partition(), which rebuild a dirty shard
+    // from the maintenance structure first (bit for bit what these deltas
+    // give a remote node), so the update path does not apply them here.
+    case LudoDelta::kInsert:
+    case LudoDelta::kChange: mark_dirty(g); return Status::Ok();
+    // The fallback table (rare) is not rebuilt on demand: applied now.
     default: return table_->apply(out->operator[](out->size() - 1));
   }
+}
+
+void LudoBuilder::refresh(uint32_t g) const {
+  if (dirty_[g] == 0) return;
+  // Inserts and changes keep the shard's geometry (growth is a
+  // shard_replace, which leaves the shard clean), so install_shard rewrites
+  // it in place under its epoch: nothing retired, nothing allocated in
+  // table_. It cannot fail on a shard made here.
+  const Status st = table_->install_shard(g, make_lookup_shard(*shards_[g]));
+  (void)st;
+  dirty_[g] = 0;
+  --ndirty_;
+}
+
+void LudoBuilder::refresh_all() const {
+  for (uint32_t g = 0; ndirty_ != 0 && g < dirty_.size(); ++g) refresh(g);
+}
+
+Status LudoBuilder::serialize_partition(uint32_t partition, std::vector<uint8_t>* out) const {
+  const uint32_t k = table_->k_;
+  if (partition < (1u << table_->log2p_))
+    for (uint32_t s = 0; s < k; ++s) refresh(partition * k + s);
+  return table_->serialize_partition(partition, out);
 }
 
 // Whole shard (growth or Othello reconstruction): installed locally from the
 // maintenance structure, shipped as its blob.
 Status LudoBuilder::emit_replace(uint32_t g, DeltaList* out) {
+  // The blob has no ghosts (old values of erased keys): neither may the
+  // maintenance side, whose ghosts mirror the lookup side's.
+  for (auto& B : shards_[g]->bk) B.ghosts = 0;
   SB_RETURN_IF_ERROR(table_->install_shard(g, make_lookup_shard(*shards_[g])));
+  if (dirty_[g] != 0) {
+    dirty_[g] = 0;
+    --ndirty_;
+  }
   scratch_.clear();
   table_->write_shard(g, &scratch_);
   DeltaHeader hd;
@@ -636,8 +693,10 @@ Status LudoBuilder::emit_fb_put(uint32_t g, const FlowKey& key, uint64_t h, uint
 
 namespace {
 // Appends one insertion-message node (§4.4.8: bIdx, seed, value order, Ochg).
-void put_node(std::vector<uint8_t>& o, uint64_t bucket, const LudoBuilder::Shard::Bucket& B,
+// The rewrite replaces the bucket's ghosts on the lookup side.
+void put_node(std::vector<uint8_t>& o, uint64_t bucket, LudoBuilder::Shard::Bucket& B,
               unsigned l, const std::vector<OthelloChange>& chg) {
+  B.ghosts = 0;
   uint8_t vals[4];
   bucket_word(B, l, vals);
   const size_t at = o.size();
@@ -870,7 +929,10 @@ Status LudoBuilder::erase(const FlowKey& key, uint64_t h, DeltaList* out) {
     if (i < 0) continue;
     ++stats_.erases;
     const bool was_fb = S.bk[b].fb;
-    S.remove(b, unsigned(i));
+    if (was_fb)
+      S.remove(b, unsigned(i));  // its lookup bucket holds no values
+    else
+      S.retire(b, unsigned(i));  // its value stays in the lookup bucket
     --S.count;
     --size_;
     SB_RETURN_IF_ERROR(S.oth.erase(h));
@@ -995,6 +1057,7 @@ uint64_t LudoBuilder::total_buckets() const {
 }
 
 Status LudoBuilder::check() const {
+  refresh_all();
   uint64_t total = fb_.size();
   for (uint32_t g = 0; g < shards_.size(); ++g) {
     const Shard& S = *shards_[g];
@@ -1017,6 +1080,14 @@ Status LudoBuilder::check() const {
         }
         if (table_->lookup(S.keys[4 * b + i], h) != B.v[i])
           return Status::Internal("ludo check: lookup structure disagrees");
+      }
+      // Ghosts: below 4 entries with the keys, on slots of their own.
+      if (B.cnt + B.ghosts > 4 || (B.fb && B.ghosts != 0))
+        return Status::Internal("ludo check: bad ghost count");
+      for (unsigned i = B.cnt; i < unsigned(B.cnt + B.ghosts); ++i) {
+        const unsigned bit = 1u << ludo_slot(ludo_slot_word(B.h[i]), B.seed);
+        if (used & bit) return Status::Internal("ludo check: ghost shares a key's slot");
+        used |= bit;
       }
     }
     if (cnt != S.count) return Status::Internal("ludo check: key count mismatch");

@@ -204,6 +204,99 @@ TEST_CASE("ludo: model-based updates, remote fed only deltas agrees", "[ludo]") 
   }
 }
 
+// The builder does not apply its own insert/change deltas (gpt/ludo.h
+// UPDATES "Lazy local table"): table(), ludo() and serialize_partition()
+// rebuild the dirty shards first. A builder that skipped that rebuild would
+// answer inserted keys and changed values wrong through table(), and serve
+// stale partition snapshots: a replica loaded from them and fed the later
+// deltas would disagree with the model.
+TEST_CASE("ludo: the builder's table is brought up to date on demand", "[ludo]") {
+  const uint64_t seed = test_seed(31);
+  for (unsigned l : {2u, 5u}) {
+    const auto c = small_config(l, 2, 2);  // 4 partitions x 2 shards
+    auto b = LudoBuilder::create(c);
+    REQUIRE(b.ok());
+    GptBuilder& gb = **b;
+    auto pool = make_keys(16000, seed + l);
+    Rng r(seed * 5 + l);
+    std::unordered_map<FlowKey, uint8_t, KeyHash> model;
+    std::vector<uint8_t> vals(8000);
+    for (size_t i = 0; i < vals.size(); ++i) model[pool[i]] = vals[i] = uint8_t(r.below(1u << l));
+    REQUIRE(gb.build(pool.data(), vals.data(), vals.size(), 1).ok());
+    CHECK((*b)->dirty_shards() == 0);
+    auto remote = remote_copy((*b)->ludo());  // fed every delta from here on
+    DeltaList d;
+    auto run = [&](int rounds, LudoTable* replica) {
+      for (int round = 0; round < rounds; ++round) {
+        d.clear();
+        const FlowKey& k = pool[r.below(pool.size())];
+        const uint8_t v = uint8_t(r.below(1u << l));
+        const auto it = model.find(k);
+        if (it == model.end()) {
+          REQUIRE(gb.insert(k, v, &d).ok());
+          model[k] = v;
+        } else if (r.below(3) == 0) {
+          REQUIRE(gb.erase(k, &d).ok());
+          model.erase(it);
+        } else {
+          REQUIRE(gb.change(k, v, &d).ok());
+          it->second = v;
+        }
+        apply_all(remote.get(), d);
+        if (replica) apply_all(replica, d);
+      }
+    };
+    auto wrong_on = [&](const GptTable& t) {
+      size_t wrong = 0;
+      for (const auto& [k, v] : model) wrong += t.lookup(k, hash_key(k, c.hash_seed)) != v;
+      return wrong;
+    };
+    run(4000, nullptr);
+    REQUIRE((*b)->dirty_shards() == 8);  // every shard saw inserts and changes
+    // Partition snapshots through the builder: each rebuilds only its own
+    // partition's 2 shards, and equals the delta-fed remote's part byte for
+    // byte (Othello arrays, seeds, overflow entries, and the old values of
+    // erased keys a delta-fed table keeps).
+    auto replica = LudoTable::create(c);
+    REQUIRE(replica.ok());
+    for (uint32_t p = 0; p < 4; ++p) {
+      std::vector<uint8_t> ps, rs;
+      REQUIRE(gb.serialize_partition(p, &ps).ok());
+      CHECK((*b)->dirty_shards() == 8 - 2 * (p + 1));
+      REQUIRE(remote->serialize_partition(p, &rs).ok());
+      CHECK(ps == rs);
+      REQUIRE((*replica)->load_partition(p, ps).ok());
+    }
+    std::vector<uint8_t> none;
+    CHECK(gb.serialize_partition(4, &none).code() == StatusCode::kInvalidArgument);
+    // The replica resyncs from those snapshots and takes the later deltas
+    // (bucket rewrites, one-slot changes computed from the builder's seeds,
+    // Othello entries) on top of them.
+    run(4000, replica->get());
+    CHECK((*b)->dirty_shards() > 0);
+    // Lookups through table() (GptTable): rebuilt first, every key right.
+    CHECK(wrong_on(gb.table()) == 0);
+    CHECK((*b)->dirty_shards() == 0);
+    CHECK(wrong_on(**replica) == 0);
+    CHECK(wrong_on(*remote) == 0);
+    std::vector<uint8_t> s1, s2, s3;
+    gb.table().serialize(&s1);
+    remote->serialize(&s2);
+    (*replica)->serialize(&s3);
+    CHECK(s1 == s2);
+    CHECK(s2 == s3);
+    // A table() snapshot taken mid-stream is as good as the builder's.
+    run(500, replica->get());
+    std::vector<uint8_t> p2;
+    REQUIRE(gb.table().serialize_partition(2, &p2).ok());
+    REQUIRE((*replica)->load_partition(2, p2).ok());
+    run(500, replica->get());
+    CHECK(wrong_on(**replica) == 0);
+    REQUIRE((*b)->check().ok());
+    CHECK(wrong_on((*b)->ludo()) == 0);
+  }
+}
+
 TEST_CASE("ludo: growth crossing 94% under updates keeps lookups correct", "[ludo][tsan]") {
   const uint64_t seed = test_seed(5);
   LudoConfig c = small_config(4, 0, 1);

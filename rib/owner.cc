@@ -642,7 +642,7 @@ Result<SnapshotOut> Owner::snapshot(uint32_t partition, uint32_t for_node) const
   SnapshotOut out;
   out.partition = partition;
   out.pos = head(partition);
-  if (gpt_) SB_RETURN_IF_ERROR(gpt_->table().serialize_partition(partition, &out.gpt));
+  if (gpt_) SB_RETURN_IF_ERROR(gpt_->serialize_partition(partition, &out.gpt));
   // FIB entries as they will be once the group in flight lands: its FIB
   // messages were sent before this answer, so a removal in flight must not
   // be undone by the snapshot (snapshots only add).

@@ -67,21 +67,22 @@ class LudoBench final : public GptBenchImpl {
   void lookup_batch(const FlowKey* keys, size_t n, uint8_t* out) override {
     uint64_t h[kMaxBurst];
     for (size_t i = 0; i < n; ++i) h[i] = hash_key(keys[i], hash_seed_);
-    retries_ += table_->lookup_bulk(keys, h, n, out);
+    retries_ += table()->lookup_bulk(keys, h, n, out);
   }
-  uint8_t lookup_one(const FlowKey& key) override { return table_->lookup(key, hash_key(key, hash_seed_)); }
+  uint8_t lookup_one(const FlowKey& key) override { return table()->lookup(key, hash_key(key, hash_seed_)); }
 
-  double bits_per_key() const override { return double(table_->num_bits()) / double(std::max<size_t>(1, n_)); }
-  uint64_t capacity() const override { return table_->capacity(); }
-  uint64_t fallback_keys() const override { return table_->fallback_keys(); }
+  double bits_per_key() const override { return double(table()->num_bits()) / double(std::max<size_t>(1, n_)); }
+  uint64_t capacity() const override { return table()->capacity(); }
+  uint64_t fallback_keys() const override { return table()->fallback_keys(); }
 
   bool supports_updates() const override { return true; }
   void prefetch_update(const FlowKey& key, unsigned stage) override { builder_->prefetch_update(key, stage); }
   // The replica a remote node holds: the built table, through its snapshot
   // bytes (untimed: a node gets it once, from a snapshot, before updates).
-  Status prepare_updates() override { return snapshot_replica(*table_, &remote_); }
+  Status prepare_updates() override { return snapshot_replica(*table(), &remote_); }
   Status update(UpdateKind kind, const FlowKey& key, uint8_t value) override {
     if (!remote_) SB_RETURN_IF_ERROR(prepare_updates());
+    stale_ = true;
     switch (kind) {
       case UpdateKind::kInsert: return builder_->insert(key, value, &pending_);
       case UpdateKind::kChange: return builder_->change(key, value, &pending_);
@@ -108,14 +109,14 @@ class LudoBench final : public GptBenchImpl {
     return n;
   }
   uint8_t remote_lookup_one(const FlowKey& key) override {
-    const gpt::LudoTable& t = remote_ ? *remote_ : *table_;
+    const gpt::LudoTable& t = remote_ ? *remote_ : *table();
     return t.lookup(key, hash_key(key, hash_seed_));
   }
 
   void extra_metrics(Record& r) const override {
     const auto& s = builder_->stats();
-    r.set("partitions", uint64_t(1) << table_->log2_partitions())
-        .set("shards", uint64_t(table_->num_shards()))
+    r.set("partitions", uint64_t(1) << table()->log2_partitions())
+        .set("shards", uint64_t(table()->num_shards()))
         .set("overflow_buckets", ovf_build_)
         .set("overflow_fraction", double(ovf_build_) / double(std::max<uint64_t>(1, buckets_build_)))
         .set("lookup_retries", retries_);
@@ -132,14 +133,26 @@ class LudoBench final : public GptBenchImpl {
           .set("overflow_fixes", s.overflow_fixes)
           .set("overflow_fraction_after_updates",
                double(builder_->overflow_buckets()) / double(std::max<uint64_t>(1, builder_->total_buckets())))
-          .set("bits_per_key_after_updates", double(table_->num_bits()) / double(std::max<uint64_t>(1, builder_->size())))
-          .set("load_factor_after_updates", double(builder_->size()) / double(std::max<uint64_t>(1, table_->capacity())));
+          .set("bits_per_key_after_updates", double(table()->num_bits()) / double(std::max<uint64_t>(1, builder_->size())))
+          .set("load_factor_after_updates", double(builder_->size()) / double(std::max<uint64_t>(1, table()->capacity())));
     }
   }
 
  private:
+  // The builder's table. Updates leave shards of it dirty (gpt/ludo.h
+  // "LAZY LOCAL TABLE"): the first read after them goes through ludo(),
+  // which rebuilds those shards (untimed: the verify pass after the timed
+  // updates). Timed lookups (before the updates) pay one test of stale_.
+  const gpt::LudoTable* table() const {
+    if (stale_) {
+      builder_->ludo();
+      stale_ = false;
+    }
+    return table_;
+  }
   std::unique_ptr<gpt::LudoBuilder> builder_;
-  const gpt::LudoTable* table_ = nullptr;
+  const gpt::LudoTable* table_ = nullptr;  // &builder_->ludo(), the same object for its life
+  mutable bool stale_ = false;
   std::unique_ptr<gpt::LudoTable> remote_;
   gpt::DeltaList pending_;
   uint64_t hash_seed_ = 1;
