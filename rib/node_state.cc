@@ -311,7 +311,7 @@ std::vector<uint32_t> NodeState::take_resync(uint64_t now_us) {
       parts_[i].requested_us = now_us;
       parts_[i].request_id = ++next_request_id_;
       parts_[i].progress = false;
-      assembly_.erase(i);
+      drop_assembly(i);
       out.push_back(i);
     }
   needy_.clear();
@@ -355,9 +355,17 @@ std::vector<SnapshotChunkMsg> split_snapshot(SnapshotOut&& s, uint64_t request_i
   return out;
 }
 
+void NodeState::drop_assembly(uint32_t partition) {
+  const auto it = assembly_.find(partition);
+  if (it == assembly_.end()) return;
+  assembly_gpt_bytes_ -= it->second.out.gpt.size();
+  assembly_fib_entries_ -= it->second.out.fib.size();
+  assembly_.erase(it);
+}
+
 void NodeState::restart_snapshot(Part& p) {
   const uint32_t i = index_of(p);
-  assembly_.erase(i);
+  drop_assembly(i);
   ++c_.snapshot_restarts;
   if (p.state == kRequested) {
     p.state = kNeedSnapshot;
@@ -391,17 +399,23 @@ NodeState::ChunkResult NodeState::on_snapshot_chunk(SnapshotChunkMsg&& c) {
     it->second.out.pos = c.pos;
   }
   Assembly& a = it->second;
-  if (a.out.gpt.size() + c.gpt.size() > kMaxSnapshotGptBytes || a.out.fib.size() + c.fib.size() > fib_cap_) {
+  // The bounds hold over every assembly at once (kMaxSnapshotGptBytes).
+  if (assembly_gpt_bytes_ + c.gpt.size() > kMaxSnapshotGptBytes ||
+      assembly_fib_entries_ + c.fib.size() > fib_cap_) {
     ++c_.snapshot_rejected;
     restart_snapshot(p);
     return ChunkResult::kRestart;
   }
   a.out.gpt.insert(a.out.gpt.end(), c.gpt.begin(), c.gpt.end());
   a.out.fib.insert(a.out.fib.end(), std::make_move_iterator(c.fib.begin()), std::make_move_iterator(c.fib.end()));
+  assembly_gpt_bytes_ += c.gpt.size();
+  assembly_fib_entries_ += c.fib.size();
   ++a.next;
   p.progress = true;
   if (a.next < a.count) return ChunkResult::kPending;
   SnapshotOut whole = std::move(a.out);
+  assembly_gpt_bytes_ -= whole.gpt.size();
+  assembly_fib_entries_ -= whole.fib.size();
   assembly_.erase(it);
   p.request_id = 0;
   (void)on_snapshot(whole);  // counts and re-requests by itself on failure

@@ -35,6 +35,9 @@
 // inconsistent chunk discards the assembly and puts the partition back to
 // kNeedSnapshot (a new request, a new id; counted `snapshot_restarts`);
 // chunks of an older request are ignored (`snapshot_chunk_stale`).
+// Memory: the assemblies together hold at most the node's FIB capacity in
+// FIB entries and kMaxSnapshotGptBytes of GPT parts; a chunk past either
+// bound is refused (`snapshot_rejected`) and its partition asks again.
 // retry_requested() re-requests only partitions whose assembly made no
 // progress since the previous call and whose request is at least min_age
 // old, so a long snapshot is not restarted by the retry timer, nor a
@@ -123,7 +126,11 @@ SB_COUNTER_STRUCT(NodeCounters, kNodeCounterCount, SB_NODE_COUNTERS)
 // A FIB entry's share of a chunk's size budget (its protobuf encoding is
 // about 40 bytes).
 inline constexpr size_t kFibEntryChunkBytes = 48;
-// Bound of a reassembled snapshot's GPT part (memory of a bad peer's chunks).
+// Bound of the GPT parts of the snapshots being reassembled, all partitions
+// together (memory of a bad peer's chunks: every partition is requested at
+// once after a start, so a per-partition bound alone would allow P times
+// it). A whole cluster's GPT is far smaller (128M keys at l = 8: ~200 MB).
+// Their FIB parts together are bounded by the node's FIB capacity.
 inline constexpr size_t kMaxSnapshotGptBytes = size_t(1) << 30;
 
 // Splits `s` into chunks of at most max_bytes each (GPT bytes count one
@@ -255,6 +262,7 @@ class NodeState {
   void need_snapshot(Part& p, const StreamDeltaView* keep);
   void mark_changed(Part& p);
   void restart_snapshot(Part& p);
+  void drop_assembly(uint32_t partition);
   uint32_t index_of(const Part& p) const { return uint32_t(&p - parts_.data()); }
 
   ClusterSpec spec_;
@@ -266,6 +274,8 @@ class NodeState {
   std::vector<uint32_t> changed_;  // partitions with changed = true
   std::vector<uint32_t> needy_;    // partitions that went kNeedSnapshot
   std::unordered_map<uint32_t, Assembly> assembly_;
+  size_t assembly_gpt_bytes_ = 0;    // over assembly_ (kMaxSnapshotGptBytes)
+  size_t assembly_fib_entries_ = 0;  // over assembly_ (fib_cap_)
   size_t fib_cap_ = 0;
   uint64_t next_request_id_ = 0;
   size_t max_buffer_ = kMaxBufferedDeltas;

@@ -982,6 +982,48 @@ TEST_CASE("rib sim: a half-received snapshot is never visible, bad chunks restar
   }
 }
 
+TEST_CASE("rib sim: snapshots being reassembled are bounded all together, not per partition") {
+  // Every partition is requested at once after a start. Each assembly was
+  // bounded alone (the FIB capacity in entries, 1 GiB of GPT), so chunks
+  // that never complete (a bad peer's, or one answering every request with
+  // huge chunks) could hold P times the bound. The bounds now cover every
+  // assembly together: a chunk past them is refused (snapshot_rejected),
+  // its partition's request restarts, and what it would have added is not
+  // kept.
+  Sim sim(2, Architecture::kScaleBricks, 47);
+  const uint32_t cap = 1000;
+  auto ns = NodeState::create(sim.spec, 1, cap, make_setsep_table(sim.spec).value());
+  REQUIRE(ns.ok());
+  NodeState& n = *ns.value();
+  const std::vector<uint32_t> want = n.take_resync();
+  REQUIRE(want.size() >= 3);
+  auto first_chunk = [&](uint32_t p, size_t entries) {
+    SnapshotChunkMsg c;
+    c.partition = p;
+    c.request_id = n.snapshot_request_id(p);
+    c.index = 0;
+    c.count = 2;  // never completed here
+    c.fib.resize(entries);
+    return c;
+  };
+  const uint64_t rejected0 = n.counters().snapshot_rejected;
+  CHECK(n.on_snapshot_chunk(first_chunk(want[0], cap * 6 / 10)) == NodeState::ChunkResult::kPending);
+  // 60% + 60% of the capacity: each fits alone, not together.
+  CHECK(n.on_snapshot_chunk(first_chunk(want[1], cap * 6 / 10)) == NodeState::ChunkResult::kRestart);
+  CHECK(n.counters().snapshot_rejected == rejected0 + 1);
+  CHECK(n.snapshot_request_id(want[1]) == 0);
+  // What is left fits.
+  CHECK(n.on_snapshot_chunk(first_chunk(want[2], cap * 4 / 10)) == NodeState::ChunkResult::kPending);
+  // A restarted request gives its share back: the first partition,
+  // requested again, leaves room for the second.
+  n.retry_requested(~uint64_t(0) >> 1, 0);
+  n.retry_requested(~uint64_t(0) >> 1, 0);  // the first call only clears "progress"
+  const std::vector<uint32_t> again = n.take_resync();
+  REQUIRE(std::count(again.begin(), again.end(), want[0]) == 1);
+  REQUIRE(std::count(again.begin(), again.end(), want[1]) == 1);
+  CHECK(n.on_snapshot_chunk(first_chunk(want[1], cap * 6 / 10)) == NodeState::ChunkResult::kPending);
+}
+
 TEST_CASE("rib owner: choose weights persist with their version, old versions and bad weights change nothing") {
   Sim sim(2, Architecture::kScaleBricks, 45);
   Client c(sim, 46, 600);
