@@ -44,6 +44,7 @@ Result<std::unique_ptr<NodeState>> NodeState::create(const ClusterSpec& spec, ui
     n->fib_ = std::move(f.value());
   }
   n->fib_cap_ = size_t(cap);
+  n->max_buffered_bytes_ = opt.max_buffered_bytes;
   n->parts_.resize(spec.partitions);
   for (uint32_t i = 0; i < spec.partitions; ++i) n->needy_.push_back(i);
   return n;
@@ -201,10 +202,14 @@ void NodeState::need_snapshot(Part& p, const StreamDeltaView* keep) {
     needy_.push_back(index_of(p));
   }
   if (keep) {
-    if (p.buf.size() >= max_buffer_) {
+    const size_t nb = keep->bytes.size();
+    if (p.buf.size() >= max_buffer_ || buffered_bytes_ + nb > max_buffered_bytes_) {
       ++c_.buffer_overflow;
-      p.buf.clear();
+      drop_buf(p);
+      if (buffered_bytes_ + nb > max_buffered_bytes_) return;  // the others hold the room
     }
+    p.buf_bytes += nb;
+    buffered_bytes_ += nb;
     StreamDelta d;
     d.partition = keep->partition;
     d.sub_id = keep->sub_id;
@@ -291,7 +296,7 @@ void NodeState::on_head(uint32_t partition, StreamPos head) {
     ++c_.stream_regressed;
     // Deltas buffered from the old stream mean nothing in the new one, and
     // a snapshot being received may be the old instance's: start over.
-    p.buf.clear();
+    drop_buf(p);
     if (p.state == kRequested) restart_snapshot(p);
     need_snapshot(p, nullptr);
     return;
@@ -468,6 +473,8 @@ Status NodeState::on_snapshot(const SnapshotOut& s) {
   // Replay what was buffered after S.
   std::deque<StreamDelta> buf;
   buf.swap(p.buf);
+  buffered_bytes_ -= p.buf_bytes;
+  p.buf_bytes = 0;
   std::sort(buf.begin(), buf.end(), [](const StreamDelta& a, const StreamDelta& b) {
     return StreamPos{a.epoch, a.seq} < StreamPos{b.epoch, b.seq};
   });

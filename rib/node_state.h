@@ -142,6 +142,11 @@ struct NodeStateOptions {
   uint32_t fib_capacity = 1 << 20;  // sessions this node handles
   fib::FibKind fib = fib::FibKind::kCuckoo;
   unsigned lcores = 1;              // data-plane workers (per-lcore session counters)
+  // Bytes of deltas the partitions waiting for a snapshot buffer, all
+  // together (a partition's buffer is also bounded by count,
+  // kMaxBufferedDeltas): a delta is at most 1 MiB (control/validate.h), so
+  // the count bound alone allowed 64 GiB per partition.
+  size_t max_buffered_bytes = size_t(256) << 20;
 };
 
 class NodeState {
@@ -171,7 +176,10 @@ class NodeState {
   enum class DeltaResult { kApplied, kStale, kGap, kBuffered, kRejected };
   // Deltas a partition waiting for its snapshot buffers at most: a delta
   // that finds the buffer full drops the deltas in it (buffer_overflow) and
-  // is buffered itself.
+  // is buffered itself. The same when all partitions' buffers together
+  // would pass NodeStateOptions::max_buffered_bytes; if the other
+  // partitions' buffers alone leave no room, the delta is dropped too (the
+  // partition finds the gap once its snapshot is loaded and asks again).
   static constexpr size_t kMaxBufferedDeltas = size_t(1) << 16;
   DeltaResult on_delta(const StreamDelta& d) {
     return on_delta(StreamDeltaView{d.partition, d.sub_id, d.epoch, d.seq, d.bytes});
@@ -240,6 +248,7 @@ class NodeState {
     State state = kNeedSnapshot;
     StreamPos applied;
     std::deque<StreamDelta> buf;
+    size_t buf_bytes = 0;  // bytes of the deltas in buf
     bool changed = false;
     uint64_t reported_us = 0;  // last take_applied_changes() that listed it
     StreamPos last_head;       // the owner's last heartbeat head ({0, 0}: none yet)
@@ -279,6 +288,13 @@ class NodeState {
   size_t fib_cap_ = 0;
   uint64_t next_request_id_ = 0;
   size_t max_buffer_ = kMaxBufferedDeltas;
+  size_t max_buffered_bytes_ = 0;  // NodeStateOptions::max_buffered_bytes
+  size_t buffered_bytes_ = 0;      // over every Part::buf
+  void drop_buf(Part& p) {
+    buffered_bytes_ -= p.buf_bytes;
+    p.buf_bytes = 0;
+    p.buf.clear();
+  }
   uint32_t drop_ = 0;
   NodeCounters c_;
 };

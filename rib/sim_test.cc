@@ -1448,7 +1448,7 @@ TEST_CASE("node state: a bulk load that fails leaves the node empty, and a good 
 
 // Node 1 of a two-member hash-partition cluster (4 partitions, 2 owned by
 // each member), no snapshot received yet.
-static std::unique_ptr<NodeState> two_member_node1() {
+static std::unique_ptr<NodeState> two_member_node1(size_t max_buffered_bytes = size_t(256) << 20) {
   ClusterSpec spec;
   spec.curve = false;
   spec.partitions = 4;
@@ -1458,7 +1458,10 @@ static std::unique_ptr<NodeState> two_member_node1() {
   spec.architecture = Architecture::kHashPartition;
   spec.assign_round_robin();
   REQUIRE(spec.validate().ok());
-  auto ns = NodeState::create(spec, 1, 1000, nullptr);
+  NodeStateOptions o;
+  o.fib_capacity = 1000;
+  o.max_buffered_bytes = max_buffered_bytes;
+  auto ns = NodeState::create(spec, 1, o, nullptr);
   REQUIRE(ns.ok());
   return std::move(ns.value());
 }
@@ -1505,6 +1508,38 @@ TEST_CASE("node state: deltas of a partition waiting for its snapshot are buffer
   CHECK(n.on_delta(d) == NodeState::DeltaResult::kBuffered);
   CHECK(n.counters().buffer_overflow == 1);
   CHECK(n.counters().buffered == full + 2);
+}
+
+TEST_CASE("node state: the deltas buffered for snapshots are bounded in bytes, all partitions together") {
+  // Each partition's buffer was bounded by count only: 2^16 deltas of up to
+  // 1 MiB each, 64 GiB per partition. Bytes are now bounded over every
+  // partition's buffer (here 1000).
+  auto ns = two_member_node1(1000);
+  NodeState& n = *ns;
+  StreamDelta d;
+  d.epoch = 1;
+  d.bytes.assign(300, 0xab);
+  auto send = [&](uint32_t partition, uint64_t seq) {
+    d.partition = partition;
+    d.seq = seq;
+    return n.on_delta(d);
+  };
+  for (uint64_t s = 1; s <= 3; ++s) CHECK(send(0, s) == NodeState::DeltaResult::kBuffered);
+  CHECK(n.counters().buffered == 3);  // 900 bytes
+  // Partition 1: no room left by partition 0, whose buffer is not its to
+  // drop: the delta is dropped and counted.
+  CHECK(send(1, 1) == NodeState::DeltaResult::kBuffered);
+  CHECK(n.counters().buffered == 3);
+  CHECK(n.counters().buffer_overflow == 1);
+  // Partition 0 again: its own buffer goes (counted), this delta stays.
+  CHECK(send(0, 4) == NodeState::DeltaResult::kBuffered);
+  CHECK(n.counters().buffered == 4);
+  CHECK(n.counters().buffer_overflow == 2);
+  // 300 bytes held: partition 1 finds room now.
+  CHECK(send(1, 2) == NodeState::DeltaResult::kBuffered);
+  CHECK(send(1, 3) == NodeState::DeltaResult::kBuffered);
+  CHECK(n.counters().buffered == 6);
+  CHECK(n.counters().buffer_overflow == 2);
 }
 
 // Bad input from a peer (a member with a stale or buggy config, or a
