@@ -76,12 +76,13 @@ const char* kUsageText =
     "  session load FILE [--batch N] [--window W] [--retries N] [--backoff MS] [--backoff-max MS] [--quiet]\n"
     "      adds every row of a CSV or JSONL session file (format: rib/README.md); rows go in\n"
     "      batches of N (default 1024) straight to their owner, at most W (default 8) batches\n"
-    "      in flight; bad rows are reported with their line and skipped. Rows answered\n"
-    "      OWNER_UNAVAILABLE, UNAVAILABLE or BUSY, or not answered within --timeout, are\n"
-    "      resent up to --retries times (default 10) after a delay doubling from --backoff\n"
-    "      (default 100 ms) up to --backoff-max (default 5000 ms); request ids make resends\n"
-    "      idempotent. The summary counts accepted, rejected, malformed, retried and failed\n"
-    "      (still unavailable after the last retry) rows, with reasons\n"
+    "      in flight; bad rows are skipped. Every row not accepted (malformed, rejected or\n"
+    "      failed) is named on stderr as FILE:LINE: why (the summary shows the first 10).\n"
+    "      Rows answered OWNER_UNAVAILABLE, UNAVAILABLE or BUSY, or not answered within\n"
+    "      --timeout, are resent up to --retries times (default 10) after a delay doubling\n"
+    "      from --backoff (default 100 ms) up to --backoff-max (default 5000 ms); request ids\n"
+    "      make resends idempotent. The summary counts accepted, rejected, malformed, retried\n"
+    "      and failed (still unavailable after the last retry) rows, with reasons\n"
     "  session gen --count N --out FILE [--nodes N | --node-ids A,B,..] [--choose] [--seed S]\n"
     "      [--format csv|jsonl]   synthetic sessions pinned uniformly to nodes 0..N-1 (default 4),\n"
     "      or to the listed member ids (a testbed or Ansible cluster numbers them 1..N), or\n"
@@ -472,6 +473,7 @@ class Loader {
   }
 
   int run(rib::SessionFileReader& rd) {
+    name_ = rd.name();
     t0_ = last_bar_ = Clock::now();
     rib::SessionRow row;
     bool reading = true;
@@ -500,6 +502,7 @@ class Loader {
           ++reasons_["malformed: " + std::string(rib::session_file_error_name(e.kind)) +
                      (named ? " (" + e.field + ")" : "")];
           example(e.message);
+          report(e.message);
           continue;
         }
         case rib::SessionFileReader::Next::kRow: break;
@@ -553,6 +556,15 @@ class Loader {
   void example(const std::string& e) {
     if (examples_.size() < 10) examples_.push_back(e);
   }
+
+  // Every row that is not accepted is named on stderr when its outcome is
+  // known ("FILE:LINE: why"): the summary keeps only the first examples,
+  // and an operator needs every line to fix and resend. Nothing is kept,
+  // so memory stays bounded.
+  void report(const std::string& m) {
+    std::fprintf(stderr, "%ssb-ctl: %s\n", p_.progress ? "\r\x1b[K" : "", m.c_str());
+  }
+  void report(uint64_t line, const std::string& why) { report(name_ + ":" + std::to_string(line) + ": " + why); }
 
   // The node a batch for owner `o` goes to: the owner, or while it is
   // suspect (a batch to it timed out) a relay that forwards to it.
@@ -699,6 +711,7 @@ class Loader {
     ++rejected_;
     ++reasons_[reason];
     example("line " + std::to_string(b.lines[size_t(i)]) + ": " + text);
+    report(b.lines[size_t(i)], text);
   }
 
   void retry(Batch& b, int i, const std::string& why, bool fresh_id) {
@@ -710,6 +723,7 @@ class Loader {
       ++failed_reasons_[key];
       example("line " + std::to_string(b.lines[size_t(i)]) + ": failed after " + std::to_string(p_.retries) +
               " retries: " + why);
+      report(b.lines[size_t(i)], "failed after " + std::to_string(p_.retries) + " retries: " + why);
       return;
     }
     if (sends == 1) ++retried_;
@@ -766,6 +780,7 @@ class Loader {
 
   Ctx& c_;
   Params p_;
+  std::string name_;  // the file, for report()
   uint64_t base_, seq_ = 0;
   bool ue_keys_;  // key_mode ue-ip: each row's key is FlowKey::ue_ipv4(dst_ip)
   std::mt19937_64 rng_;

@@ -128,3 +128,56 @@ TEST_CASE("sb-ctl: a command's own options, before or after its words, still wor
   CHECK(ctl("--config /nonexistent.yaml --timeout 700 --via 0 session load " + d.p + "/b.csv --quiet").rc == 3);
   CHECK(ctl("--config /nonexistent.yaml --timeout 700 cluster status").rc == 3);
 }
+
+namespace {
+
+// A cluster section sb-ctl can read; nothing listens on its ports (the
+// tests below never get as far as sending a request).
+void write_config(const std::string& path) {
+  FILE* f = std::fopen(path.c_str(), "w");
+  REQUIRE(f != nullptr);
+  std::fputs(R"(cluster:
+  name: lab
+  hash_seed: 42
+  partitions: 8
+  capacity: 100000
+  architecture: scalebricks
+  curve: false
+  members:
+    - {id: 0, control: "tcp://127.0.0.1:1", publish: "tcp://127.0.0.1:2"}
+    - {id: 1, control: "tcp://127.0.0.1:3", publish: "tcp://127.0.0.1:4"}
+  ownership:
+    - {node: 0, partitions: "0-3"}
+    - {node: 1, partitions: "4-7"}
+node:
+  id: 0
+  data_dir: /tmp/sb-ctl-test-unused
+  fsync: batch
+)",
+             f);
+  std::fclose(f);
+}
+
+}  // namespace
+
+TEST_CASE("sb-ctl session load: every bad row is reported with its file and line, not only the first ten") {
+  TempDir d;
+  write_config(d.p + "/n.yaml");
+  const std::string file = d.p + "/s.csv";
+  {
+    FILE* f = std::fopen(file.c_str(), "w");
+    REQUIRE(f != nullptr);
+    std::fputs("src_ip,dst_ip,src_port,dst_port,proto,node,teid_dl,enb_ip,bearer\n", f);
+    // Lines 2..26: 25 rows, each with a bearer out of range (nothing is sent).
+    for (int i = 0; i < 25; ++i) std::fprintf(f, "198.18.0.%d,198.19.0.1,1,2,tcp,1,7,198.19.0.2,%d\n", i + 1, 16 + i);
+    std::fclose(f);
+  }
+  const Run r = ctl("--config " + d.p + "/n.yaml session load " + file + " --quiet");
+  CHECK(r.rc == 1);
+  CHECK(has(r.out, "rows 25 accepted 0 rejected 0 malformed 25 failed 0"));
+  for (int line = 2; line <= 26; ++line) {
+    INFO("line " << line);
+    CHECK(has(r.out, file + ":" + std::to_string(line) + ": bearer: " + std::to_string(14 + line) +
+                         " is out of range 0..15"));
+  }
+}

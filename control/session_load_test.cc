@@ -378,3 +378,36 @@ TEST_CASE("key_mode ue-ip end to end: session load keys rows by their UE, 5-tupl
   INFO(problem);
   CHECK(problem.empty());
 }
+
+TEST_CASE("sb-ctl session load: rows the cluster refuses (a key twice in one file) are named by file and line") {
+  const std::unique_ptr<Harness> hp = start_cluster(2, 16);
+  const std::string cli = ctl_for(*hp);
+  const std::string file = hp->dir() + "/dup.csv";
+  {
+    std::ofstream out(file);
+    rib::write_session_csv_header(out);
+    for (uint32_t i = 0; i < 30; ++i) {
+      rib::SessionRow r;
+      r.src_ip = 0xc6120001u;
+      r.dst_ip = 0xc6130000u + (i < 15 ? i : i - 15);  // rows 16..30 (lines 17..31) repeat rows 1..15's keys
+      r.src_port = 1000;
+      r.dst_port = 80;
+      r.proto = 6;
+      r.node = uint8_t(i % 2);
+      r.teid_dl = 0x100 + i;
+      r.enb_ip = 0xc6130101u;
+      r.bearer = 5;
+      rib::write_session_row(out, r, rib::SessionFileFormat::kCsv);
+    }
+    REQUIRE(out.good());
+  }
+  // One row per batch: the copies reach the owner after their first rows.
+  const test::Run r = test::sh(cli + "session load " + file + " --batch 1 --window 1 --quiet");
+  INFO(r.out);
+  CHECK(r.rc == 1);
+  CHECK(test::has(r.out, "rows 30 accepted 15 rejected 15 malformed 0 failed 0"));
+  for (int line = 17; line <= 31; ++line) {
+    INFO("line " << line);
+    CHECK(test::has(r.out, file + ":" + std::to_string(line) + ": ALREADY_EXISTS: duplicate add of "));
+  }
+}
