@@ -932,14 +932,15 @@ Result<std::vector<std::pair<uint32_t, double>>> parse_weights(const std::string
 }
 
 int cmd_weights(const Opts& o) {
-  Ctx c;
-  if (int rc = make_ctx(o, &c, true)) return rc;
+  // A usage error, found before the configuration is read.
   std::vector<std::pair<uint32_t, double>> set;
   if (o.has("--set")) {
     auto w = parse_weights(o.get("--set"));
     if (!w.ok()) return usage_error(w.status().message());
     set = std::move(w.value());
   }
+  Ctx c;
+  if (int rc = make_ctx(o, &c, true)) return rc;
   Result<Client::Weights> r = set.empty() ? c.client->get_weights(c.entry, c.timeout_ms)
                                           : c.client->set_weights(set, c.entry, std::max(c.timeout_ms, 10000));
   if (!r.ok()) {
@@ -997,6 +998,11 @@ int main(int argc, char** argv) {
     Result<uint64_t> t = num(o.get("--timeout"), "--timeout", 3600000);
     if (!t.ok()) return usage_error(t.status().message());
     if (t.value() == 0) return usage_error("--timeout: must be at least 1 ms (default 5000)");
+  }
+  // Only whether the id is a member needs the configuration.
+  if (o.has("--via")) {
+    Result<uint64_t> v = num(o.get("--via"), "--via", rib::kMaxNodes - 1);
+    if (!v.ok()) return usage_error(v.status().message());
   }
   if (group == "keys" && verb == "gen") return cmd_keys_gen(o);
   if (group == "session") {

@@ -181,3 +181,23 @@ TEST_CASE("sb-ctl session load: every bad row is reported with its file and line
                          " is out of range 0..15"));
   }
 }
+
+TEST_CASE("sb-ctl: a malformed --via or --set is a usage error found before the config is read") {
+  struct Case {
+    std::string args, want;
+  };
+  const Case cases[] = {
+      {"--via x stats", "sb-ctl: --via: "},
+      {"--via 32 session show --flow ue:198.19.0.1", "sb-ctl: --via: "},
+      {"--via -1 cluster weights", "sb-ctl: --via: "},
+      {"cluster weights --set x", "sb-ctl: --set: 'x' is not N=W"},
+      {"cluster weights --set 0=1,0=2", "sb-ctl: --set: node 0 given twice"},
+      {"cluster weights --set 40=1", "sb-ctl: --set: bad node id '40'"},
+  };
+  for (const Case& c : cases) {
+    INFO(c.args);
+    const Run r = ctl("--config /nonexistent.yaml " + c.args);
+    CHECK(r.rc == 2);  // not 3: the configuration is never opened
+    CHECK(has(r.out, c.want));
+  }
+}
