@@ -2,6 +2,7 @@
 
 #include <charconv>
 #include <cstring>
+#include <filesystem>
 #include <fstream>
 
 #include <nlohmann/json.hpp>
@@ -349,6 +350,11 @@ SessionFileReader::SessionFileReader(std::istream& in, std::string name, Session
 SessionFileReader::~SessionFileReader() = default;
 
 Result<std::unique_ptr<SessionFileReader>> SessionFileReader::open(const std::string& path, SessionFileOptions opt) {
+  // A directory opens like a file and fails only at the first read, as a
+  // "read error" at line 0: say what it is.
+  std::error_code ec;
+  if (std::filesystem::is_directory(path, ec))
+    return Status::InvalidArgument(path + ": is a directory, not a session file");
   auto f = std::make_unique<std::ifstream>(path, std::ios::binary);
   if (!*f) return Status::NotFound(path + ": cannot open the session file");
   auto r = std::make_unique<SessionFileReader>(*f, path, opt);

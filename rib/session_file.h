@@ -133,7 +133,8 @@ class SessionFileReader {
   SessionFileReader(const SessionFileReader&) = delete;
   SessionFileReader& operator=(const SessionFileReader&) = delete;
 
-  // Opens `path` (kNotFound when it cannot be opened).
+  // Opens `path` (kNotFound when it cannot be opened, kInvalidArgument when
+  // it is a directory).
   static Result<std::unique_ptr<SessionFileReader>> open(const std::string& path, SessionFileOptions opt = {});
 
   enum class Next : uint8_t {

@@ -6,6 +6,7 @@
 #include "rib/session_file.h"
 
 #include <sys/resource.h>
+#include <unistd.h>
 
 #include <catch2/catch.hpp>
 #include <algorithm>
@@ -547,4 +548,14 @@ TEST_CASE("session file: numbers are decimal or 0x hex, never octal (sb-ctl's fl
   CHECK((parse_number("18446744073709551616", &v, &over) && over));
   for (const char* bad : {"", "-1", "+1", " 1", "1 ", "0x", "1e3", "0b1", "08x", "0o7"})
     CHECK_FALSE(parse_number(bad, &v, &over));
+}
+
+TEST_CASE("session file: a directory is refused at open, naming the path", "[session_file]") {
+  char t[] = "/tmp/sb-session-file-test-XXXXXX";
+  REQUIRE(::mkdtemp(t) != nullptr);
+  const std::string dir = t;
+  auto r = SessionFileReader::open(dir);
+  CHECK_FALSE(r.ok());
+  if (!r.ok()) CHECK(r.status().message() == dir + ": is a directory, not a session file");
+  ::rmdir(t);
 }
