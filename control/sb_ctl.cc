@@ -250,9 +250,11 @@ Result<FlowKey> parse_flow(const std::string& f) {
   uint16_t s_p, d_p;
   SB_RETURN_IF_ERROR(hostport(f.substr(0, gt), &s_ip, &s_p));
   SB_RETURN_IF_ERROR(hostport(f.substr(gt + 1, sl - gt - 1), &d_ip, &d_p));
-  Result<uint8_t> pr = parse_proto(f.substr(sl + 1));
-  if (!pr.ok()) return pr.status().with_context("--flow");
-  return FlowKey::five_tuple(s_ip, d_ip, s_p, d_p, pr.value());
+  // The session files' rule (a name, or decimal or 0x hex), as for the ports.
+  rib::SessionRow pr;
+  const Status ps = rib::parse_session_field(rib::SessionField::kProto, f.substr(sl + 1), 0, &pr);
+  if (!ps.ok()) return Status::InvalidArgument("--flow: proto: " + ps.message());
+  return FlowKey::five_tuple(s_ip, d_ip, s_p, d_p, pr.proto);
 }
 
 uint64_t request_id_base() {

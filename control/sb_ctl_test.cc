@@ -201,3 +201,19 @@ TEST_CASE("sb-ctl: a malformed --via or --set is a usage error found before the 
     CHECK(has(r.out, c.want));
   }
 }
+
+TEST_CASE("sb-ctl: --flow numbers follow the numbers rule (decimal or 0x hex), the protocol too") {
+  // Accepted: past the command line, the configuration is read (exit 3).
+  for (const char* f : {"198.18.0.1:1234>198.19.0.1:80/tcp", "198.18.0.1:0x4d2>198.19.0.1:080/6",
+                        "198.18.0.1:1234>198.19.0.1:80/0x11", "198.18.0.1:1234>198.19.0.1:80/017"}) {
+    INFO(f);
+    CHECK(ctl(std::string("--config /nonexistent.yaml session show --flow '") + f + "'").rc == 3);
+  }
+  for (const char* f : {"198.18.0.1:1234>198.19.0.1:80/0x100", "198.18.0.1:1234>198.19.0.1:80/sctp",
+                        "198.18.0.1:1234>198.19.0.1:80/-6", "198.18.0.1:1234>198.19.0.1:80/"}) {
+    INFO(f);
+    const Run r = ctl(std::string("--config /nonexistent.yaml session show --flow '") + f + "'");
+    CHECK(r.rc == 2);
+    CHECK(has(r.out, "sb-ctl: --flow: "));
+  }
+}
