@@ -23,6 +23,11 @@ Status check_session(const pb::Session& s, pb::OpKind kind, const ValidationCont
       return Status::InvalidArgument(f + ".key: key_mode is ue-ip: the key is the UE address only "
                                          "(ue:IP), got a 5-tuple");
   }
+  // teid_ul is the gateway's (node id, session index, generation): replies
+  // carry it; a request that sets one would have it silently ignored.
+  if (s.teid_ul() != 0)
+    return Status::InvalidArgument(f + ".teid_ul: allocated by the handling node, never set by a client (got " +
+                                   std::to_string(s.teid_ul()) + ")");
   if (kind == pb::MODIFY && !s.has_teid_dl() && !s.has_enb_ip() && !s.has_bearer())
     return Status::InvalidArgument(f + ": a modify sets at least one of teid_dl, enb_ip, bearer");
   if (s.bearer() > 15)

@@ -7,7 +7,8 @@
 //     changes no state; callers count it (`bad_message`) and reply with an
 //     Error where there is a sender.
 //   - validate() is stateless: sizes, required fields, ids in range, key
-//     lengths and canonical padding, epoch >= 1 and seq >= 1 in streams.
+//     lengths and canonical padding, epoch >= 1 and seq >= 1 in streams,
+//     no reply-only field in a request (a session's teid_ul).
 //     The stateful rule (a replayed or old (epoch, seq) is dropped) is the
 //     subscriber's (control/agent.h), counted `stale_delta`.
 // Thread safety: pure functions.

@@ -166,3 +166,18 @@ TEST_CASE("validate: random bytes never crash the parser") {
   }
   SUCCEED();
 }
+
+TEST_CASE("validate: a client never sets teid_ul (the handling node allocates it)") {
+  for (const pb::OpKind kind : {pb::ADD, pb::MODIFY, pb::MOVE, pb::DELETE, pb::SHOW}) {
+    INFO(pb::OpKind_Name(kind));
+    pb::Envelope e = add_req(1);
+    auto* op = e.mutable_session_request()->mutable_ops(0);
+    op->set_kind(kind);
+    op->mutable_session()->set_teid_dl(9);
+    CHECK(validate(e, ctx()).ok());
+    // An uplink TEID a client made up (or copied from another session): it
+    // would be ignored, and the client told OK.
+    op->mutable_session()->set_teid_ul(0x01000005);
+    CHECK(why(e).find("ops[0].session.teid_ul: allocated by the handling node") != std::string::npos);
+  }
+}
