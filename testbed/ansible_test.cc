@@ -242,3 +242,32 @@ TEST_CASE("sb-supervise: any other exit is a crash and is restarted", "[ansible]
   CHECK(s.starts() >= 2);
   CHECK(has(l, "exited with 1; restarting in 1s"));
 }
+
+TEST_CASE("ansible: --diff never prints a node's CURVE secret key", "[ansible]") {
+  // The keys role on one local "host", keys made by a stand-in sb-ctl.
+  const std::string d = tmpdir();
+  REQUIRE(sh("cat > " + d + "/sb-ctl <<'EOF'\n#!/bin/sh\n"
+             "printf '# CURVE keypair\\npublic: \"PUBLIC-%s\"\\nsecret: \"SECRET-%s\"\\n' $$ $$ > \"$4\"\n"
+             "EOF\nchmod +x " + d + "/sb-ctl").rc == 0);
+  std::ofstream(d + "/hosts.yml") << "all:\n  children:\n    sb_nodes:\n      hosts:\n        n1:\n"
+                                     "  vars:\n    ansible_connection: local\n    keys_dir: " << d << "/keys\n"
+                                     "    sb_ctl_local: " << d << "/sb-ctl\n    key_file: " << d << "/n1/node.key\n";
+  std::ofstream(d + "/keys.yml") << "- hosts: sb_nodes\n  gather_facts: false\n  roles: [keys]\n"
+                                    "  handlers:\n    - name: restart sb-node\n      ansible.builtin.debug: {msg: marked}\n";
+  const std::string play = "cd " + src() + "/ansible && ANSIBLE_CONFIG=ansible.cfg ANSIBLE_NOCOLOR=1 "
+                           "ANSIBLE_ROLES_PATH=" + src() + "/ansible/roles ansible-playbook -i " + d + "/hosts.yml " +
+                           d + "/keys.yml --diff";
+  const Run r = sh(play);
+  INFO(r.out);
+  REQUIRE(r.rc == 0);
+  REQUIRE(has(sh("cat " + d + "/n1/node.key").out, "SECRET-"));  // the node got its key ...
+  CHECK_FALSE(has(r.out, "SECRET-"));                              // ... and the log never saw it
+  CHECK(sh("stat -c %a " + d + "/n1/node.key").out == "600\n");
+  // Check mode with a key file that would change: still not shown.
+  REQUIRE(sh("rm " + d + "/n1/node.key").rc == 0);
+  const Run c = sh(play + " --check");
+  INFO(c.out);
+  CHECK(c.rc == 0);
+  CHECK_FALSE(has(c.out, "SECRET-"));
+  sh("rm -rf " + d);
+}
