@@ -5,6 +5,8 @@
 // address, zero misdelivered, unknown flows dropped by the nodes and
 // counted, and nothing left behind. It is `make demo` at a small size
 // (tools/demo), on testbed index 13, as root, serially.
+#include <unistd.h>
+
 #include <catch2/catch.hpp>
 
 #include <cstdio>
@@ -75,4 +77,41 @@ TEST_CASE("e2e: 2 nodes, 10K sessions, 5 s at 10 kpps: delivered with the right 
   // Nothing left behind.
   CHECK(sh("ip netns list | grep -c '^sb13' || true").out.find('0') == 0);
   sh("rm -rf " + out);
+}
+
+TEST_CASE("demo: bad knobs are rejected before anything is made", "[testbed]") {
+  REQUIRE(geteuid() == 0);
+  char dir[] = "/tmp/sb-demo-knobs-XXXXXX";
+  REQUIRE(mkdtemp(dir) != nullptr);
+  const std::string d = dir;
+  // Small good values, then the bad one (the later assignment wins).
+  const std::string base = "cd " + sb::test::src_dir() +
+                           " && NODES=1 SESSIONS=10 SECONDS_TRAFFIC=1 RATE=100 INDEX=13 OUT=" + d + "/out ";
+  struct Case { std::string env, msg; };
+  const Case cases[] = {
+      {"NODES=0", "NODES must be a whole number 1..16"},
+      {"NODES=17", "NODES must be a whole number 1..16"},
+      {"SESSIONS=abc", "SESSIONS must be a whole number"},
+      {"SESSIONS=010", "SESSIONS must be a whole number"},  // octal in shell arithmetic
+      {"SESSIONS='PATH[$(touch " + d + "/ran)]'", "SESSIONS must be a whole number"},
+      {"SECONDS_TRAFFIC=0", "SECONDS_TRAFFIC must be a whole number"},
+      {"RATE=fast", "RATE must be a whole number"},
+      {"RATE=-5", "RATE must be a whole number"},
+      {"UNKNOWN=2", "UNKNOWN must be a fraction"},
+      {"ARCH=bogus", "ARCH must be scalebricks, full-duplication or hash-partition"},
+      {"KEEP=yes", "KEEP must be 1"},
+  };
+  for (const auto& c : cases) {
+    const auto r = sh(base + c.env + " tools/demo " SB_BUILD_DIR);
+    INFO(c.env << "\n" << r.out);
+    CHECK(r.rc != 0);
+    CHECK(sb::test::has(r.out, c.msg));
+    // Nothing made: no testbed, no output directory, nothing evaluated.
+    CHECK(sh("ip netns list | grep -c '^sb13' || true").out.find('0') == 0);
+    CHECK(access("/run/sb-testbed/sb13", F_OK) != 0);
+    CHECK(access((d + "/out").c_str(), F_OK) != 0);
+    sh("rm -rf " + d + "/out");
+  }
+  CHECK(access((d + "/ran").c_str(), F_OK) != 0);
+  sh("rm -rf " + d);
 }
