@@ -115,3 +115,33 @@ TEST_CASE("demo: bad knobs are rejected before anything is made", "[testbed]") {
   CHECK(access((d + "/ran").c_str(), F_OK) != 0);
   sh("rm -rf " + d);
 }
+
+TEST_CASE("e2e: bad knobs are rejected before anything is made", "[testbed]") {
+  REQUIRE(geteuid() == 0);
+  char dir[] = "/tmp/sb-e2e-knobs-XXXXXX";
+  REQUIRE(mkdtemp(dir) != nullptr);
+  const std::string d = dir;
+  const std::string base = "cd " + sb::test::src_dir() + " && NODES=2 KILL_NODE=2 SESSIONS=10 INDEX=12 OUT=" + d +
+                           "/out ";
+  struct Case { std::string env, msg; };
+  const Case cases[] = {
+      {"NODES=17", "NODES must be a whole number 1..16"},
+      {"SESSIONS='PATH[$(touch " + d + "/ran)]'", "SESSIONS must be a whole number"},
+      {"SECONDS_TRAFFIC=0", "SECONDS_TRAFFIC must be a whole number"},
+      {"RATE=1e4", "RATE must be a whole number"},
+      {"KILL_NODE=3", "KILL_NODE must be a whole number 1..2"},
+      {"KEEP=yes", "KEEP must be 1"},
+  };
+  for (const auto& c : cases) {
+    const auto r = sh(base + c.env + " tools/e2e " SB_BUILD_DIR);
+    INFO(c.env << "\n" << r.out);
+    CHECK(r.rc != 0);
+    CHECK(sb::test::has(r.out, c.msg));
+    CHECK(sh("ip netns list | grep -c '^sb12' || true").out.find('0') == 0);
+    CHECK(access("/run/sb-testbed/sb12", F_OK) != 0);
+    CHECK(access((d + "/out").c_str(), F_OK) != 0);
+    sh("rm -rf " + d + "/out");
+  }
+  CHECK(access((d + "/ran").c_str(), F_OK) != 0);
+  sh("rm -rf " + d);
+}
