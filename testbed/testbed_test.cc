@@ -145,6 +145,30 @@ TEST_CASE("testbed up that fails half-way removes what it made (also from inside
   CHECK(traces().empty());
 }
 
+TEST_CASE("testbed up that fails while moving a veth leaves no temporary veth behind", "[testbed]") {
+  const std::string up = src() + "/testbed/up", down = src() + "/testbed/down";
+  sh(down + " --index 14");  // a previous crashed run
+  REQUIRE(traces().empty());
+  // An `ip` that refuses to move a new veth into node 1's namespace: the
+  // pair still has its temporary names (sb14ta..., sb14tb...) in the root
+  // namespace when up gives up; up's cleanup (testbed/down) must delete it.
+  char tmpl[] = "/tmp/sbtb-fakeip-XXXXXX";
+  REQUIRE(mkdtemp(tmpl) != nullptr);
+  const std::string bin = tmpl, ip = sh("command -v ip").out;
+  REQUIRE(!ip.empty());
+  std::ofstream(bin + "/ip") << "#!/bin/sh\ncase \"$*\" in \"link set sb14t\"*\" netns sb14n1\") exit 1 ;; esac\n"
+                             << "exec " << ip.substr(0, ip.size() - 1) << " \"$@\"\n";
+  REQUIRE(sh("chmod +x " + bin + "/ip").rc == 0);
+  const Run u = sh("PATH=" + bin + ":$PATH " + up + " --nodes 2 --index 14");
+  sh("rm -rf " + bin);
+  INFO(u.out);
+  CHECK(u.rc != 0);
+  CHECK(has(u.out, "removing what was made"));
+  CHECK(traces().empty());
+  // Whatever the check found, leave nothing for the next test.
+  sh("for l in $(ip -br link | awk '$1 ~ /^sb14t[ab]/ {sub(/@.*/, \"\", $1); print $1}'); do ip link del $l; done");
+}
+
 TEST_CASE("testbed scripts reject bad arguments and non-root users", "[testbed]") {
   const std::string up = src() + "/testbed/up", down = src() + "/testbed/down";
   struct Case { std::string cmd; const char* msg; };
