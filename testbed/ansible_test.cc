@@ -298,3 +298,36 @@ TEST_CASE("ansible: check mode of a pending restart does not fail on the health 
   }
   sh("rm -rf " + d);
 }
+
+TEST_CASE("ansible: a new sb-ctl alone does not restart sb-node; a new sb-node does", "[ansible]") {
+  // The install role (install_mode: copy) on one local "host", with a
+  // stand-in build tree; the handler only says whether it was notified.
+  const std::string d = tmpdir();
+  REQUIRE(sh("mkdir -p " + d + "/build/bin && echo 1 > " + d + "/build/bin/sb-node && echo 1 > " + d +
+             "/build/bin/sb-ctl").rc == 0);
+  std::ofstream(d + "/hosts.yml") << "all:\n  children:\n    sb_nodes:\n      hosts:\n        n1:\n"
+                                     "  vars:\n    ansible_connection: local\n    install_dir: " << d << "/bin\n";
+  std::ofstream(d + "/install.yml") << "- hosts: sb_nodes\n  gather_facts: false\n  roles: [install]\n"
+                                       "  handlers:\n    - name: restart sb-node\n"
+                                       "      ansible.builtin.debug: {msg: marked}\n";
+  const std::string play = "cd " + src() + "/ansible && ANSIBLE_CONFIG=ansible.cfg ANSIBLE_NOCOLOR=1 "
+                           "ANSIBLE_ROLES_PATH=" + src() + "/ansible/roles ansible-playbook -i " + d + "/hosts.yml " +
+                           d + "/install.yml -e sb_build_dir=" + d + "/build";
+  const std::string handler = "RUNNING HANDLER [restart sb-node]";
+  Run r = sh(play);
+  INFO(r.out);
+  REQUIRE(r.rc == 0);
+  CHECK(has(r.out, handler));  // first install
+  REQUIRE(sh("echo 2 > " + d + "/build/bin/sb-ctl").rc == 0);
+  r = sh(play);
+  INFO(r.out);
+  REQUIRE(r.rc == 0);
+  CHECK(sh("cat " + d + "/bin/sb-ctl").out == "2\n");  // installed ...
+  CHECK_FALSE(has(r.out, handler));                    // ... without a restart
+  REQUIRE(sh("echo 2 > " + d + "/build/bin/sb-node").rc == 0);
+  r = sh(play);
+  INFO(r.out);
+  REQUIRE(r.rc == 0);
+  CHECK(has(r.out, handler));
+  sh("rm -rf " + d);
+}
