@@ -14,6 +14,7 @@
 #include <new>
 
 #include "core/checksum.h"
+#include "fib/session_table.h"
 #include "gpt/setsep.h"
 
 #include <chrono>
@@ -32,6 +33,13 @@ const char* op_kind_name(OpKind k) {
 }
 
 namespace {
+
+// A teid_ul is allocated by the handling node and encodes its id in the
+// top bits (fib/session_table.h): the upstream path steers a packet to the
+// node they name. An ack's teid_ul that names another node is refused.
+bool teid_names(uint32_t teid_ul, uint32_t node) {
+  return teid_ul >> (32 - fib::SessionTable::kNodeBits) == node;
+}
 
 uint64_t mono_us() {
   return uint64_t(std::chrono::duration_cast<std::chrono::microseconds>(
@@ -951,7 +959,12 @@ void Owner::on_fib_ack(const FibAckMsg& ack, uint64_t now_us) {
       for (size_t i = 0; i < it->second.size() && i < ack.teid_ul.size(); ++i) {
         const uint32_t p = partition_of_key(it->second[i]);
         SessionRec* r = recs_[p].find(it->second[i]);
-        if (r != nullptr && r->node == ack.node && ack.teid_ul[i] != 0) r->teid_ul = ack.teid_ul[i];
+        if (r == nullptr || r->node != ack.node || ack.teid_ul[i] == 0) continue;
+        if (!teid_names(ack.teid_ul[i], ack.node)) {
+          ++stats_.bad_teid_acks;  // the record keeps what it had
+          continue;
+        }
+        r->teid_ul = ack.teid_ul[i];
       }
       repush_keys_.erase(it);
     }
@@ -982,7 +995,17 @@ void Owner::on_fib_ack(const FibAckMsg& ack, uint64_t now_us) {
       if (c != StatusCode::kOk) {
         if (g.st.ok()) g.st = Status(c, "FIB install at node " + std::to_string(ack.node) + " failed");
       } else if (ack.node == g.now.node) {
-        g.now.teid_ul = teid;
+        if (teid_names(teid, ack.node)) {
+          g.now.teid_ul = teid;
+        } else {
+          // Stored, it would be the client's uplink TEID and steer the
+          // session's uplink packets to another node: the install counts
+          // as failed (the op is undone, its entry removed again).
+          ++stats_.bad_teid_acks;
+          if (g.st.ok())
+            g.st = Status::Internal("FIB ack from node " + std::to_string(ack.node) + ": teid_ul " +
+                                    std::to_string(teid) + " does not name that node");
+        }
       }
     } else {
       const StatusCode c = ri < ack.remove_code.size() ? ack.remove_code[ri] : StatusCode::kInternal;

@@ -161,6 +161,8 @@ struct OwnerOptions {
   X(fib_timeouts, fib_timeouts, kCounter, "groups that stopped waiting for a node's FIB ack")           \
   X(stray_acks, stray_acks, kCounter,                                                                   \
     "FIB acks matching no batch in flight (late, or from another node)")                                \
+  X(bad_teid_acks, fib_acks_bad_teid, kCounter,                                                         \
+    "FIB ack entries refused: their teid_ul does not name the acking node")                             \
   X(removes_after_converge, removes_after_converge, kCounter, "FIB removes sent once a move converged") \
   X(compensations, compensations, kCounter,                                                             \
     "logged ops that failed and were undone (WAL UNDO record, FIB reverted)")                           \

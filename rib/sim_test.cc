@@ -2026,3 +2026,76 @@ TEST_CASE("rib owner: a logged session handled by a node that is not a member is
   CHECK(r.status().message().find(fs::path(seg).filename().string() + " offset " + std::to_string(size)) !=
         std::string::npos);
 }
+
+namespace {
+// Takes the one message on the (src -> dst, kind) channel off it.
+Msg take_msg(Sim& sim, uint32_t src, uint32_t dst, Msg::Kind kind) {
+  auto ch = sim.chans.find(uint64_t(src) << 16 | uint64_t(dst) << 8 | kind);
+  REQUIRE(ch != sim.chans.end());
+  REQUIRE(ch->second.size() == 1);
+  Msg m = std::move(ch->second.front());
+  sim.chans.erase(ch);
+  return m;
+}
+// The node id a teid_ul encodes (fib/session_table.h).
+uint32_t teid_node(uint32_t teid_ul) { return teid_ul >> (32 - fib::SessionTable::kNodeBits); }
+// The same teid_ul, naming `node` instead.
+uint32_t teid_of_node(uint32_t teid_ul, uint32_t node) {
+  const unsigned s = 32 - fib::SessionTable::kNodeBits;
+  return node << s | (teid_ul & ((1u << s) - 1));
+}
+}  // namespace
+
+TEST_CASE("rib owner: a FIB ack whose teid_ul names another node is refused, never stored", "[owner]") {
+  // Node 1 handles a session of node 0's partition and acks its install
+  // with a teid_ul whose node bits name node 2. Stored, the owner hands it
+  // to the client as the session's uplink TEID, and every uplink packet
+  // with it is steered to node 2 (where it may match one of node 2's own
+  // sessions). The same for the teid_ul a restarted owner relearns from
+  // its re-push.
+  Sim sim(3, Architecture::kScaleBricks, 83);
+  Client c(sim, 84, 100);
+  sim.run_until_idle();
+  const FlowKey k = c.key_owned_by(0);
+  const uint64_t bad0 = sim.owners[0]->stats().bad_teid_acks;
+  SECTION("the ack of an add") {
+    c.submit(c.make_op(OpKind::kAdd, k, 1, 0x77));
+    REQUIRE(sim.owners[0]->pump(sim.now).ok());
+    Msg m = take_msg(sim, 0, 1, Msg::kFib);
+    FibAckMsg a = sim.nodes[1]->apply_fib(m.fib);
+    REQUIRE(a.teid_ul.size() == 1);
+    REQUIRE(teid_node(a.teid_ul[0]) == 1);
+    a.teid_ul[0] = teid_of_node(a.teid_ul[0], 2);
+    sim.owners[0]->on_fib_ack(a, sim.now);
+    sim.run_until_idle();
+    REQUIRE(sim.replies.size() == 1);
+    INFO(sim.replies[0].status.to_string());
+    CHECK_FALSE(sim.replies[0].status.ok());
+    CHECK(teid_node(sim.replies[0].rec.teid_ul) != 2);
+    CHECK(sim.owners[0]->find(k) == nullptr);  // the add was undone
+    CHECK(sim.nodes[1]->fib_lookup(k) == fib::kFibMiss);  // and its entry removed
+    CHECK(sim.owners[0]->stats().bad_teid_acks == bad0 + 1);
+  }
+  SECTION("the ack of a restarted owner's re-push") {
+    c.run_op(c.make_op(OpKind::kAdd, k, 1, 0x77));
+    REQUIRE(c.ok == 1);
+    sim.kill(0);
+    sim.restart(0);
+    REQUIRE(sim.owners[0]->pump(sim.now).ok());  // the re-push
+    Msg m = take_msg(sim, 0, 1, Msg::kFib);
+    FibAckMsg a = sim.nodes[1]->apply_fib(m.fib);
+    bool forged = false;
+    for (size_t i = 0; i < m.fib.install.size(); ++i)
+      if (m.fib.install[i].key == k) {
+        REQUIRE(teid_node(a.teid_ul[i]) == 1);
+        a.teid_ul[i] = teid_of_node(a.teid_ul[i], 2);
+        forged = true;
+      }
+    REQUIRE(forged);
+    sim.owners[0]->on_fib_ack(a, sim.now);
+    sim.run_until_idle();
+    REQUIRE(sim.owners[0]->find(k) != nullptr);
+    CHECK(teid_node(sim.owners[0]->find(k)->teid_ul) != 2);
+    CHECK(sim.owners[0]->stats().bad_teid_acks == 1);  // a new owner: its counters start at 0
+  }
+}
