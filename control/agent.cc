@@ -628,9 +628,19 @@ struct Agent::Impl : rib::OwnerIo {
     }
   }
 
-  void on_forward_reply(uint64_t corr, const pb::SessionReply& rep) {
+  // peer: the member whose DEALER the reply came on.
+  void on_forward_reply(uint32_t peer, uint64_t corr, const pb::SessionReply& rep) {
     auto f = fwds.find(corr);
     if (f == fwds.end()) return;
+    // Only the owner we forwarded to answers: corrs are sequential, and
+    // any peer's ROUTER can send to our DEALER, so another member could
+    // otherwise answer the client's ops (OK, with its own teid_ul) for an
+    // owner that never did, and the owner's real answer would be dropped.
+    // The request keeps waiting for its owner (or its deadline).
+    if (f->second.owner != peer) {
+      ++c[AgentEvent::forbidden_messages];
+      return;
+    }
     auto it = reqs.find(f->second.slot);
     if (it != reqs.end()) {
       const auto& idx = f->second.idx;
@@ -854,7 +864,7 @@ struct Agent::Impl : rib::OwnerIo {
         if (env.fib_ack().node() != peer) { ++c[AgentEvent::bad_message]; break; }
         owner->on_fib_ack(from_pb(env.fib_ack()), now_us());
         break;
-      case pb::Envelope::kSessionReply: on_forward_reply(env.corr(), env.session_reply()); break;
+      case pb::Envelope::kSessionReply: on_forward_reply(peer, env.corr(), env.session_reply()); break;
       case pb::Envelope::kSnapshotChunk: on_snapshot_chunk(env.snapshot_chunk(), &peer); break;
       case pb::Envelope::kWeightsAck: on_weights_ack(peer, env.weights_ack()); break;
       case pb::Envelope::kWeightsReply: {

@@ -508,3 +508,70 @@ TEST_CASE("client: a request to a node that is not up fails within its timeout a
   node.set(zmq::sockopt::rcvtimeo, 300);
   CHECK_FALSE(node.recv(id));
 }
+
+TEST_CASE("agent: a session reply from a peer the request was not forwarded to is refused and counted") {
+  // Node 0 forwards a client's add to node 1, the owner of its partition.
+  // Node 2 (a raw ROUTER on its control endpoint) answers it first, with
+  // the forwarded request's corr: taken, the client is told its add
+  // succeeded (with node 2's teid_ul) though the owner never answered, and
+  // the owner's real answer is dropped as unknown.
+  InProc ip(3, [](uint32_t, AgentOptions& o) {
+    o.dead_after_ms = 60000;  // the fakes stay "live"
+    o.forward_timeout_ms = 1500;
+  }, {1, 2});
+  zmq::context_t ctx;
+  auto fake = [&](uint32_t id) {
+    zmq::socket_t s(ctx, zmq::socket_type::router);
+    s.set(zmq::sockopt::linger, 0);
+    s.set(zmq::sockopt::rcvtimeo, 200);
+    s.bind(ip.spec.members[id].control);
+    return s;
+  };
+  zmq::socket_t f1 = fake(1), f2 = fake(2);
+  // Node 0 asks node 2 for snapshots of node 2's partitions (it starts
+  // unsynced): that gives node 2 the routing id of node 0's DEALER.
+  zmq::message_t id0, m;
+  REQUIRE(eventually([&] { return f2.recv(id0) && f2.recv(m); }));
+  auto c = ip.client({0});
+  FlowKey k{};
+  for (const FlowKey& x : keys(1000))
+    if (ip.spec.owner[partition_of(hash_key(x, ip.spec.hash_seed), ip.spec.log2_partitions())] == 1) {
+      k = x;
+      break;
+    }
+  pb::Envelope req;
+  req.set_corr(99);
+  auto* op = req.mutable_session_request()->add_ops();
+  op->set_kind(pb::ADD);
+  op->set_request_id(7);
+  set_key(op->mutable_session()->mutable_key(), k);
+  op->mutable_session()->set_node(0);
+  op->mutable_session()->set_teid_dl(0x1234);
+  REQUIRE(c->send(0, req, 5000).ok());
+  // Node 1 gets the forwarded request (and does not answer it).
+  pb::Envelope fwd;
+  REQUIRE(eventually([&] {
+    zmq::message_t id1, x;
+    return f1.recv(id1) && f1.recv(x) && fwd.ParseFromArray(x.data(), int(x.size())) && fwd.has_session_request();
+  }));
+  // Node 2 answers it as if it were the owner.
+  pb::Envelope forged;
+  forged.set_version(kProtocolVersion);
+  forged.set_corr(fwd.corr());
+  auto* res = forged.mutable_session_reply()->add_results();
+  res->set_request_id(7);
+  res->set_code(pb::OK);
+  res->set_node(0);
+  res->set_teid_ul(2u << 27 | 5);
+  const std::string bytes = forged.SerializeAsString();
+  REQUIRE(f2.send(zmq::buffer(id0.data(), id0.size()), zmq::send_flags::sndmore));
+  REQUIRE(f2.send(zmq::buffer(bytes), zmq::send_flags::none));
+  pb::Envelope rep;
+  uint32_t from = 0;
+  REQUIRE(c->recv(&rep, &from, 10000).ok());
+  REQUIRE(rep.session_reply().results_size() == 1);
+  CHECK(rep.session_reply().results(0).code() == pb::OWNER_UNAVAILABLE);
+  CHECK(rep.session_reply().results(0).teid_ul() != (2u << 27 | 5));
+  CHECK(counter(*c, 0, "forbidden_messages") == 1);
+  CHECK(counter(*c, 0, "owner_unavailable") == 1);
+}
