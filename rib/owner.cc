@@ -702,7 +702,7 @@ void Owner::repush() {
   auto send = [&](uint32_t n, FibBatch& fb) {
     fb.batch_id = next_batch_++;
     fb.owner = opt_.self;
-    repush_batches_.insert(fb.batch_id);
+    repush_batches_.emplace(fb.batch_id, n);
     std::vector<FlowKey> keys;
     keys.reserve(fb.install.size());
     for (const FibEntry& e : fb.install) keys.push_back(e.key);
@@ -953,7 +953,14 @@ void Owner::finish_ready(uint64_t now_us) {
 }
 
 void Owner::on_fib_ack(const FibAckMsg& ack, uint64_t now_us) {
-  if (repush_batches_.erase(ack.batch_id)) {
+  if (const auto rb = repush_batches_.find(ack.batch_id); rb != repush_batches_.end()) {
+    // Batch ids are sequential: another node's ack of this batch would use
+    // it up, and the real ack would be a stray (its teid_ul never learnt).
+    if (rb->second != ack.node) {
+      ++stats_.stray_acks;
+      return;
+    }
+    repush_batches_.erase(rb);
     auto it = repush_keys_.find(ack.batch_id);
     if (it != repush_keys_.end()) {
       for (size_t i = 0; i < it->second.size() && i < ack.teid_ul.size(); ++i) {

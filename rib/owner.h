@@ -362,7 +362,7 @@ class Owner {
   uint64_t next_batch_ = 1;
   bool repushed_ = false;
   Status fatal_;  // a log failure outside pump(): returned by every pump()
-  std::unordered_set<uint64_t> repush_batches_;
+  std::unordered_map<uint64_t, uint32_t> repush_batches_;  // batch id -> the node it was sent to
   std::unordered_map<uint64_t, std::vector<FlowKey>> repush_keys_;
 
   std::unordered_map<uint32_t, std::deque<Waiter>> waiters_;  // by partition

@@ -2099,3 +2099,35 @@ TEST_CASE("rib owner: a FIB ack whose teid_ul names another node is refused, nev
     CHECK(sim.owners[0]->stats().bad_teid_acks == 1);  // a new owner: its counters start at 0
   }
 }
+
+TEST_CASE("rib owner: a re-push batch acked by a node it was not sent to is a stray ack, the real ack still counts", "[owner]") {
+  // A restarted owner relearns teid_ul from its re-push acks. Node 2 acks
+  // (as itself) the batch sent to node 1 before node 1 does: taking it
+  // used up the batch, node 1's real ack was then a stray, and the
+  // sessions node 1 handles kept teid_ul 0 (the client's uplink TEID).
+  Sim sim(3, Architecture::kScaleBricks, 85);
+  Client c(sim, 86, 100);
+  sim.run_until_idle();
+  const FlowKey k = c.key_owned_by(0);
+  c.run_op(c.make_op(OpKind::kAdd, k, 1, 0x77));
+  REQUIRE(c.ok == 1);
+  const uint32_t teid = sim.owners[0]->find(k)->teid_ul;
+  REQUIRE(teid_node(teid) == 1);
+  sim.kill(0);
+  sim.restart(0);
+  REQUIRE(sim.owners[0]->find(k)->teid_ul == 0);  // not logged: relearnt from the re-push
+  REQUIRE(sim.owners[0]->pump(sim.now).ok());
+  Msg m = take_msg(sim, 0, 1, Msg::kFib);
+  REQUIRE(!m.fib.reconcile.empty());
+  FibAckMsg forged;
+  forged.batch_id = m.fib.batch_id;
+  forged.node = 2;
+  forged.install_code.assign(m.fib.install.size(), StatusCode::kOk);
+  forged.teid_ul.assign(m.fib.install.size(), 0);
+  sim.owners[0]->on_fib_ack(forged, sim.now);
+  CHECK(sim.owners[0]->stats().stray_acks == 1);
+  sim.owners[0]->on_fib_ack(sim.nodes[1]->apply_fib(m.fib), sim.now);
+  sim.run_until_idle();
+  REQUIRE(sim.owners[0]->find(k) != nullptr);
+  CHECK(sim.owners[0]->find(k)->teid_ul == teid);
+}
