@@ -580,7 +580,18 @@ struct Agent::Impl : rib::OwnerIo {
       rib::ClientOp co = from_pb(op);
       const uint32_t p = owner->partition_of_key(co.s.key);
       const uint32_t own = spec.owner[p];
-      if (own == self) {
+      if (own == self && owner->queued() >= opt.max_queued_ops) {
+        // Backpressure: a client or peer sending ops faster than they
+        // commit must not make the owner hold all of them. Not remembered
+        // by the owner: a retry with the same id runs.
+        pb::OpResult res;
+        res.set_request_id(op.request_id());
+        res.set_code(pb::BUSY);
+        res.set_text("owner node " + std::to_string(self) + " has " + std::to_string(owner->queued()) +
+                     " ops queued: retry later");
+        immediate.emplace_back(uint32_t(i), std::move(res));
+        ++c[AgentEvent::ops_busy];
+      } else if (own == self) {
         co.token = slot << 16 | uint32_t(i);
         co.t0_us = t;
         owner->submit(std::move(co));

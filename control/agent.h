@@ -96,6 +96,10 @@ struct AgentOptions {
   uint32_t forward_timeout_ms = 5000;
   uint32_t fib_timeout_ms = 3000;
   uint32_t max_group_ops = 1 << 16;
+  // Session ops this node's owner queues at most (clients' and peers'
+  // forwarded requests together); ops past it are answered BUSY (retry
+  // later with the same request id) instead of held in memory.
+  uint32_t max_queued_ops = 1 << 20;
   // Test hook: drop every n-th received delta batch (0: never).
   uint32_t drop_every_nth_batch = 0;
   // Protocol frame limit (0: control/validate.h Limits; tests lower it).
@@ -153,6 +157,7 @@ class Agent {
   X(handshake_failed, "ZMTP/CURVE handshakes that failed on the ROUTER")                           \
   X(monitor_errors, "socket monitors that could not be set up")                                    \
   X(oversized_frames, "frames over the protocol limit, refused (also counted bad_message)")        \
+  X(ops_busy, "session ops answered BUSY: the owner's queue was full (max_queued_ops)")           \
   X(owner_unavailable, "session ops answered OWNER_UNAVAILABLE (owner down or silent)")           \
   X(peer_errors, "Error replies received from peers")                                              \
   X(peer_links_dropped, "DEALER/SUB connections libzmq closed for good (socket re-created)")       \

@@ -575,3 +575,51 @@ TEST_CASE("agent: a session reply from a peer the request was not forwarded to i
   CHECK(counter(*c, 0, "forbidden_messages") == 1);
   CHECK(counter(*c, 0, "owner_unavailable") == 1);
 }
+
+TEST_CASE("agent: session ops past the owner's queue bound are answered BUSY, not held") {
+  // A client or a peer forwarding requests can send ops faster than the
+  // owner commits them; without a bound its queue holds every one of them.
+  InProc ip(1, [](uint32_t, AgentOptions& o) { o.max_queued_ops = 10; });
+  auto c = ip.client();
+  const auto ks = keys(100);
+  pb::Envelope env;
+  env.set_corr(5);
+  for (size_t i = 0; i < ks.size(); ++i) {
+    auto* op = env.mutable_session_request()->add_ops();
+    op->set_kind(pb::ADD);
+    op->set_request_id(1 + i);
+    set_key(op->mutable_session()->mutable_key(), ks[i]);
+    op->mutable_session()->set_node(0);
+    op->mutable_session()->set_teid_dl(uint32_t(100 + i));
+  }
+  Result<pb::Envelope> r = c->call(0, env, 15000);
+  REQUIRE(r.ok());
+  size_t ok = 0, busy = 0;
+  for (const auto& x : r.value().session_reply().results()) {
+    ok += x.code() == pb::OK;
+    busy += x.code() == pb::BUSY;
+  }
+  CHECK(ok == 10);
+  CHECK(busy == 90);
+  CHECK(counter(*c, 0, "ops_busy") == 90);
+  // The ops answered BUSY, resent with the same ids, are taken in turn.
+  std::vector<pb::SessionOp> pending;
+  for (int i = 0; i < r.value().session_reply().results_size(); ++i)
+    if (r.value().session_reply().results(i).code() == pb::BUSY) pending.push_back(env.session_request().ops(i));
+  size_t added = ok;
+  for (int round = 0; round < 50 && !pending.empty(); ++round) {
+    pb::Envelope again;
+    again.set_corr(6 + uint64_t(round));
+    for (const auto& op : pending) *again.mutable_session_request()->add_ops() = op;
+    Result<pb::Envelope> rr = c->call(0, again, 15000);
+    REQUIRE(rr.ok());
+    std::vector<pb::SessionOp> left;
+    for (int i = 0; i < rr.value().session_reply().results_size(); ++i) {
+      const pb::Code code = rr.value().session_reply().results(i).code();
+      added += code == pb::OK;
+      if (code == pb::BUSY) left.push_back(pending[size_t(i)]);
+    }
+    pending.swap(left);
+  }
+  CHECK(added == ks.size());
+}
