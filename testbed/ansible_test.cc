@@ -299,7 +299,7 @@ TEST_CASE("ansible: check mode of a pending restart does not fail on the health 
   sh("rm -rf " + d);
 }
 
-TEST_CASE("ansible: a new sb-ctl alone does not restart sb-node; a new sb-node does", "[ansible]") {
+TEST_CASE("ansible: a new sb-ctl alone does not restart sb-node, a new sb-node does", "[ansible]") {
   // The install role (install_mode: copy) on one local "host", with a
   // stand-in build tree; the handler only says whether it was notified.
   const std::string d = tmpdir();
