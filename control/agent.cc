@@ -255,14 +255,26 @@ struct Agent::Impl : rib::OwnerIo {
       // A reply to a peer that is gone or whose queue is full is an error
       // (counted below) instead of being discarded by libzmq in silence.
       router->set(zmq::sockopt::router_mandatory, true);
-      router->bind(me.control);
+      // A bind failure (the endpoint in use, or not an address of this
+      // host) names the field and the endpoint: libzmq's errno alone
+      // ("Address already in use") does not say which of the two.
+      auto bind = [&](zmq::socket_t& s, const std::string& ep, const char* field) {
+        try {
+          s.bind(ep);
+          return Status::Ok();
+        } catch (const zmq::error_t& e) {
+          return Status::Io("cluster.members[id=" + std::to_string(self) + "]." + field + ": cannot bind " + ep +
+                            ": " + e.what());
+        }
+      };
+      SB_RETURN_IF_ERROR(bind(*router, me.control, "control"));
       monitor(*router, kMonRouter,
               ZMQ_EVENT_DISCONNECTED | ZMQ_EVENT_HANDSHAKE_FAILED_NO_DETAIL | ZMQ_EVENT_HANDSHAKE_FAILED_PROTOCOL |
                   ZMQ_EVENT_HANDSHAKE_FAILED_AUTH);
       pub = std::make_unique<zmq::socket_t>(ctx, zmq::socket_type::pub);
       server(*pub);
       pub->set(zmq::sockopt::sndhwm, 1000000);
-      pub->bind(me.publish);
+      SB_RETURN_IF_ERROR(bind(*pub, me.publish, "publish"));
       sub.resize(rib::kMaxNodes);
       sub_down_us.assign(rib::kMaxNodes, 0);
       dealer.resize(rib::kMaxNodes);

@@ -160,6 +160,37 @@ TEST_CASE("sb-node: configuration errors exit 3 and name the field, before any p
   fs::remove_all((geteuid() == 0 || xdg == nullptr ? std::string("/var/run") : std::string(xdg)) + "/dpdk/" + pfx, ec);
 }
 
+// A control or publish endpoint another process holds: exit 4 (a runtime
+// failure, docs/config.md), the message naming the member's field and the
+// endpoint (not only "Address already in use"), and no port started.
+TEST_CASE("sb-node: a control or publish endpoint that cannot be bound exits 4 naming the field and endpoint") {
+  TempDir d;
+  const std::string pfx = "sb-nt-bind-" + std::to_string(getpid());
+  // A listening socket on a free loopback port: the endpoint in use.
+  const int fd = socket(AF_INET, SOCK_STREAM, 0);
+  REQUIRE(fd >= 0);
+  sockaddr_in a{};
+  a.sin_family = AF_INET;
+  a.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+  REQUIRE(bind(fd, reinterpret_cast<sockaddr*>(&a), sizeof a) == 0);
+  REQUIRE(listen(fd, 1) == 0);
+  socklen_t len = sizeof a;
+  REQUIRE(getsockname(fd, reinterpret_cast<sockaddr*>(&a), &len) == 0);
+  const std::string busy = "tcp://127.0.0.1:" + std::to_string(ntohs(a.sin_port));
+  for (const std::string field : {"control", "publish"}) {
+    INFO(field);
+    std::string yaml = config(d, kPorts, pfx);
+    const std::string from = field + ": \"tcp://127.0.0.1:0\"";
+    yaml.replace(yaml.find(from), from.size(), field + ": \"" + busy + "\"");
+    const auto [rc, out] = run_node(d, yaml);
+    INFO(out);
+    CHECK(rc == 4);
+    CHECK(out.find("cluster.members[id=0]." + field + ": cannot bind " + busy) != std::string::npos);
+    CHECK(out.find("data plane:") == std::string::npos);  // no port was started
+  }
+  close(fd);
+}
+
 TEST_CASE("sb-node: runs the pipeline on net_null ports, serves /health, /metrics and telemetry, stops on SIGTERM") {
   // othello: the FIB gets the workers' RCU reader sync (Fib::set_reader_sync);
   // start, serve and stop must not wait on it.
