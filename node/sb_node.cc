@@ -199,7 +199,16 @@ int main(int argc, char** argv) {
       const sb::metrics::HttpStats st = s ? s->stats() : sb::metrics::HttpStats{};
       return sb::node::render_metrics(dpp, ag->counters(), s ? &st : nullptr);
     };
-    h.health = [dpp, ag](std::string* why) { return sb::node::health(dpp, ag->unsynced_partitions(), why); };
+    // Not ready from the moment a stop was asked for (SIGTERM/SIGINT, or the
+    // agent failed): the workers stop forwarding at once, while the agent
+    // and this server take a few more milliseconds to stop.
+    h.health = [dpp, ag](std::string* why) {
+      if (g_stop.load()) {
+        *why = "shutting down";
+        return false;
+      }
+      return sb::node::health(dpp, ag->unsynced_partitions(), why);
+    };
     sb::Result<std::unique_ptr<sb::metrics::HttpServer>> s = sb::metrics::HttpServer::start(listen, h);
     if (!s.ok()) {
       std::fprintf(stderr, "sb-node: node.metrics: %s\n", s.status().message().c_str());

@@ -292,6 +292,119 @@ TEST_CASE("sb-node: runs the pipeline on net_null ports, serves /health, /metric
   CHECK(out.find("warning:", w + 1) == std::string::npos);
 }
 
+// SIGTERM stops the workers at once, while the agent and the HTTP server
+// take a few more milliseconds to stop: /health must not answer "ready"
+// in that time (a load balancer would keep sending traffic to a node that
+// no longer forwards it). The request goes out only once the signal has
+// been taken for delivery (no longer pending in /proc/PID/status).
+TEST_CASE("sb-node: /health is not ready once SIGTERM arrived") {
+  TempDir d;
+  const std::string pfx = "sb-nt-stop-" + std::to_string(getpid());
+  const fs::path f = d.p / "node.yaml";
+  std::ofstream(f) << config(d, kPorts + "  metrics: \"127.0.0.1:0\"\n", pfx);
+  const fs::path log = d.p / "log";
+  struct Child {  // killed if the test stops early
+    pid_t pid = -1;
+    ~Child() {
+      if (pid > 0) {
+        kill(pid, SIGKILL);
+        waitpid(pid, nullptr, 0);
+      }
+    }
+  } child;
+  const pid_t pid = fork();
+  REQUIRE(pid >= 0);
+  child.pid = pid;
+  if (pid == 0) {
+    const std::string l = log.string();
+    freopen(l.c_str(), "w", stderr);
+    execl(SB_NODE_BIN, SB_NODE_BIN, "--config", f.c_str(), static_cast<char*>(nullptr));
+    _exit(127);
+  }
+  auto slurp = [&] {
+    std::ifstream in(log);
+    return std::string(std::istreambuf_iterator<char>(in), {});
+  };
+  uint16_t port = 0;
+  for (int i = 0; i < 200 && port == 0; ++i) {
+    std::this_thread::sleep_for(std::chrono::milliseconds(50));
+    const std::string s = slurp();
+    const size_t at = s.find("health on http://127.0.0.1:");
+    if (at != std::string::npos) port = uint16_t(std::stoi(s.substr(at + std::string("health on http://127.0.0.1:").size())));
+  }
+  INFO(slurp());
+  REQUIRE(port != 0);
+  // One keep-alive connection, already open when the signal comes.
+  const int fd = socket(AF_INET, SOCK_STREAM, 0);
+  REQUIRE(fd >= 0);
+  sockaddr_in a{};
+  a.sin_family = AF_INET;
+  a.sin_port = htons(port);
+  a.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+  timeval tv{5, 0};
+  setsockopt(fd, SOL_SOCKET, SO_RCVTIMEO, &tv, sizeof tv);
+  REQUIRE(connect(fd, reinterpret_cast<sockaddr*>(&a), sizeof a) == 0);
+  // The status line of one GET /health on it ("" once the server closed it).
+  auto health = [&]() -> std::string {
+    const std::string req = "GET /health HTTP/1.1\r\nHost: x\r\n\r\n";
+    if (send(fd, req.data(), req.size(), MSG_NOSIGNAL) != ssize_t(req.size())) return "";
+    std::string out;
+    char buf[1024];
+    for (;;) {
+      const size_t h = out.find("\r\n\r\n");
+      if (h != std::string::npos) {
+        const size_t cl = out.find("Content-Length: ");
+        if (cl != std::string::npos && out.size() >= h + 4 + std::stoul(out.substr(cl + 16))) break;
+      }
+      const ssize_t n = read(fd, buf, sizeof buf);
+      if (n <= 0) return "";
+      out.append(buf, size_t(n));
+    }
+    return out.substr(0, out.find("\r\n")) + " " + out.substr(out.find("\r\n\r\n") + 4);
+  };
+  std::string before;
+  for (int i = 0; i < 100; ++i) {
+    before = health();
+    if (before.find("200") != std::string::npos) break;
+    std::this_thread::sleep_for(std::chrono::milliseconds(100));
+  }
+  REQUIRE(before.find("200 OK") != std::string::npos);
+
+  REQUIRE(kill(pid, SIGTERM) == 0);
+  // Wait until SIGTERM (15) is no longer pending for the process: a thread
+  // took it and ran the handler.
+  const uint64_t bit = uint64_t(1) << (SIGTERM - 1);
+  for (int i = 0; i < 1000; ++i) {
+    std::ifstream st("/proc/" + std::to_string(pid) + "/status");
+    std::string line;
+    uint64_t pending = bit;
+    while (std::getline(st, line))
+      if (line.rfind("ShdPnd:", 0) == 0) pending = std::stoull(line.substr(7), nullptr, 16);
+    if (!(pending & bit)) break;
+    std::this_thread::sleep_for(std::chrono::microseconds(50));
+  }
+  std::vector<std::string> after;
+  for (int i = 0; i < 1000; ++i) {
+    const std::string r = health();
+    if (r.empty()) break;  // the server stopped
+    after.push_back(r);
+  }
+  close(fd);
+  int st = 0;
+  for (int i = 0; i < 100 && waitpid(pid, &st, WNOHANG) == 0; ++i)
+    std::this_thread::sleep_for(std::chrono::milliseconds(100));
+  const std::string out = slurp();
+  INFO(out);
+  if (WIFEXITED(st) || WIFSIGNALED(st)) child.pid = -1;
+  REQUIRE(WIFEXITED(st));
+  CHECK(WEXITSTATUS(st) == 0);
+  INFO(after.size() << " answers after SIGTERM");
+  for (const std::string& r : after) {
+    INFO(r);
+    CHECK(r.find("HTTP/1.1 503 Service Unavailable shutting down") == 0);
+  }
+}
+
 TEST_CASE("sb-node --print-eal: PCI devices, with or without device arguments, are allowed with -a") {
   TempDir d;
   const std::string pfx = "sb-nt-eal-" + std::to_string(getpid());
