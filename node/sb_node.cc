@@ -27,6 +27,7 @@
 
 #include "control/agent.h"
 #include "control/config.h"
+#include "gpt/delta.h"
 #include "node/dataplane.h"
 #include "node/metrics/http_server.h"
 #include "node/observe.h"
@@ -171,6 +172,14 @@ int main(int argc, char** argv) {
     return 4;
   }
   sb::control::Agent* ag = agent.value().get();
+  // What the startup log states about the lookup structures.
+  const sb::rib::ClusterSpec& cl = opt.config.cluster;
+  const std::string backends =
+      std::string(sb::rib::architecture_name(cl.architecture)) +
+      (cl.architecture == sb::rib::Architecture::kScaleBricks ? std::string(" (gpt ") + sb::gpt::backend_name(cl.gpt) + ")"
+                                                               : std::string()) +
+      ", fib " + (opt.config.node.dp.fib_othello ? "othello" : "cuckoo") +
+      (cl.key_mode == sb::KeyMode::kUeIpv4 ? ", key mode ue-ip" : ", key mode 5tuple");
   if (dp) {
     const sb::Status st = dp->start(ag->state(), ag->live_mask());
     if (!st.ok()) {
@@ -178,12 +187,22 @@ int main(int argc, char** argv) {
       return 4;
     }
     sb::node::register_telemetry(dp.get());
-    log(id, "data plane: " + std::to_string(dp->workers()) + " worker lcore(s), architecture " +
-                std::string(sb::rib::architecture_name(opt.config.cluster.architecture)) + ", MTU ext " +
+    log(id, "data plane: " + std::to_string(dp->workers()) + " worker lcore(s) (node.lcores \"" +
+                opt.config.node.dp.lcores + "\"), architecture " + backends + ", MTU ext " +
                 std::to_string(dp->port_mtu(sb::node::kExt)) + " fabric " +
                 std::to_string(dp->port_mtu(sb::node::kFabric)) + " enb " +
                 std::to_string(dp->port_mtu(sb::node::kEnb)));
+    for (int r = 0; r < sb::node::kRoles; ++r) {
+      const sb::node::Mac& m = dp->mac(sb::node::Role(r));
+      char mac[18];
+      std::snprintf(mac, sizeof mac, "%02x:%02x:%02x:%02x:%02x:%02x", m.b[0], m.b[1], m.b[2], m.b[3], m.b[4], m.b[5]);
+      log(id, "port " + std::string(sb::node::kRoleNames[r]) + ": " + opt.config.node.dp.ports[r].device +
+                  " (DPDK port " + std::to_string(dp->port_id(sb::node::Role(r))) + ", " +
+                  std::to_string(opt.config.node.dp.ports[r].queues) + " rx queue(s), MAC " + mac + ")");
+    }
     for (const std::string& w : dp->port_warnings()) log(id, "warning: " + w);
+  } else {
+    log(id, "control only (no data plane): architecture " + backends);
   }
   // For the /metrics handler; declared first so it outlives the server.
   std::atomic<const sb::metrics::HttpServer*> http_ptr{nullptr};

@@ -284,6 +284,14 @@ TEST_CASE("sb-node: runs the pipeline on net_null ports, serves /health, /metric
   CHECK(out.find("stopped") != std::string::npos);
   // Port MTUs: the fabric takes node.mtu (1500) + the 16-byte shim.
   CHECK(out.find("MTU ext 1500 fabric 1516 enb 1500") != std::string::npos);
+  // What was configured, as the startup log states it: the lcores, the
+  // architecture and its backends, and every port by role.
+  CHECK(out.find("1 worker lcore(s) (node.lcores \"0\"), architecture scalebricks (gpt setsep), fib " + fib + ",") !=
+        std::string::npos);
+  CHECK(out.find("port ext: net_null0 (DPDK port ") != std::string::npos);
+  CHECK(out.find("port fabric: net_null1 (DPDK port ") != std::string::npos);
+  CHECK(out.find("1 rx queue(s), MAC 02:00:00:00:00:01)") != std::string::npos);  // fabric: the member's
+  CHECK(out.find("port enb: net_null2 (DPDK port ") != std::string::npos);
   // The one warning: this test cluster runs without CURVE. No port
   // warning (net_null takes any frame).
   const size_t w = out.find("warning:");
