@@ -215,6 +215,9 @@ struct Agent::Impl : rib::OwnerIo {
     if (!ns.ok()) return ns.status();
     state = std::move(ns.value());
     live_pub.store(1u << self, std::memory_order_relaxed);
+    // Every partition is unsynced until the first heartbeat publishes the
+    // real count: /health says how many, not the "no state yet" sentinel.
+    unsynced_pub.store(uint32_t(state->unsynced()), std::memory_order_relaxed);
     log("RIB recovered: " + std::to_string(owner->sessions()) + " sessions, epoch " +
         std::to_string(owner->epoch()));
     if (!owner->weights_note().empty())

@@ -205,6 +205,16 @@ std::pair<uint32_t, uint64_t> head_of(Client& c, uint32_t owner, uint32_t p) {
 
 }  // namespace
 
+TEST_CASE("agent: from create() on, unsynced_partitions() counts the partitions not synced yet") {
+  // /health reads it: before the first heartbeat it was the "no state yet"
+  // sentinel, and a probe read "resyncing: 4294967295 partitions".
+  InProc c(1, [](uint32_t, AgentOptions&) {}, {0});
+  uint32_t before = 0;
+  c.start(0, [&](Agent& a) { before = a.unsynced_partitions(); });
+  CHECK(before == c.spec.partitions);
+  CHECK(eventually([&] { return c.agents[0]->unsynced_partitions() == 0; }));
+}
+
 TEST_CASE("agent: a delta batch a peer publishes in another owner's name is refused whole and counted") {
   // Node 2 is played by a raw PUB on its publish endpoint. It publishes,
   // as node 1, a valid delta continuing node 1's stream of a partition
