@@ -64,6 +64,35 @@ std::pair<int, std::string> run_node(const TempDir& d, const std::string& yaml, 
 }
 
 // GET over HTTP/1.0 on 127.0.0.1 (the whole response, headers included).
+// `sb-node --config yaml` in the background, its stderr in `log`; killed
+// (SIGKILL) and reaped if the test stops early. A test that reaped it
+// itself sets pid = -1.
+struct NodeChild {
+  pid_t pid = -1;
+  fs::path log;
+  NodeChild(const fs::path& yaml, const fs::path& log_path) : log(log_path) {
+    pid = fork();
+    if (pid == 0) {
+      const std::string l = log.string();
+      freopen(l.c_str(), "w", stderr);
+      execl(SB_NODE_BIN, SB_NODE_BIN, "--config", yaml.c_str(), static_cast<char*>(nullptr));
+      _exit(127);
+    }
+  }
+  NodeChild(const NodeChild&) = delete;
+  NodeChild& operator=(const NodeChild&) = delete;
+  ~NodeChild() {
+    if (pid > 0) {
+      kill(pid, SIGKILL);
+      waitpid(pid, nullptr, 0);
+    }
+  }
+  std::string log_text() const {
+    std::ifstream in(log);
+    return std::string(std::istreambuf_iterator<char>(in), {});
+  }
+};
+
 std::string http_get(uint16_t port, const std::string& path) {
   const int fd = socket(AF_INET, SOCK_STREAM, 0);
   if (fd < 0) return "";
@@ -201,28 +230,10 @@ TEST_CASE("sb-node: runs the pipeline on net_null ports, serves /health, /metric
   const fs::path f = d.p / "node.yaml";
   std::ofstream(f) << config(d, kPorts + "  metrics: \"127.0.0.1:0\"\n  fib: " + fib + "\n", pfx);
   const fs::path log = d.p / "log";
-  struct Child {  // killed if the test stops early
-    pid_t pid = -1;
-    ~Child() {
-      if (pid > 0) {
-        kill(pid, SIGKILL);
-        waitpid(pid, nullptr, 0);
-      }
-    }
-  } child;
-  const pid_t pid = fork();
-  REQUIRE(pid >= 0);
-  child.pid = pid;
-  if (pid == 0) {
-    const std::string l = log.string();
-    freopen(l.c_str(), "w", stderr);
-    execl(SB_NODE_BIN, SB_NODE_BIN, "--config", f.c_str(), static_cast<char*>(nullptr));
-    _exit(127);
-  }
-  auto slurp = [&] {
-    std::ifstream in(log);
-    return std::string(std::istreambuf_iterator<char>(in), {});
-  };
+  NodeChild child(f, log);
+  const pid_t pid = child.pid;
+  REQUIRE(pid > 0);
+  auto slurp = [&] { return child.log_text(); };
   std::string port;
   for (int i = 0; i < 200 && port.empty(); ++i) {
     std::this_thread::sleep_for(std::chrono::milliseconds(50));
@@ -311,28 +322,10 @@ TEST_CASE("sb-node: /health is not ready once SIGTERM arrived") {
   const fs::path f = d.p / "node.yaml";
   std::ofstream(f) << config(d, kPorts + "  metrics: \"127.0.0.1:0\"\n", pfx);
   const fs::path log = d.p / "log";
-  struct Child {  // killed if the test stops early
-    pid_t pid = -1;
-    ~Child() {
-      if (pid > 0) {
-        kill(pid, SIGKILL);
-        waitpid(pid, nullptr, 0);
-      }
-    }
-  } child;
-  const pid_t pid = fork();
-  REQUIRE(pid >= 0);
-  child.pid = pid;
-  if (pid == 0) {
-    const std::string l = log.string();
-    freopen(l.c_str(), "w", stderr);
-    execl(SB_NODE_BIN, SB_NODE_BIN, "--config", f.c_str(), static_cast<char*>(nullptr));
-    _exit(127);
-  }
-  auto slurp = [&] {
-    std::ifstream in(log);
-    return std::string(std::istreambuf_iterator<char>(in), {});
-  };
+  NodeChild child(f, log);
+  const pid_t pid = child.pid;
+  REQUIRE(pid > 0);
+  auto slurp = [&] { return child.log_text(); };
   uint16_t port = 0;
   for (int i = 0; i < 200 && port == 0; ++i) {
     std::this_thread::sleep_for(std::chrono::milliseconds(50));
