@@ -1394,7 +1394,9 @@ struct Agent::Impl : rib::OwnerIo {
   }
 
   Status run(const std::atomic<bool>& stop) {
-    log("ready");
+    // The control loop runs; serving traffic is /health's word (it turns
+    // ready once every partition is synced).
+    log("ready: control loop running, resyncing " + std::to_string(state->unsynced()) + " partition(s)");
     while (!stop.load(std::memory_order_relaxed)) {
       if (items_dirty) build_items();
       const bool busy = !local_fib.empty() || owner->can_start();
