@@ -6,6 +6,7 @@
 #include <unistd.h>
 
 #include <catch2/catch.hpp>
+#include <csignal>
 #include <cstdio>
 #include <fstream>
 #include <sstream>
@@ -167,6 +168,37 @@ TEST_CASE("testbed up that fails while moving a veth leaves no temporary veth be
   CHECK(traces().empty());
   // Whatever the check found, leave nothing for the next test.
   sh("for l in $(ip -br link | awk '$1 ~ /^sb14t[ab]/ {sub(/@.*/, \"\", $1); print $1}'); do ip link del $l; done");
+}
+
+TEST_CASE("testbed down kills a recorded PID only while it is still in its recorded namespace", "[testbed]") {
+  // down checked only the name in a recorded PID's command line: after the
+  // testbed's sshd died and its PID was reused by another sshd (the host's
+  // own), down killed that one. A process named like an sshd, in the root
+  // namespace, recorded as the sshd of sb14n1, must survive down.
+  const std::string down = src() + "/testbed/down";
+  sh(down + " --index 14");  // a previous crashed run
+  REQUIRE(traces().empty());
+  const pid_t pid = fork();
+  REQUIRE(pid >= 0);
+  if (pid == 0) {
+    execl("/bin/sleep", "sshd-not-the-testbeds", "60", static_cast<char*>(nullptr));
+    _exit(127);
+  }
+  struct Reap {
+    pid_t p;
+    ~Reap() {
+      kill(p, SIGKILL);
+      waitpid(p, nullptr, 0);
+    }
+  } reap{pid};
+  REQUIRE(sh("mkdir -p /run/sb-testbed/sb14 && echo 'pid " + std::to_string(pid) +
+             " sshd sb14n1' > /run/sb-testbed/sb14/objects").rc == 0);
+  const Run d = sh(down + " --index 14");
+  INFO(d.out);
+  CHECK(d.rc == 0);
+  int st = 0;
+  CHECK(waitpid(pid, &st, WNOHANG) == 0);  // still running
+  CHECK(traces().empty());
 }
 
 TEST_CASE("testbed scripts reject bad arguments and non-root users", "[testbed]") {
