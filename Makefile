@@ -62,7 +62,7 @@ e2e: release
 	tools/e2e $(BUILD_RELEASE)
 
 # The evaluation report (docs/EVALUATION.md): QUICK=1 for the reduced grid,
-# DETACH=1 to run in the background (log in eval/results/<date>/eval.out);
+# DETACH=1 to run in the background (log in eval/results/eval.out);
 # rerunning resumes where a run stopped.
 EVAL_ARGS := $(if $(QUICK),--quick,)
 eval: release
