@@ -9,6 +9,11 @@ namespace sb {
 namespace {
 std::atomic<PageKind> g_default{PageKind::kTHP};
 constexpr size_t k2M = size_t(2) << 20;
+#ifdef MAP_HUGE_2MB
+constexpr int kMapHuge2M = MAP_HUGE_2MB;
+#else
+constexpr int kMapHuge2M = 21 << 26;  // MAP_HUGE_SHIFT = 26, log2(2 MiB) = 21
+#endif
 size_t round_up(size_t b) { return (b + k2M - 1) & ~(k2M - 1); }
 }  // namespace
 
@@ -28,7 +33,11 @@ void* map_large(size_t bytes, PageKind want, PageKind* got) {
   const size_t len = round_up(bytes);
   void* p = MAP_FAILED;
   if (want == PageKind::k2M) {
-    p = mmap(nullptr, len, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS | MAP_HUGETLB, -1, 0);
+    // 2 MiB pages explicitly: plain MAP_HUGETLB takes the kernel's default
+    // huge page size, 1 GiB on a host booted with default_hugepagesz=1G,
+    // where every array would take a whole 1 GiB page and munmap() of the
+    // 2 MiB-rounded length would fail (the pages leaked until exit).
+    p = mmap(nullptr, len, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS | MAP_HUGETLB | kMapHuge2M, -1, 0);
     if (p != MAP_FAILED) { *got = PageKind::k2M; return p; }
     want = PageKind::kTHP;  // no free hugetlb pages: fall back, and say so via *got
   }

@@ -4,7 +4,8 @@
 // pages every random lookup also misses the TLB. LargeArray maps its memory
 // with mmap and, by default, asks for transparent huge pages
 // (madvise(MADV_HUGEPAGE)) before touching it, or uses explicit 2 MiB
-// hugetlb pages when the process selected them and some are free. The page
+// hugetlb pages (MAP_HUGE_2MB, whatever the kernel's default huge page
+// size) when the process selected them and some are free. The page
 // kind actually obtained is reported by page_kind_name() so benchmarks can
 // state it (BENCHMARKS.md "page_size").
 //

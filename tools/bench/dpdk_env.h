@@ -2,8 +2,9 @@
 //
 // EAL runs with --no-huge (anonymous 4 KiB memory that we then madvise for
 // transparent huge pages, the same page kind our own structures get from
-// core/large_array.h) unless enough free 2 MiB / 1 GiB hugepages exist, in
-// which case it runs --in-memory on them and our structures use hugetlb too.
+// core/large_array.h) unless enough free 2 MiB hugepages exist, in which
+// case it runs --in-memory on them and our structures use 2 MiB hugetlb
+// pages too (1 GiB pages are not used: core/large_array.cc).
 // page_kind() says what both sides got, for the `page_size` field.
 #pragma once
 
@@ -22,7 +23,7 @@ namespace sb::bench {
 // the scalar path is right), and a baseline must answer correctly.
 Status dpdk_init(uint64_t mem_mb, bool simd128 = false);
 bool dpdk_ready();
-// "THP", "2M", "1G" or "4K".
+// "THP", "2M" or "4K".
 std::string dpdk_page_kind();
 
 }  // namespace sb::bench
