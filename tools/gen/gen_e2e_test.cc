@@ -313,3 +313,30 @@ TEST_CASE("sb-gen CLI: usage errors exit 2 with a message", "[gen]") {
   CHECK(h.rc == 0);
   CHECK(test::has(h.out, "sb-gen send"));
 }
+
+TEST_CASE("sink --upstream-rate 0 sends no upstream G-PDUs, a tiny rate at most one", "[gen]") {
+  TempDir d;
+  {
+    std::ofstream o(d.path + "/s.csv");
+    o << "src_ip,dst_ip,src_port,dst_port,proto,node,teid_dl,enb_ip,bearer\n"
+      << "198.18.0.1,198.19.0.1,1024,80,udp,choose,16,198.19.0.200,5\n";
+    std::ofstream u(d.path + "/up.csv");
+    u << "teid_ul,ue_ip,server_ip,ue_port,server_port,proto\n"
+      << "0x01000001,198.19.14.1,198.18.8.1,4000,80,udp\n";
+  }
+  std::vector<uint8_t> arp(60, 0);
+  arp[12] = 0x08;
+  arp[13] = 0x06;
+  REQUIRE(write_pcap(d.path + "/in.pcap", {arp}).ok());
+  for (const std::string rate : {"0", "1e-20"}) {
+    test::Run r = test::sh(kBin + " sink --quiet --sessions " + d.path + "/s.csv --port net_pcap0,rx_pcap=" + d.path +
+                           "/in.pcap,tx_pcap=" + d.path + "/out.pcap --duration 0.5 --gw-ip 198.18.9.11" +
+                           " --gw-mac 02:5b:0e:01:03:00 --upstream-teids " + d.path + "/up.csv --upstream-rate " +
+                           rate + " --out " + d.path + "/sink.json --file-prefix sbgt-uprate-" +
+                           std::to_string(getpid()));
+    INFO(rate << "\n" << r.out);
+    REQUIRE(r.rc == 0);
+    auto kj = json_file(d.path + "/sink.json");
+    CHECK(u(kj, "upstream_sent") <= (rate == "0" ? 0u : 1u));
+  }
+}

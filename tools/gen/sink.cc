@@ -148,7 +148,8 @@ int run_sink(const SinkOptions& o) {
   const uint64_t end_tsc = o.duration_s > 0 ? t0 + uint64_t(o.duration_s * double(hz)) : ~0ULL;
   const uint64_t idle_tsc = uint64_t(o.idle_exit_s * double(hz));
   uint64_t next_status = t0 + hz, next_echo = t0, next_up = t0;
-  const uint64_t up_gap = o.upstream_pps > 0 ? uint64_t(double(hz) / o.upstream_pps) : ~0ULL;
+  // Capped so next_up + up_gap cannot wrap (a tiny rate: one packet, then none).
+  const uint64_t up_gap = o.upstream_pps > 0 ? uint64_t(std::min(double(hz) / o.upstream_pps, 1e18)) : ~0ULL;
   uint16_t echo_seq = 0;
   uint64_t up_seq = 0;
   size_t up_next = 0;
@@ -205,7 +206,7 @@ int run_sink(const SinkOptions& o) {
       }
     }
     // Upstream G-PDUs at --upstream-rate, round robin over the TEID file.
-    if (!upstream.empty() && now >= next_up) {
+    if (!upstream.empty() && o.upstream_pps > 0 && now >= next_up) {
       next_up = std::max(next_up + up_gap, now - hz);  // no catch-up storm after a stall
       const UpstreamFlow& u = upstream[up_next];
       Peer& p = peers[up_peer[up_next]];
