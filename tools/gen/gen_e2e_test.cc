@@ -340,3 +340,18 @@ TEST_CASE("sink --upstream-rate 0 sends no upstream G-PDUs, a tiny rate at most 
     CHECK(u(kj, "upstream_sent") <= (rate == "0" ? 0u : 1u));
   }
 }
+
+TEST_CASE("sb-gen send: a --rate too small to pace is refused, not a run that sends nothing", "[gen]") {
+  TempDir d;
+  {
+    std::ofstream o(d.path + "/s.csv");
+    o << "src_ip,dst_ip,src_port,dst_port,proto,node,teid_dl,enb_ip,bearer\n"
+      << "198.18.0.1,198.19.0.1,1024,80,udp,choose,16,198.19.0.200,5\n";
+  }
+  test::Run r = test::sh(kBin + " send --quiet --sessions " + d.path + "/s.csv --port net_null0 --dst-mac " +
+                         "02:00:00:00:00:01 --rate 0.0001 --count 1 --duration 0.5 --out " + d.path +
+                         "/send.json --file-prefix sbgt-rate-" + std::to_string(getpid()));
+  INFO(r.out);
+  CHECK(r.rc == 2);
+  CHECK(test::has(r.out, "--rate"));
+}

@@ -198,6 +198,9 @@ int cmd_send(int argc, char** argv) {
       !num_d(a, "--unknown", 0, 1, &o.unknown, &err) || !num_u(a, "--seed", ~0ULL, &o.seed, &err) ||
       !num_u(a, "--ecmp-seed", ~0ULL, &o.ecmp_seed, &err) || !num_u(a, "--run-id", 0xffffffffULL, &rid, &err))
     return usage_error("send: " + err);
+  // The pacing counts in milli-packets per second: a smaller rate would never send.
+  if (o.rate_pps > 0 && o.rate_pps < 0.001)
+    return usage_error("send: --rate: 0 (as fast as the ports take) or at least 0.001 pps");
   if (size < kMinFrame) return usage_error("send: --size: at least 60 (Ethernet frame without FCS)");
   o.size = uint32_t(size);
   o.run_id = uint32_t(rid);
