@@ -355,3 +355,15 @@ TEST_CASE("sb-gen send: a --rate too small to pace is refused, not a run that se
   CHECK(r.rc == 2);
   CHECK(test::has(r.out, "--rate"));
 }
+
+TEST_CASE("sb-gen CLI: a single-valued option given twice is refused", "[gen]") {
+  for (const std::string args :
+       {"send --sessions a --port x --dst-mac 02:00:00:00:00:01 --rate 10 --rate 20",
+        "send --sessions a --sessions b --port x --dst-mac 02:00:00:00:00:01",
+        "sink --sessions a --port x --duration 1 --duration=2"}) {
+    test::Run r = test::sh(kBin + " " + args);
+    INFO(args << "\n" << r.out);
+    CHECK(r.rc == 2);
+    CHECK(test::has(r.out, "given twice"));
+  }
+}

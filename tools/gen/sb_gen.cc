@@ -86,6 +86,11 @@ bool parse_args(int argc, char** argv, int from, const std::vector<std::string>&
         if (i + 1 >= argc) { *err = s + " needs a value"; return false; }
         val = argv[++i];
       }
+      // Only these repeat; any other value given twice would silently lose one.
+      if (a->has(s) && !in({"--port", "--dst-mac", "--gw-mac", "--eal"}, s)) {
+        *err = s + " given twice";
+        return false;
+      }
       a->kv.emplace(s, val);
     } else {
       *err = "unknown option " + s;
