@@ -87,6 +87,31 @@ struct NodeChild {
       waitpid(pid, nullptr, 0);
     }
   }
+  // Waits up to 10 s for the process to end: its wait status (and pid =
+  // -1, reaped), or -1 while it still runs (the destructor kills it).
+  int wait_exit() {
+    int st = 0;
+    for (int i = 0; i < 100; ++i) {
+      if (waitpid(pid, &st, WNOHANG) == pid) {
+        pid = -1;
+        return st;
+      }
+      std::this_thread::sleep_for(std::chrono::milliseconds(100));
+    }
+    return -1;
+  }
+  // The port of its metrics server once the log announces it (waits up
+  // to 10 s): 0 if it never did.
+  uint16_t metrics_port() const {
+    const std::string tag = "health on http://127.0.0.1:";
+    for (int i = 0; i < 200; ++i) {
+      std::this_thread::sleep_for(std::chrono::milliseconds(50));
+      const std::string s = log_text();
+      const size_t at = s.find(tag);
+      if (at != std::string::npos) return uint16_t(std::stoi(s.substr(at + tag.size())));
+    }
+    return 0;
+  }
   std::string log_text() const {
     std::ifstream in(log);
     return std::string(std::istreambuf_iterator<char>(in), {});
@@ -234,19 +259,10 @@ TEST_CASE("sb-node: runs the pipeline on net_null ports, serves /health, /metric
   const pid_t pid = child.pid;
   REQUIRE(pid > 0);
   auto slurp = [&] { return child.log_text(); };
-  std::string port;
-  for (int i = 0; i < 200 && port.empty(); ++i) {
-    std::this_thread::sleep_for(std::chrono::milliseconds(50));
-    const std::string s = slurp();
-    const size_t at = s.find("health on http://127.0.0.1:");
-    if (at != std::string::npos) {
-      const size_t b = at + std::string("health on http://127.0.0.1:").size();
-      port = s.substr(b, s.find('\n', b) - b);
-    }
-  }
+  const uint16_t port = child.metrics_port();
   INFO(slurp());
-  REQUIRE(!port.empty());
-  auto get = [&](const std::string& path) { return http_get(uint16_t(std::stoi(port)), path); };
+  REQUIRE(port != 0);
+  auto get = [&](const std::string& path) { return http_get(port, path); };
   // Ready once the node's own partitions are synced (a one-member cluster).
   std::string health;
   for (int i = 0; i < 100; ++i) {
@@ -282,12 +298,10 @@ TEST_CASE("sb-node: runs the pipeline on net_null ports, serves /health, /metric
   CHECK(tel.out.find("\"drop_l2_not_mine\"") != std::string::npos);
 
   REQUIRE(kill(pid, SIGTERM) == 0);
-  int st = 0;
-  for (int i = 0; i < 100 && waitpid(pid, &st, WNOHANG) == 0; ++i)
-    std::this_thread::sleep_for(std::chrono::milliseconds(100));
+  const int st = child.wait_exit();
   const std::string out = slurp();
   INFO(out);
-  if (WIFEXITED(st) || WIFSIGNALED(st)) child.pid = -1;
+  REQUIRE(st != -1);  // it ended within the wait
   REQUIRE(WIFEXITED(st));
   CHECK(WEXITSTATUS(st) == 0);
   CHECK(out.find("final counters: ") != std::string::npos);
@@ -326,13 +340,7 @@ TEST_CASE("sb-node: /health is not ready once SIGTERM arrived") {
   const pid_t pid = child.pid;
   REQUIRE(pid > 0);
   auto slurp = [&] { return child.log_text(); };
-  uint16_t port = 0;
-  for (int i = 0; i < 200 && port == 0; ++i) {
-    std::this_thread::sleep_for(std::chrono::milliseconds(50));
-    const std::string s = slurp();
-    const size_t at = s.find("health on http://127.0.0.1:");
-    if (at != std::string::npos) port = uint16_t(std::stoi(s.substr(at + std::string("health on http://127.0.0.1:").size())));
-  }
+  const uint16_t port = child.metrics_port();
   INFO(slurp());
   REQUIRE(port != 0);
   // One keep-alive connection, already open when the signal comes.
@@ -391,12 +399,10 @@ TEST_CASE("sb-node: /health is not ready once SIGTERM arrived") {
     after.push_back(r);
   }
   close(fd);
-  int st = 0;
-  for (int i = 0; i < 100 && waitpid(pid, &st, WNOHANG) == 0; ++i)
-    std::this_thread::sleep_for(std::chrono::milliseconds(100));
+  const int st = child.wait_exit();
   const std::string out = slurp();
   INFO(out);
-  if (WIFEXITED(st) || WIFSIGNALED(st)) child.pid = -1;
+  REQUIRE(st != -1);  // it ended within the wait
   REQUIRE(WIFEXITED(st));
   CHECK(WEXITSTATUS(st) == 0);
   INFO(after.size() << " answers after SIGTERM");
