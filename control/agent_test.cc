@@ -429,7 +429,13 @@ TEST_CASE("agent: a full delta buffer shows as buffer_overflow in counters() and
   auto c = ip.client({0});
   CHECK(eventually([&] { return counter(*c, 0, "buffer_overflow") == 1; }));
   CHECK(counter(*c, 0, "buffered") == n);
-  const std::map<std::string, uint64_t> got = ip.agents[0]->counters();
+  // counters() is the copy the control thread publishes once a second (its
+  // contract in agent.h), so it may trail `sb-ctl stats`, which reads live.
+  std::map<std::string, uint64_t> got;
+  CHECK(eventually([&] {
+    got = ip.agents[0]->counters();
+    return got.count("buffer_overflow") == 1 && got.at("buffer_overflow") == 1;
+  }));
   REQUIRE(got.count("buffer_overflow") == 1);
   CHECK(got.at("buffer_overflow") == 1);
   CHECK(got.at("buffered") == n);
