@@ -355,6 +355,12 @@ bool Worker::send_enb_fragmented(rte_mbuf* m) {
 
 void Worker::forward_plain(rte_mbuf* m, uint32_t node) {
   uint8_t* f = data(m);
+  // Everything sent is untagged (docs/config.md): an ext frame's 802.1Q
+  // tag (parse_downstream took one, IPv4 behind it) is not carried onto
+  // the fabric. Dropping the first 4 bytes leaves the tag's inner type
+  // (IPv4) where the EtherType goes; the MACs are rewritten below.
+  if (rd16(f + 12) == kEthVlan) [[unlikely]]
+    f = reinterpret_cast<uint8_t*>(rte_pktmbuf_adj(m, 4));
   std::memcpy(f, spec_.fabric_mac[node].b, 6);
   std::memcpy(f + 6, spec_.port_mac[kFabric].b, 6);
   bump(c_->fabric_out);

@@ -6,7 +6,8 @@
 //              hash-partition:   lookup node L = members[reduce(remix(h, kHashPart), N)]
 //              full-duplication: this node resolves every key
 //              h/L == self -> FIB stage; other live member -> fabric (MACs
-//              rewritten, frame unchanged); not live -> gpt_invalid_node.
+//              rewritten, an 802.1Q tag removed, frame otherwise
+//              unchanged); not live -> gpt_invalid_node.
 //   FIB stage  (ingress packets resolved here: batched over the bursts of
 //              a poll round, run at 32 packets or at flush())
 //              FIB bulk lookup -> session index; prefetch the records; read

@@ -435,6 +435,38 @@ TEST_CASE("pipeline: IPv4 options and VLAN tags are legal traffic") {
   check_encap(out[0].frame, 0, 0x1002, kEnb1, untagged, fx.s1u(0));
 }
 
+TEST_CASE("pipeline: a VLAN-tagged ext frame crosses the fabric untagged and reaches its handler") {
+  // Everything sb-node sends is untagged (docs/config.md): the ext side's
+  // 802.1Q tag must not leak onto the fabric (an access port drops or
+  // misfiles a frame tagged with another segment's VLAN id).
+  for (rib::Architecture a : {rib::Architecture::kScaleBricks, rib::Architecture::kHashPartition}) {
+    INFO(rib::architecture_name(a));
+    ClusterFixture fx(a);
+    const auto tagged = PacketBuilder().eth(rc_mac(0, kExt), rc_ext_next_hop(), kEthVlan).vlan(100)
+                            .ipv4(kInternet, kUe0, 17).udp(80, 40000).payload(20).build();  // S0: node 1
+    const uint32_t lookup = rib::lookup_node(fx.c->state(0).spec(), hash_key(key_of(kUe0), 42));
+    if (a == rib::Architecture::kHashPartition && lookup == 0) continue;  // resolved here: no plain hop
+    rte_mbuf* m = mbuf_of(tagged);
+    REQUIRE(fx.c->inject(0, kExt, &m, 1) == 1);
+    REQUIRE(fx.c->poll(0, 0, kExt) == 1);
+    rte_mbuf* o[4];
+    REQUIRE(fx.c->drain(0, kFabric, o, 4) == 1);
+    const auto f = bytes_of(o[0]);
+    rte_pktmbuf_free(o[0]);
+    const uint32_t next = a == rib::Architecture::kScaleBricks ? 1 : lookup;
+    std::vector<uint8_t> want(tagged.begin() + 4, tagged.end());  // the same frame without its tag
+    std::memcpy(want.data(), rc_fabric_mac(next).b, 6);
+    std::memcpy(want.data() + 6, rc_fabric_mac(0).b, 6);
+    wr16(&want[12], kEthIpv4);
+    CHECK(f == want);
+    // And through the whole cluster: encapsulated by node 1.
+    const auto out = run(*fx.c, 0, kExt, tagged);
+    REQUIRE(out.size() == 1);
+    CHECK(out[0].node == 1);
+    check_encap(out[0].frame, 1, 0x1001, kEnb0, std::vector<uint8_t>(tagged.begin() + 4, tagged.end()), fx.s1u(1));
+  }
+}
+
 TEST_CASE("pipeline: GPT answers that are not live members are dropped, never forwarded") {
   // The check is one mask test: member and live (agent heartbeats). SetSep
   // answers unknown keys with values of populated slots, so an answer >= N
