@@ -11,7 +11,7 @@
 namespace sb::node {
 
 #define SB_DROP_REASONS(X)                                                                    \
-  X(parse, "truncated or malformed Ethernet/IPv4/L4 header")                                  \
+  X(parse, "truncated or malformed Ethernet/IPv4/L4 header (bad IPv4 header checksum included)") \
   X(non_ipv4, "not IPv4 (ARP, IPv6, ...) on a data port")                                     \
   X(l2_not_mine, "destination MAC is not this port's")                                        \
   X(shim_not_member, "fabric shim frame whose source MAC is no other member's fabric MAC")     \
@@ -22,7 +22,7 @@ namespace sb::node {
   X(node_down, "the handling node (or the node a TEID names) is not a live member")          \
   X(not_gtpu, "S1-U packet that is not GTP-U (not UDP 2152 to our address)")                 \
   X(gtpu_fragment, "outer IPv4 fragment of S1-U UDP to our address (not reassembled)")        \
-  X(gtpu_bad, "GTP-U header invalid (version, PT, length, extension chain)")                  \
+  X(gtpu_bad, "GTP-U header invalid (version, PT, length, extension chain) or bad inner IPv4 header") \
   X(gtpu_unsupported, "GTP-U message type the gateway does not handle")                       \
   X(unknown_teid, "uplink TEID names no live session here")                                   \
   X(stale_teid, "uplink TEID of an older generation of the session slot")                     \

@@ -49,6 +49,11 @@ inline void wr32(uint8_t* p, uint32_t v) {
 // RFC 1071 checksum of an IPv4 header (len bytes, even).
 uint16_t ipv4_checksum(const uint8_t* hdr, uint32_t len);
 
+// True when the IPv4 header at ip, options included, carries a valid
+// header checksum (it sums to 0xffff). REQUIRES the IHL bytes readable
+// (the parsers below check that).
+inline bool ipv4_header_valid(const uint8_t* ip) { return ipv4_checksum(ip, uint32_t(ip[0] & 0x0f) * 4) == 0; }
+
 // ---- downstream (Internet -> UE) -------------------------------------------
 
 struct Downstream {

@@ -151,8 +151,12 @@ TEST_CASE("TTL decrement keeps the IPv4 checksum valid", "[packet]") {
     auto f = PacketBuilder().eth(kMine, kPeer).ipv4(uint32_t(rng.next()), uint32_t(rng.next()), 17,
                                                     uint8_t(2 + rng.below(250)), uint8_t(rng.next()))
                  .udp(1, 2).payload(uint32_t(rng.below(40))).build();
+    REQUIRE(ipv4_header_valid(&f[14]));
     ipv4_dec_ttl(&f[14]);
     REQUIRE(ipv4_checksum(&f[14], 20) == 0);  // a valid header sums to 0xffff
+    REQUIRE(ipv4_header_valid(&f[14]));
+    f[14 + 1 + rng.below(19)] ^= uint8_t(1u << rng.below(8));  // any single-bit error
+    REQUIRE(!ipv4_header_valid(&f[14]));
   }
 }
 

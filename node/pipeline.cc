@@ -24,6 +24,17 @@ inline void write_eth(uint8_t* p, const Mac& dst, const Mac& src, uint16_t type)
 // cannot be.
 inline bool contiguous(rte_mbuf* m) { return m->nb_segs == 1 || rte_pktmbuf_linearize(m) == 0; }
 
+// The header checksum of the frame's first IPv4 header at ip (RFC 1812
+// 5.2.2: a router discards a header that fails it): the NIC's verdict when
+// it gave one, else summed here.
+inline bool ipv4_ok(const rte_mbuf* m, const uint8_t* ip) {
+  const uint64_t f = m->ol_flags & RTE_MBUF_F_RX_IP_CKSUM_MASK;
+  if (f == RTE_MBUF_F_RX_IP_CKSUM_GOOD) [[likely]]
+    return true;
+  if (f == RTE_MBUF_F_RX_IP_CKSUM_BAD) return false;
+  return ipv4_header_valid(ip);
+}
+
 }  // namespace
 
 Worker::Worker(const PipelineSpec& spec, const PipelineTables& tables, unsigned lcore_index,
@@ -109,6 +120,10 @@ void Worker::downstream(Role in, rte_mbuf** pkts, uint16_t n) {
     const Drop d = parse_downstream(f, len, mine, spec_.key_mode, spec_.ue_fallback, &ds);
     if (d != Drop::kNone) {
       drop(b, d);
+      continue;
+    }
+    if (!ipv4_ok(b, f + ds.l3_off)) [[unlikely]] {
+      drop(b, Drop::k_parse);
       continue;
     }
     p[m] = Pending{b, ds.l3_off, ds.ip_len, ds.tos};
@@ -400,6 +415,12 @@ void Worker::upstream(rte_mbuf* m, bool steered) {
     drop(m, d);
     return;
   }
+  // The outer header (a steered frame's flags are the fabric NIC's, about
+  // the shim frame: summed here).
+  if (!(steered ? ipv4_header_valid(f + u.outer_ip_off) : ipv4_ok(m, f + u.outer_ip_off))) [[unlikely]] {
+    drop(m, Drop::k_parse);
+    return;
+  }
   if (u.msg_type == kGtpEchoRequest) {
     rte_mbuf* r = rte_pktmbuf_alloc(pool_);
     uint8_t* out = r ? reinterpret_cast<uint8_t*>(rte_pktmbuf_append(r, 64)) : nullptr;
@@ -459,6 +480,10 @@ void Worker::upstream(rte_mbuf* m, bool steered) {
     return;
   }
   uint8_t* inner = f + u.inner_off;
+  if (!ipv4_header_valid(inner)) [[unlikely]] {
+    drop(m, Drop::k_gtpu_bad);
+    return;
+  }
   // Anti-spoofing: a UE sends from its own address only (the address the
   // gateway delivers its downstream traffic to).
   uint32_t src;

@@ -28,6 +28,11 @@
 //              against the session's UE address (ue_spoofed; off with
 //              node.ue_source_check: false), decapsulated -> ext.
 //
+// IPv4 header checksums (RFC 1812 5.2.2): the ingress header downstream and
+// the outer header upstream (the NIC's verdict when it gives one, else
+// summed) and the decapsulated inner header are verified: parse (outer)
+// or gtpu_bad (inner) when wrong, so a corrupted header is never sent on.
+//
 // Every drop increments exactly one reason counter; nothing allocates,
 // throws or logs per packet (echo replies and fragments take an mbuf from
 // the worker's pool: no_mbuf when empty). Frames with several segments are

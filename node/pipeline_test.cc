@@ -639,6 +639,51 @@ TEST_CASE("pipeline: upstream G-PDUs are validated, decapsulated, steered to the
   }
 }
 
+TEST_CASE("pipeline: an IPv4 header with a bad checksum is dropped, never forwarded") {
+  // RFC 1812 5.2.2: the node is a router hop (it decrements TTL, with an
+  // incremental checksum update that keeps a bad checksum bad): a
+  // corrupted header is discarded and counted, never sent on.
+  ClusterFixture fx(rib::Architecture::kScaleBricks);
+  const uint32_t t1 = fx.teid_ul(0, key_of(kUe1));
+  auto corrupt = [](std::vector<uint8_t> f, size_t ip) {
+    f[ip + 10] ^= 0x01;
+    return f;
+  };
+  struct Case {
+    const char* desc;
+    Role at;
+    std::vector<uint8_t> frame;
+    const char* counter;
+  };
+  const auto opts = PacketBuilder().eth(rc_mac(0, kExt), rc_ext_next_hop()).ipv4(kInternet, kUe1, 17, 64, 0, 0, 8)
+                        .udp(80, 40000).payload(20).build();
+  auto opts_bad = opts;
+  opts_bad[14 + 20 + 2] ^= 0x80;  // an option byte: the checksum covers the options too
+  const std::vector<Case> cases = {
+      {"downstream, handled here", kExt, corrupt(downstream_frame(0, kUe1), 14), "drop_parse"},
+      {"downstream, handled by node 1", kExt, corrupt(downstream_frame(0, kUe0), 14), "drop_parse"},
+      {"downstream with options", kExt, opts_bad, "drop_parse"},
+      {"uplink, outer header", kEnb, corrupt(uplink(0, fx.s1u(0), 0x30, t1), 14), "drop_parse"},
+      {"echo request, outer header", kEnb,
+       corrupt(PacketBuilder().eth(rc_mac(0, kEnb), rc_enb_next_hop()).ipv4(kEnb1, fx.s1u(0), 17).udp(2152, 2152)
+                   .gtpu(0x32, kGtpEchoRequest, 0, 1).build(), 14),
+       "drop_parse"},
+      {"uplink, inner header", kEnb, corrupt(uplink(0, fx.s1u(0), 0x30, t1), 14 + 20 + 8 + 8), "drop_gtpu_bad"},
+  };
+  for (const Case& k : cases) {
+    INFO(k.desc);
+    const auto before = totals(*fx.c);
+    const auto out = run(*fx.c, 0, k.at, k.frame);
+    const auto d = delta(before, totals(*fx.c));
+    CHECK(out.empty());
+    CHECK(drops(d) == 1);
+    CHECK(d.count(k.counter) == 1);
+  }
+  // Valid headers (options included) still pass.
+  CHECK(run(*fx.c, 0, kExt, opts).size() == 1);
+  CHECK(run(*fx.c, 0, kEnb, uplink(0, fx.s1u(0), 0x30, t1)).size() == 1);
+}
+
 TEST_CASE("pipeline: node.ue_source_check false forwards an uplink packet from any inner source") {
   RingClusterOptions o;
   o.name = "nospoof";
