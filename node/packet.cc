@@ -136,6 +136,16 @@ void ipv4_dec_ttl(uint8_t* ip) {
   wr16(ip + 10, uint16_t(~sum));
 }
 
+void ipv4_set_ecn(uint8_t* ip, uint8_t ecn) {
+  // RFC 1624 eqn. 3 over the word holding version/IHL and TOS.
+  const uint16_t old = rd16(ip);
+  ip[1] = uint8_t((ip[1] & 0xfc) | (ecn & 3));
+  const uint16_t neu = rd16(ip);
+  uint32_t sum = uint16_t(~rd16(ip + 10)) + uint32_t(uint16_t(~old)) + neu;
+  while (sum >> 16) sum = (sum & 0xffff) + (sum >> 16);
+  wr16(ip + 10, uint16_t(~sum));
+}
+
 Drop parse_upstream(const uint8_t* f, uint32_t len, const Mac& mine, uint32_t s1u_ip, Upstream* out) {
   uint32_t l3;
   uint16_t type;
@@ -177,6 +187,7 @@ Drop parse_upstream(const uint8_t* f, uint32_t len, const Mac& mine, uint32_t s1
   out->msg_type = g[1];
   out->teid = rd32(g + 4);
   out->outer_ip_off = uint16_t(l3);
+  out->outer_tos = ip[1];
   out->outer_src_ip = rd32(ip + 12);
   out->outer_src_port = rd16(udp);
   uint32_t off = 8;  // from g

@@ -98,6 +98,18 @@ void write_gtpu_encap(uint8_t* hdr, const EncapParams& p, uint16_t inner_len, ui
 // incrementally (RFC 1624). REQUIRES ttl > 1.
 void ipv4_dec_ttl(uint8_t* ip);
 
+// Sets the ECN field (low 2 bits of the TOS byte) of the IPv4 header at ip
+// to ecn and patches its checksum incrementally (RFC 1624).
+void ipv4_set_ecn(uint8_t* ip, uint8_t ecn);
+
+// RFC 6040 decapsulation (normal mode): the ECN field the inner packet
+// leaves with, from the outer and inner fields. An ECN-capable inner packet
+// takes the outer CE or ECT(1); everything else keeps the inner value (an
+// outer CE over a Not-ECT inner packet is forwarded unmarked).
+inline uint8_t ecn_decap(uint8_t outer, uint8_t inner) {
+  return (outer & 1) != 0 && (inner == 1 || inner == 2) ? outer : inner;
+}
+
 // ---- upstream (UE -> Internet): GTP-U from the eNodeB ---------------------
 
 struct Upstream {
@@ -106,6 +118,7 @@ struct Upstream {
   bool has_seq = false;     // any of E, S, PN set: the 4 optional bytes exist
   uint16_t seq = 0;
   uint16_t outer_ip_off = 0;
+  uint8_t outer_tos = 0;    // DSCP + ECN of the outer header (RFC 6040 decapsulation)
   uint32_t outer_src_ip = 0;
   uint16_t outer_src_port = 0;
   uint16_t inner_off = 0;   // G-PDU: the inner IPv4 packet

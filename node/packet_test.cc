@@ -160,6 +160,25 @@ TEST_CASE("TTL decrement keeps the IPv4 checksum valid", "[packet]") {
   }
 }
 
+TEST_CASE("ECN at decapsulation follows RFC 6040 and keeps the IPv4 checksum valid", "[packet]") {
+  // Rows: inner Not-ECT, ECT(1), ECT(0), CE; columns: outer the same.
+  const uint8_t want[4][4] = {{0, 0, 0, 0}, {1, 1, 1, 3}, {2, 1, 2, 3}, {3, 3, 3, 3}};
+  for (uint8_t i = 0; i < 4; ++i)
+    for (uint8_t o = 0; o < 4; ++o) {
+      INFO("inner " << int(i) << " outer " << int(o));
+      CHECK(ecn_decap(o, i) == want[i][o]);
+    }
+  Rng rng(9);
+  for (int k = 0; k < 1000; ++k) {
+    auto f = PacketBuilder().ipv4(uint32_t(rng.next()), uint32_t(rng.next()), 17, 64, uint8_t(rng.next()),
+                                  0, uint32_t(rng.below(3)) * 4).udp(1, 2).build();
+    const uint8_t tos = f[1], ecn = uint8_t(rng.below(4));
+    ipv4_set_ecn(f.data(), ecn);
+    CHECK(f[1] == ((tos & 0xfc) | ecn));
+    REQUIRE(ipv4_header_valid(f.data()));
+  }
+}
+
 TEST_CASE("upstream parse: fixtures", "[packet]") {
   auto inner = PacketBuilder().eth(kMine, kPeer).ipv4(kUe, kServer, 17).udp(4000, 53).payload(12).build();
   const std::vector<uint8_t> ip(inner.begin() + 14, inner.end());

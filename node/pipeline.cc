@@ -496,6 +496,11 @@ void Worker::upstream(rte_mbuf* m, bool steered) {
     drop(m, Drop::k_ttl);
     return;
   }
+  // RFC 6040: a congestion mark routers put on the outer header reaches
+  // the (ECN-capable) inner packet.
+  const uint8_t ecn = ecn_decap(u.outer_tos & 3, inner[1] & 3);
+  if (ecn != (inner[1] & 3)) [[unlikely]]
+    ipv4_set_ecn(inner, ecn);
   ipv4_dec_ttl(inner);
   st.count(lcore_, idx, meta, u.inner_len);
   // New Ethernet header right before the inner packet; drop the rest.

@@ -26,7 +26,8 @@
 //              node -> shim kind upstream to it; here: validated against the
 //              record (unknown_teid, stale_teid), the inner source checked
 //              against the session's UE address (ue_spoofed; off with
-//              node.ue_source_check: false), decapsulated -> ext.
+//              node.ue_source_check: false), decapsulated (outer ECN
+//              CE/ECT(1) onto an ECN-capable inner packet, RFC 6040) -> ext.
 //
 // IPv4 header checksums (RFC 1812 5.2.2): the ingress header downstream and
 // the outer header upstream (the NIC's verdict when it gives one, else

@@ -684,6 +684,32 @@ TEST_CASE("pipeline: an IPv4 header with a bad checksum is dropped, never forwar
   CHECK(run(*fx.c, 0, kEnb, uplink(0, fx.s1u(0), 0x30, t1)).size() == 1);
 }
 
+TEST_CASE("pipeline: decapsulation propagates congestion marks of the outer header (RFC 6040)") {
+  // Encapsulation copies DSCP and ECN to the outer header (normal mode),
+  // so routers on S1-U mark the outer header: a CE mark (or ECT(1)) there
+  // must reach the inner packet when it is ECN-capable, else the
+  // congestion signal is lost at the tunnel end.
+  ClusterFixture fx(rib::Architecture::kScaleBricks);
+  const uint32_t t1 = fx.teid_ul(0, key_of(kUe1));
+  struct Case {
+    uint8_t outer, inner, want;  // ECN codepoints: 0 Not-ECT, 1 ECT(1), 2 ECT(0), 3 CE
+  };
+  const Case cases[] = {{3, 2, 3}, {3, 1, 3}, {1, 2, 1}, {3, 3, 3}, {1, 3, 3}, {2, 1, 1},
+                        {0, 2, 2}, {2, 2, 2}, {0, 0, 0}, {2, 0, 0}, {1, 0, 0}};
+  for (const Case& k : cases) {
+    INFO("outer " << int(k.outer) << " inner " << int(k.inner));
+    const auto f = PacketBuilder().eth(rc_mac(0, kEnb), rc_enb_next_hop()).ipv4(kEnb1, fx.s1u(0), 17, 64, uint8_t(0x28 | k.outer))
+                       .udp(2152, 2152).gtpu(0x30, kGtpGpdu, t1)
+                       .ipv4(kUe1, kInternet, 17, 64, uint8_t(0xb8 | k.inner)).udp(40000, 80).payload(12).build();
+    const auto out = run(*fx.c, 0, kEnb, f);
+    REQUIRE(out.size() == 1);
+    const uint8_t* ip = &out[0].frame[14];
+    CHECK(ip[1] == (0xb8 | k.want));  // the inner DSCP untouched
+    CHECK(ip[8] == 63);
+    CHECK(ipv4_checksum(ip, 20) == 0);
+  }
+}
+
 TEST_CASE("pipeline: node.ue_source_check false forwards an uplink packet from any inner source") {
   RingClusterOptions o;
   o.name = "nospoof";
