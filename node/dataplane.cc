@@ -174,6 +174,9 @@ Status DataPlane::configure_ports() {
       conf.rx_adv_conf.rss_conf.rss_hf =
           info.flow_type_rss_offloads & (RTE_ETH_RSS_IP | RTE_ETH_RSS_UDP | RTE_ETH_RSS_TCP);
     }
+    // The pipeline verifies IPv4 header checksums (pipeline.h): where the
+    // device can, it does so and the worker reads its verdict.
+    if (info.rx_offload_capa & RTE_ETH_RX_OFFLOAD_IPV4_CKSUM) conf.rxmode.offloads |= RTE_ETH_RX_OFFLOAD_IPV4_CKSUM;
     int rc = rte_eth_dev_configure(pid, uint16_t(ps.queues), W, &conf);
     if (rc != 0) return Status::InvalidArgument(f + ": configure failed: " + rte_strerror(-rc));
     uint16_t nrx = 1024, ntx = 1024;
