@@ -45,6 +45,7 @@ Result<std::unique_ptr<SessionTable>> SessionTable::create(uint32_t capacity, un
   }
   t->free_.resize(capacity);
   for (uint32_t i = 0; i < capacity; ++i) t->free_[i] = i;  // taken as 0, 1, ...
+  t->in_ring_.assign(capacity, true);
   t->free_head_ = 0;
   t->free_count_ = capacity;
   return t;
@@ -74,16 +75,13 @@ void SessionTable::write_record(uint32_t idx, const uint64_t w[4]) {
   v.write_end();
 }
 
-Result<uint32_t> SessionTable::add(const SessionInfo& s) {
+Status SessionTable::check_info(const SessionInfo& s) const {
   if (!s.key.canonical()) return Status::InvalidArgument("session table: key bytes 13..15 must be zero");
   if (s.handler >= (1u << kNodeBits)) return Status::InvalidArgument("session table: handler must be < 32");
-  if (free_count_ == 0)
-    return Status::Capacity("session table full: " + std::to_string(capacity_) + " sessions");
-  const uint32_t idx = free_[free_head_];
-  free_head_ = free_head_ + 1 == capacity_ ? 0 : free_head_ + 1;
-  --free_count_;
-  const uint64_t* old = words(idx);
-  const uint16_t gen = uint16_t((old[3] >> 48) + 1);
+  return Status::Ok();
+}
+
+void SessionTable::place(uint32_t idx, uint16_t gen, const SessionInfo& s) {
   // Counters are not reset (header: a worker may still count the old
   // session here): slots of older generations read as zero for the new
   // session, and an lcore's first count restarts its slot. count() and
@@ -94,7 +92,8 @@ Result<uint32_t> SessionTable::add(const SessionInfo& s) {
   // So every slot whose tag is not strictly older than the new generation
   // is retagged as the previous one (generation - 1), and this runs before
   // the record publishes the new generation: no worker can count for it
-  // yet, and a late count of the removed session (generation - 1) finds
+  // yet, and a late count of the removed session (the slot's generation,
+  // strictly older than gen: add() and add_at() both choose it so) finds
   // such a slot newer than itself and does not write it.
   for (unsigned c = 0; c < lcores_; ++c) {
     uint64_t* p = &counters_[size_t(c) * capacity_ + idx].packets;
@@ -105,7 +104,45 @@ Result<uint32_t> SessionTable::add(const SessionInfo& s) {
                          word3(encode_teid_ul(idx, gen), s.bearer, flags_of(s), gen)};
   write_record(idx, w);
   ++size_;
+}
+
+Result<uint32_t> SessionTable::add(const SessionInfo& s) {
+  if (Status st = check_info(s); !st.ok()) return st;
+  if (size_ == capacity_)
+    return Status::Capacity("session table full: " + std::to_string(capacity_) + " sessions");
+  // Some index is free and every free index has a ring entry ("FREE
+  // RING"), so this ends; entries of indexes add_at() took are dropped.
+  uint32_t idx;
+  for (;;) {
+    idx = free_[free_head_];
+    free_head_ = free_head_ + 1 == capacity_ ? 0 : free_head_ + 1;
+    --free_count_;
+    in_ring_[idx] = false;
+    if (!live(idx)) break;
+  }
+  place(idx, uint16_t((words(idx)[3] >> 48) + 1), s);
   if (free_count_ != 0) prefetch_w(words(free_[free_head_]));  // the next add's record
+  return idx;
+}
+
+Result<uint32_t> SessionTable::add_at(uint32_t idx, uint16_t generation_bits, const SessionInfo& s) {
+  if (idx >= capacity_)
+    return Status::InvalidArgument("session table: index " + std::to_string(idx) + " out of range");
+  if (Status st = check_info(s); !st.ok()) return st;
+  if (live(idx)) return Status::AlreadyExists("session table: index " + std::to_string(idx) + " is live");
+  // The smallest generation after the slot's whose low bits are the
+  // requested ones: old + d with d in 1..2^gen_bits (1..2^16).
+  const unsigned gen_bits = 32 - kNodeBits - index_bits_;
+  const uint32_t mask = gen_bits >= 16 ? 0xffffu : uint32_t(low_mask(gen_bits));
+  const uint16_t old = uint16_t(words(idx)[3] >> 48);
+  const uint32_t d = 1 + ((uint32_t(generation_bits) - old - 1) & mask);
+  if (d >= 0x8000)  // not newer modulo 2^16: the counter tags could not stay sound
+    return Status::FailedPrecondition("session table: generation " + std::to_string(generation_bits) +
+                                      " is not newer than index " + std::to_string(idx) + "'s " +
+                                      std::to_string(old));
+  // The ring keeps idx's entry (if any): add() drops it, remove() does not
+  // push a second one.
+  place(idx, uint16_t(old + d), s);
   return idx;
 }
 
@@ -128,10 +165,14 @@ Status SessionTable::remove(uint32_t idx) {
   const uint64_t* p = words(idx);
   const uint64_t w[4] = {kPoison, kPoison, 0, p[3] & (0xffffULL << 48)};  // keep the generation
   write_record(idx, w);
-  // FIFO (header, "INDEX REUSE"): the index goes behind every free one.
-  const uint64_t tail = uint64_t(free_head_) + free_count_;
-  free_[tail >= capacity_ ? tail - capacity_ : tail] = idx;
-  ++free_count_;
+  // FIFO (header, "INDEX REUSE"): the index goes behind every free one,
+  // unless an add_at() left its entry in the ring ("FREE RING").
+  if (!in_ring_[idx]) {
+    const uint64_t tail = uint64_t(free_head_) + free_count_;
+    free_[tail >= capacity_ ? tail - capacity_ : tail] = idx;
+    ++free_count_;
+    in_ring_[idx] = true;
+  }
   --size_;
   return Status::Ok();
 }

@@ -13,9 +13,10 @@
 //             A free record holds the poison key (all bytes 0xff): canonical
 //             keys have bytes 13..15 zero, so no lookup ever matches it.
 //   free list a FIFO queue of free indexes (a ring of capacity entries); an
-//             index is taken by add() and given back by remove() only:
-//             indexes are stable for a session's life (no compaction, no
-//             moves). FIFO, not a stack: see "INDEX REUSE".
+//             index is taken by add() (or add_at()) and given back by
+//             remove() only: indexes are stable for a session's life (no
+//             compaction, no moves). FIFO, not a stack: see "INDEX REUSE"
+//             and "FREE RING".
 //   versions  8192 striped 32-bit seqlock versions (record i -> stripe
 //             i mod 8192), so the data plane reads a record (key compare,
 //             teid_dl/enb_ip) consistently while the control thread
@@ -39,6 +40,19 @@
 // (kNodeBits = 5, index_bits = ceil(log2 capacity), generation takes the
 // bits in between, modulo). Decoding it gives node and index without a
 // table; validate() checks index liveness and the generation bits.
+//
+// FREE RING: add_at() takes a free index out of the middle of the queue
+// without touching the ring: its entry stays behind, stale. in_ring_ has
+// one bit per index, set while the ring holds an entry for it, so every
+// index has at most one entry (the ring of capacity entries never
+// overflows) and every free index has one. add() pops entries, dropping
+// (and clearing the bit of) those whose index is live, until it pops a
+// free index; remove() pushes the index only if it has no entry (a
+// session placed by add_at() and removed again before add() reached its
+// stale entry is reused from that entry's place in the queue, earlier
+// than FIFO order would give). Each add_at() leaves at most one stale
+// entry, so add() stays O(1) amortized. size_ counts live records;
+// free_count_ counts ring entries (free or stale), >= capacity - size_.
 //
 // SPACE: capacity x (32 + 16 x lcores) bytes + 32 KiB of versions. The
 // counters dominate with several lcores (16M sessions x 4 lcores: 1 GiB of
@@ -129,6 +143,19 @@ class SessionTable {
   // Takes a free index; kCapacity when full, kInvalidArgument for a
   // non-canonical key. The generation of the index is bumped.
   Result<uint32_t> add(const SessionInfo& s);
+  // Places a session at the given free index with the given teid_ul
+  // generation bits (a restarting handler restoring a session under the
+  // teid_ul it had: the eNodeB keeps sending that TEID). The record's
+  // 16-bit generation is the smallest one newer than the slot's whose low
+  // (32 - kNodeBits - index_bits) bits equal generation_bits (all 16 bits
+  // when that is >= 16), so encode_teid_ul(idx, generation_bits) is the
+  // session's teid_ul and the counter retagging of add() stays sound.
+  // kInvalidArgument: idx >= capacity, non-canonical key, bad handler;
+  // kAlreadyExists: idx is live; kFailedPrecondition: no such generation
+  // is less than 2^15 ahead of the slot's (only when the teid holds 15+
+  // generation bits, capacity <= 2^12); the caller then add()s. See
+  // "FREE RING" for how the free queue stays consistent.
+  Result<uint32_t> add_at(uint32_t idx, uint16_t generation_bits, const SessionInfo& s);
   // Rewrites teid_dl, enb_ip, bearer, copy and handler (the key must stay
   // the same; the index, teid_ul and generation do).
   Status modify(uint32_t idx, const SessionInfo& s);
@@ -271,12 +298,16 @@ class SessionTable {
   const uint64_t* words(uint32_t idx) const { return &rec_[size_t(idx) * 4]; }
   uint64_t* words(uint32_t idx) { return &rec_[size_t(idx) * 4]; }
   void write_record(uint32_t idx, const uint64_t w[4]);
+  // Retags idx's counter slots for generation gen, then publishes s there.
+  void place(uint32_t idx, uint16_t gen, const SessionInfo& s);
+  Status check_info(const SessionInfo& s) const;
 
   uint32_t capacity_ = 0, size_ = 0, node_id_ = 0;
   unsigned lcores_ = 1, index_bits_ = 1;
   LargeArray<uint64_t> rec_;            // 4 words per record (mmap: 4 KiB+ aligned)
   LargeArray<SessionCounters> counters_;
   std::vector<uint32_t> free_;  // ring of capacity_: free_count_ indexes from free_head_
+  std::vector<bool> in_ring_;   // per index: the ring holds an entry for it ("FREE RING")
   uint32_t free_head_ = 0, free_count_ = 0;
   SeqStripes ver_{kStripes};
 };

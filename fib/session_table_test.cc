@@ -2,6 +2,9 @@
 
 #include <catch2/catch.hpp>
 
+#include <map>
+#include <random>
+#include <set>
 #include <thread>
 #include <unordered_map>
 
@@ -215,5 +218,164 @@ TEST_CASE("session table: a freed index waits behind the other free ones, so a t
     CHECK(seen[r.teid_ul]++ == 0);
     REQUIRE(t->remove(idx).ok());
     idx = t->add({keys[(i + 1) & 1], 1, 1, 1}).value();
+  }
+}
+
+TEST_CASE("session table: add_at places a session at a free index under a given teid_ul", "[session]") {
+  auto t = SessionTable::create(1000, 2, 7).value();  // 10 index bits, 17 generation bits
+  const auto keys = make_keys(20, 21);
+  // Out of range and live indexes are refused.
+  CHECK(t->add_at(1000, 1, {keys[0], 1, 1, 1}).status().code() == StatusCode::kInvalidArgument);
+  const uint32_t a = t->add({keys[0], 1, 1, 1}).value();
+  CHECK(a == 0);
+  CHECK(t->add_at(a, 5, {keys[1], 1, 1, 1}).status().code() == StatusCode::kAlreadyExists);
+  FlowKey bad = keys[2];
+  bad.bytes[15] = 1;
+  CHECK(t->add_at(5, 3, {bad, 1, 1, 1}).status().code() == StatusCode::kInvalidArgument);
+  // The placed session answers the requested teid_ul.
+  auto r = t->add_at(5, 3, {keys[2], 11, 12, 4});
+  REQUIRE(r.ok());
+  CHECK(*r == 5);
+  SessionRecord rec;
+  REQUIRE(t->read(5, &rec));
+  CHECK(rec.teid_ul == t->encode_teid_ul(5, 3));
+  CHECK(rec.teid_ul == (7u << 27 | 3u << 10 | 5u));
+  CHECK(rec.key == keys[2]);
+  CHECK(rec.teid_dl == 11);
+  uint32_t back = 0;
+  CHECK(t->validate_teid_ul(rec.teid_ul, &back));
+  CHECK(back == 5);
+  CHECK(t->size() == 2);
+  // add() skips the index add_at() took: 1, 2, 3, 4, 6.
+  for (uint32_t want : {1u, 2u, 3u, 4u, 6u}) CHECK(t->add({keys[3 + want], 1, 1, 1}).value() == want);
+  // Removed and placed again with the same generation bits: 17 teid
+  // generation bits cover the whole 16-bit record generation, so the
+  // record would need generation 3 again, which is not newer than the
+  // slot's 3: refused (the caller add()s). Bits 4 are one ahead: fine.
+  REQUIRE(t->remove(5).ok());
+  CHECK(t->add_at(5, 3, {keys[2], 1, 1, 1}).status().code() == StatusCode::kFailedPrecondition);
+  auto r2 = t->add_at(5, 4, {keys[2], 1, 1, 1});
+  REQUIRE(r2.ok());
+  REQUIRE(t->read(5, &rec));
+  CHECK(rec.teid_ul == t->encode_teid_ul(5, 4));
+  CHECK(rec.generation == 4);
+}
+
+TEST_CASE("session table: add_at in a big table matches the low generation bits", "[session]") {
+  // 2^20 capacity: 7 generation bits; the record generation is the first
+  // one after the slot's with those low bits.
+  auto t = SessionTable::create(1u << 20, 1, 1).value();
+  const auto keys = make_keys(4, 22);
+  const uint32_t i = t->add({keys[0], 1, 1, 1}).value();  // generation 1
+  REQUIRE(t->remove(i).ok());
+  auto r = t->add_at(i, 0x7f, {keys[1], 1, 1, 1});
+  REQUIRE(r.ok());
+  SessionRecord rec;
+  REQUIRE(t->read(i, &rec));
+  CHECK(rec.generation == 0x7f);
+  CHECK(rec.teid_ul == t->encode_teid_ul(i, 0x7f));
+  REQUIRE(t->remove(i).ok());
+  REQUIRE(t->add_at(i, 0x01, {keys[1], 1, 1, 1}).ok());  // wraps the 7 bits: 0x81
+  REQUIRE(t->read(i, &rec));
+  CHECK(rec.generation == 0x81);
+  CHECK((rec.teid_ul >> 20 & 0x7f) == 0x01);
+  // The removed-then-placed index is reused from its old ring entry, and
+  // a full table is still full after all of it.
+  REQUIRE(t->remove(i).ok());
+  uint32_t n = t->size();
+  while (t->add({keys[2], 1, 1, 1}).ok()) ++n;
+  CHECK(n == t->capacity());
+}
+
+TEST_CASE("session table: random add/add_at/remove against a model", "[session]") {
+  const uint64_t seed = test_seed(0x5eed7e1d);
+  std::mt19937_64 rng(seed);
+  INFO("seed " << seed);
+  for (uint32_t cap : {1u, 2u, 3u, 17u, 64u, 5000u}) {
+    INFO("capacity " << cap);
+    auto t = SessionTable::create(cap, 2, 4).value();
+    const auto keys = make_keys(cap + 1, seed);
+    std::map<uint32_t, uint32_t> live;             // index -> teid_ul
+    std::vector<uint16_t> gen(cap, 0);             // last generation of each index
+    const unsigned gen_bits = 27 - t->index_bits();
+    const uint32_t gmask = gen_bits >= 16 ? 0xffffu : (1u << gen_bits) - 1;
+    for (int step = 0; step < 20000; ++step) {
+      const unsigned op = unsigned(rng() % 3);
+      if (op == 0) {  // add
+        auto r = t->add({keys[step % cap], 1, 2, 3});
+        if (live.size() == cap) {
+          REQUIRE(r.status().code() == StatusCode::kCapacity);
+          continue;
+        }
+        REQUIRE(r.ok());
+        REQUIRE(*r < cap);
+        REQUIRE(live.count(*r) == 0);
+        SessionRecord rec;
+        REQUIRE(t->read(*r, &rec));
+        REQUIRE(rec.generation == uint16_t(gen[*r] + 1));
+        gen[*r] = rec.generation;
+        live[*r] = rec.teid_ul;
+      } else if (op == 1) {  // add_at, sometimes out of range or live
+        const uint32_t idx = uint32_t(rng() % (cap + 1));
+        // Mostly a generation a little ahead of the slot's, sometimes any.
+        const uint16_t g = (rng() & 3) ? uint16_t(gen[idx % cap] + 1 + rng() % 40) : uint16_t(rng());
+        auto r = t->add_at(idx, g, {keys[step % cap], 4, 5, 6});
+        if (idx >= cap) {
+          REQUIRE(r.status().code() == StatusCode::kInvalidArgument);
+          continue;
+        }
+        if (live.count(idx)) {
+          REQUIRE(r.status().code() == StatusCode::kAlreadyExists);
+          continue;
+        }
+        const uint32_t d = 1 + ((uint32_t(g) - gen[idx] - 1) & gmask);
+        if (d >= 0x8000) {
+          REQUIRE(r.status().code() == StatusCode::kFailedPrecondition);
+          continue;
+        }
+        REQUIRE(r.ok());
+        REQUIRE(*r == idx);
+        SessionRecord rec;
+        REQUIRE(t->read(idx, &rec));
+        REQUIRE(rec.teid_ul == t->encode_teid_ul(idx, g));
+        REQUIRE(int16_t(uint16_t(rec.generation - gen[idx])) > 0);
+        gen[idx] = rec.generation;
+        live[idx] = rec.teid_ul;
+      } else {  // remove, sometimes of a free index
+        const uint32_t idx = uint32_t(rng() % cap);
+        const Status st = t->remove(idx);
+        if (live.count(idx)) {
+          REQUIRE(st.ok());
+          live.erase(idx);
+        } else {
+          REQUIRE(st.code() == StatusCode::kNotFound);
+        }
+      }
+      REQUIRE(t->size() == live.size());
+      if (step % 997 == 0) {
+        for (uint32_t i = 0; i < cap; ++i) {
+          SessionRecord rec;
+          auto it = live.find(i);
+          REQUIRE(t->read(i, &rec) == (it != live.end()));
+          if (it == live.end()) continue;
+          REQUIRE(rec.teid_ul == it->second);
+          uint32_t back = 0;
+          REQUIRE(t->validate_teid_ul(rec.teid_ul, &back));
+          REQUIRE(back == i);
+        }
+      }
+    }
+    // Every free index is still reachable by add(): fill the table.
+    std::set<uint32_t> got;
+    for (;;) {
+      auto r = t->add({keys[0], 1, 1, 1});
+      if (!r.ok()) {
+        REQUIRE(r.status().code() == StatusCode::kCapacity);
+        break;
+      }
+      REQUIRE(live.count(*r) == 0);
+      REQUIRE(got.insert(*r).second);
+    }
+    CHECK(live.size() + got.size() == cap);
   }
 }
