@@ -33,9 +33,11 @@ void to_pb(const rib::FibEntry& e, pb::FibEntry* o) {
   o->set_teid_dl(e.teid_dl);
   o->set_enb_ip(e.enb_ip);
   o->set_bearer(e.bearer);
+  o->set_teid_ul(e.teid_ul);
 }
 rib::FibEntry from_pb(const pb::FibEntry& e) {
-  return rib::FibEntry{key_of(e.key()), e.handling_node(), e.teid_dl(), e.enb_ip(), uint8_t(e.bearer())};
+  return rib::FibEntry{key_of(e.key()), e.handling_node(), e.teid_dl(), e.enb_ip(), uint8_t(e.bearer()),
+                       e.teid_ul()};
 }
 
 void to_pb(const rib::FibBatch& b, pb::FibUpdate* o) {

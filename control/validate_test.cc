@@ -1,4 +1,5 @@
 #include "control/validate.h"
+#include "control/convert.h"
 
 #include <catch2/catch.hpp>
 
@@ -180,4 +181,22 @@ TEST_CASE("validate: a client never sets teid_ul (the handling node allocates it
     op->mutable_session()->set_teid_ul(0x01000005);
     CHECK(why(e).find("ops[0].session.teid_ul: allocated by the handling node") != std::string::npos);
   }
+}
+
+TEST_CASE("convert: a FIB entry's teid_ul survives the protobuf round trip (0: unknown)", "[convert]") {
+  rib::FibEntry e{FlowKey::five_tuple(0x0a000001u, 0x08080808u, 1000, 443, 6), 3, 0x1234, 0xc6120001u, 5,
+                  3u << 27 | 77u};
+  pb::FibEntry m;
+  to_pb(e, &m);
+  rib::FibEntry back = from_pb(m);
+  CHECK(back.key == e.key);
+  CHECK(back.handling_node == 3);
+  CHECK(back.teid_dl == 0x1234);
+  CHECK(back.enb_ip == 0xc6120001u);
+  CHECK(back.bearer == 5);
+  CHECK(back.teid_ul == (3u << 27 | 77u));
+  e.teid_ul = 0;
+  pb::FibEntry m0;
+  to_pb(e, &m0);
+  CHECK(from_pb(m0).teid_ul == 0);
 }

@@ -41,6 +41,15 @@ bool teid_names(uint32_t teid_ul, uint32_t node) {
   return teid_ul >> (32 - fib::SessionTable::kNodeBits) == node;
 }
 
+// The FIB entry of record r as node `to` gets it in a snapshot or a
+// re-push: with the learnt teid_ul when `to` handles the session, so a
+// restarted handler restores it (FibEntry::teid_ul).
+FibEntry fib_entry_for(const FlowKey& k, const SessionRec& r, uint32_t to) {
+  FibEntry e{k, r.node, r.teid_dl, r.enb_ip, r.bearer};
+  if (r.node == to && r.teid_ul != 0 && teid_names(r.teid_ul, to)) e.teid_ul = r.teid_ul;
+  return e;
+}
+
 uint64_t mono_us() {
   return uint64_t(std::chrono::duration_cast<std::chrono::microseconds>(
                       std::chrono::steady_clock::now().time_since_epoch()).count());
@@ -657,8 +666,7 @@ Result<SnapshotOut> Owner::snapshot(uint32_t partition, uint32_t for_node) const
   recs_[partition].for_each([&](const FlowKey& k, const SessionRec& r) {
     if (in_flight(k)) return;
     uint64_t h = hash_key(k, spec_.hash_seed);
-    if (placement(r, h) >> for_node & 1u)
-      out.fib.push_back(FibEntry{k, r.node, r.teid_dl, r.enb_ip, r.bearer});
+    if (placement(r, h) >> for_node & 1u) out.fib.push_back(fib_entry_for(k, r, for_node));
   });
   for (const Group& grp : flight_)
     for (const Op& g : grp.ops) {
@@ -716,7 +724,7 @@ void Owner::repush() {
     recs_[p].for_each([&](const FlowKey& k, const SessionRec& r) {
       const uint64_t h = hash_key(k, spec_.hash_seed);
       for (uint32_t mask = placement(r, h); mask; mask &= mask - 1)
-        b[uint32_t(std::countr_zero(mask))].install.push_back(FibEntry{k, r.node, r.teid_dl, r.enb_ip, r.bearer});
+        b[uint32_t(std::countr_zero(mask))].install.push_back(fib_entry_for(k, r, uint32_t(std::countr_zero(mask))));
     });
     for (auto& [n, fb] : b)
       if (fb.install.size() >= std::max<uint32_t>(1, opt_.repush_chunk)) send(n, fb);

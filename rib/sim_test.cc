@@ -2131,3 +2131,42 @@ TEST_CASE("rib owner: a re-push batch acked by a node it was not sent to is a st
   REQUIRE(sim.owners[0]->find(k) != nullptr);
   CHECK(sim.owners[0]->find(k)->teid_ul == teid);
 }
+
+TEST_CASE("rib owner: snapshot entries carry the learnt teid_ul to the handling node only", "[owner][teid]") {
+  // Full duplication: node 1 gets every session of partitions owned by
+  // node 0, its own (with the teid_ul it acked, so a restarted node 1 can
+  // restore it) and copies of node 2's (teid_ul 0: not node 1's to restore).
+  Sim sim(3, Architecture::kFullDuplication, 91);
+  Client c(sim, 92, 200);
+  sim.run_until_idle();
+  uint32_t n1 = 0, n2 = 0;
+  for (const FlowKey& k : c.pool) {
+    if (c.owner_of(k) != 0) continue;
+    const uint32_t node = (n1 + n2) % 2 ? 2 : 1;
+    c.run_op(c.make_op(OpKind::kAdd, k, node, 0x100 + n1 + n2));
+    ++(node == 1 ? n1 : n2);
+  }
+  REQUIRE(n1 > 5);
+  REQUIRE(n2 > 5);
+  uint32_t with_teid = 0, without = 0;
+  for (uint32_t p = 0; p < sim.spec.partitions; ++p) {
+    if (sim.spec.owner[p] != 0) continue;
+    auto snap = sim.owners[0]->snapshot(p, 1);
+    REQUIRE(snap.ok());
+    for (const FibEntry& e : snap.value().fib) {
+      const SessionRec* r = sim.owners[0]->find(e.key);
+      REQUIRE(r != nullptr);
+      if (e.handling_node == 1) {
+        REQUIRE(r->teid_ul != 0);
+        CHECK(e.teid_ul == r->teid_ul);
+        CHECK(teid_node(e.teid_ul) == 1);
+        ++with_teid;
+      } else {
+        CHECK(e.teid_ul == 0);
+        ++without;
+      }
+    }
+  }
+  CHECK(with_teid == n1);
+  CHECK(without == n2);
+}
