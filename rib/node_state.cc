@@ -73,7 +73,16 @@ Status NodeState::install(const FibEntry& e, uint64_t h, uint32_t* teid_ul) {
     // index, so the FIB entry stays as it is.
     SB_RETURN_IF_ERROR(sessions_->modify(cur, info));
   } else {
-    Result<uint32_t> idx = sessions_->add(info);
+    // A session this node handled before a restart: the owner's entry
+    // names the teid_ul it acked then (FibEntry::teid_ul). Same index and
+    // generation, so the eNodeB's uplink TEID stays valid; when the index
+    // is taken (by a session installed first), a new one.
+    Result<uint32_t> idx = Status::NotFound("");
+    if (here && e.teid_ul != 0) {
+      idx = restore(e.teid_ul, info);
+      ++(idx.ok() ? c_.teid_restored : c_.teid_lost);
+    }
+    if (!idx.ok()) idx = sessions_->add(info);
     if (!idx.ok()) return idx.status();
     const Status st = fib_->insert_hashed(e.key, h, idx.value());
     if (!st.ok()) {
@@ -85,6 +94,23 @@ Status NodeState::install(const FibEntry& e, uint64_t h, uint32_t* teid_ul) {
   fib::SessionRecord r;
   if (here && sessions_->read(cur, &r)) *teid_ul = r.teid_ul;
   return Status::Ok();
+}
+
+Result<uint32_t> NodeState::restore(uint32_t teid_ul, const fib::SessionInfo& info) {
+  const unsigned ib = sessions_->index_bits();
+  const unsigned gen_bits = 32 - fib::SessionTable::kNodeBits - ib;
+  const uint32_t idx = teid_ul & uint32_t(low_mask(ib));
+  const uint32_t gen = gen_bits == 0 ? 0 : (teid_ul >> ib) & uint32_t(low_mask(gen_bits));
+  // Not a teid_ul of this node's table (another node id, an index past the
+  // capacity, generation bits encode_teid_ul() never sets): not restored.
+  if ((teid_ul >> (32 - fib::SessionTable::kNodeBits)) != self_ || gen > 0xffff)
+    return Status::InvalidArgument("teid_ul not of this node's session table");
+  Result<uint32_t> r = sessions_->add_at(idx, uint16_t(gen), info);
+  if (r.ok() && sessions_->encode_teid_ul(idx, uint16_t(gen)) != teid_ul) {  // cannot happen (encode_teid_ul)
+    (void)sessions_->remove(idx);
+    return Status::Internal("restored teid_ul differs");
+  }
+  return r;
 }
 
 Status NodeState::bulk_load(const FibEntry* entries, size_t n) {
@@ -462,10 +488,17 @@ Status NodeState::on_snapshot(const SnapshotOut& s) {
       return st.with_context("snapshot");
     }
   }
-  for (const FibEntry& e : s.fib) {
-    uint32_t t;
-    if (!install(e, fib_->hash(e.key), &t).ok()) ++c_.fib_errors;
-  }
+  // Entries that restore a teid_ul of this node first, so the index each
+  // wants is not taken by an add() of another entry of the same snapshot.
+  // (Entries of partitions loaded earlier, and sessions added meanwhile,
+  // can still hold it: WIP-stable-teid.md.)
+  for (int pass = 0; pass < 2; ++pass)
+    for (const FibEntry& e : s.fib) {
+      const bool restores = e.teid_ul != 0 && e.handling_node == self_;
+      if (restores != (pass == 0)) continue;
+      uint32_t t;
+      if (!install(e, fib_->hash(e.key), &t).ok()) ++c_.fib_errors;
+    }
   ++c_.snapshots_loaded;
   p.state = kSynced;
   p.applied = s.pos;
