@@ -358,8 +358,12 @@ Status Owner::recover() {
       s.teid_dl = r.teid_dl;
       s.enb_ip = r.enb_ip;
       s.bearer = r.bearer;
-      s.teid_ul = 0;
+      // A modify keeps the handler's index, so its teid_ul (rib/wal.h).
+      const SessionRec* cur = m.find(r.key);
+      s.teid_ul = cur != nullptr && cur->node == r.node ? cur->teid_ul : 0;
       m.put(r.key, s);
+    } else if (r.type == WalRecord::kTeid) {
+      if (SessionRec* cur = m.find(r.key); cur != nullptr && cur->node == r.node) cur->teid_ul = r.teid_ul;
     } else {
       m.erase(r.key);
     }
@@ -753,7 +757,28 @@ Status Owner::pump(uint64_t now_us) {
   if (Status c = wal_->commit(); !c.ok()) return fatal_ = c;
   while (can_start())
     if (Status g = start_group(now_us); !g.ok()) return fatal_ = g;
+  // No group took them (a quiet owner, a re-push's acks): a commit of
+  // their own, so the log never keeps records pending between calls.
+  if (!teid_log_.empty()) {
+    flush_teid_log();
+    if (Status c = wal_->commit(); !c.ok()) return fatal_ = c;
+  }
   return Status::Ok();
+}
+
+void Owner::note_teid(const FlowKey& k, uint32_t node, uint32_t teid_ul) {
+  if (!opt_.log_teid_ul) return;
+  WalRecord r;
+  r.type = WalRecord::kTeid;
+  r.key = k;
+  r.node = node;
+  r.teid_ul = teid_ul;
+  teid_log_.push_back(r);
+}
+
+void Owner::flush_teid_log() {
+  for (const WalRecord& r : teid_log_) wal_->append(r);
+  teid_log_.clear();
 }
 
 const Owner::Op* Owner::in_flight(const FlowKey& k) const {
@@ -891,6 +916,10 @@ Status Owner::start_group(uint64_t now_us) {
     spare_.push_back(std::move(grp));
     return Status::Ok();
   }
+  // Learnt teid_ul ride on this commit. After this group's own records:
+  // replay ignores a TEID record whose session a later record moved or
+  // removed, and a modify keeps it (rib/wal.h).
+  flush_teid_log();
   const uint64_t t_wal = mono_us();
   Status st = wal_->commit();
   stats_.us_wal += mono_us() - t_wal;
@@ -979,6 +1008,7 @@ void Owner::on_fib_ack(const FibAckMsg& ack, uint64_t now_us) {
           ++stats_.bad_teid_acks;  // the record keeps what it had
           continue;
         }
+        if (r->teid_ul != ack.teid_ul[i]) note_teid(r->key, ack.node, ack.teid_ul[i]);
         r->teid_ul = ack.teid_ul[i];
       }
       repush_keys_.erase(it);
@@ -1115,6 +1145,8 @@ void Owner::finish_group(uint64_t now_us) {
       } else if (m.put(g.now.key, g.now)) {
         ++nsessions_;
       }
+      if (!g.erase && g.now.teid_ul != 0 && !(g.had_old && g.old.node == g.now.node && g.old.teid_ul == g.now.teid_ul))
+        note_teid(g.now.key, g.now.node, g.now.teid_ul);
       ++stats_.ops_ok;
       r.status = Status::Ok();
       r.rec = g.now;
@@ -1141,9 +1173,13 @@ void Owner::finish_group(uint64_t now_us) {
       // undo stray FIB changes.
       ++stats_.compensations;
       compensated.push_back(replies.size());
-      if (g.had_old)
+      if (g.had_old) {
         wal_->append(WalRecord{WalRecord::kPut, g.old.key, g.old.node, g.old.teid_dl, g.old.enb_ip, g.old.bearer,
                                g.in.request_id, /*undo=*/true});
+        // A failed move's undo PUT changes the node back: replay would drop
+        // the restored record's teid_ul without a TEID record after it.
+        if (g.old.teid_ul != 0 && g.old.node != g.now.node) note_teid(g.old.key, g.old.node, g.old.teid_ul);
+      }
       else
         wal_->append(WalRecord{WalRecord::kDel, g.now.key, 0, 0, 0, 0, g.in.request_id, /*undo=*/true});
       if (g.erase) {
@@ -1216,6 +1252,14 @@ void Owner::finish_group(uint64_t now_us) {
       for (const auto& m : recs_)
         m.for_each([&](const FlowKey& k, const SessionRec& r) {
           emit(WalRecord{WalRecord::kPut, k, r.node, r.teid_dl, r.enb_ip, r.bearer, 0});
+          if (opt_.log_teid_ul && r.teid_ul != 0 && teid_names(r.teid_ul, r.node)) {
+            WalRecord t;
+            t.type = WalRecord::kTeid;
+            t.key = k;
+            t.node = r.node;
+            t.teid_ul = r.teid_ul;
+            emit(t);
+          }
         });
       // The request-id dedup window, oldest first: the segments that held
       // these ids' records are deleted once the snapshot is durable.
@@ -1229,6 +1273,7 @@ void Owner::finish_group(uint64_t now_us) {
     // are removed only after the snapshot is durable), but a log that cannot
     // rotate will not take commits for long: fatal (pump()).
     if (!sn.ok() && fatal_.ok()) fatal_ = sn;
+    if (sn.ok()) teid_log_.clear();  // the snapshot holds every record's teid_ul
   }
 }
 

@@ -130,6 +130,11 @@ struct OwnerOptions {
   uint32_t max_group_ops = 1 << 16;
   uint32_t max_groups_in_flight = 2;   // pipelining depth (>= 1)
   uint32_t fib_timeout_ms = 3000;
+  // Log the teid_ul learnt from FIB acks (WAL TEID records, rib/wal.h), so
+  // a restarted owner re-pushes it and its restarted node keeps the
+  // sessions' uplink TEIDs. false: relearnt from the re-push acks only
+  // (tests of that path).
+  bool log_teid_ul = true;
   uint64_t dedup_window = 1 << 21;     // request ids remembered
   unsigned build_threads = 1;
   // Entries per reconciling re-push batch after a restart (Owner::repush):
@@ -363,6 +368,11 @@ class Owner {
   Status fatal_;  // a log failure outside pump(): returned by every pump()
   std::unordered_map<uint64_t, uint32_t> repush_batches_;  // batch id -> the node it was sent to
   std::unordered_map<uint64_t, std::vector<FlowKey>> repush_keys_;
+  // TEID records waiting for the next commit (a group's, or pump()'s when
+  // no group starts): learning a teid_ul costs no commit of its own.
+  std::vector<WalRecord> teid_log_;
+  void note_teid(const FlowKey& k, uint32_t node, uint32_t teid_ul);
+  void flush_teid_log();  // appends them (the caller commits at once)
 
   std::unordered_map<uint32_t, std::deque<Waiter>> waiters_;  // by partition
   FlatMap<uint64_t, Done, U64Hasher> done_{0};

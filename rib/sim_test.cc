@@ -71,7 +71,10 @@ struct Sim {
   uint64_t chunks_sent = 0, chunks_dropped = 0;
   uint32_t groups_in_flight = 4;  // owners pipeline this many groups
 
-  Sim(uint32_t n, Architecture arch, uint64_t seed, uint32_t partitions = 16) : rng(seed) {
+  bool log_teid_ul = true;  // OwnerOptions::log_teid_ul of every owner
+
+  Sim(uint32_t n, Architecture arch, uint64_t seed, uint32_t partitions = 16, bool log_teid = true)
+      : rng(seed), log_teid_ul(log_teid) {
     static int cnt = 0;
     dir = fs::temp_directory_path() / ("sbsim." + std::to_string(::getpid()) + "." + std::to_string(cnt++));
     fs::remove_all(dir);
@@ -107,6 +110,7 @@ struct Sim {
     o.fib_timeout_ms = 50;
     o.repush_chunk = 8;  // a restart's re-push comes in many batches
     o.make_gpt = make_setsep_builder;
+    o.log_teid_ul = log_teid_ul;
     return o;
   }
   void start(uint32_t i) {
@@ -1957,6 +1961,7 @@ TEST_CASE("rib owner: no RIB snapshot after a log failure", "[owner]") {
   sim.run_until_idle();
   OwnerOptions o = sim.opts(0);
   o.snapshot_every = 3;
+  o.log_teid_ul = false;  // the 3 records counted below are the ops' (no TEID records)
   reopen_owner(sim, 0, o);
   std::vector<FlowKey> mine;
   for (const FlowKey& k : c.pool)
@@ -2105,7 +2110,9 @@ TEST_CASE("rib owner: a re-push batch acked by a node it was not sent to is a st
   // (as itself) the batch sent to node 1 before node 1 does: taking it
   // used up the batch, node 1's real ack was then a stray, and the
   // sessions node 1 handles kept teid_ul 0 (the client's uplink TEID).
-  Sim sim(3, Architecture::kScaleBricks, 85);
+  // Owners that do not log teid_ul (OwnerOptions::log_teid_ul), so the
+  // restarted owner has to relearn it.
+  Sim sim(3, Architecture::kScaleBricks, 85, 16, /*log_teid=*/false);
   Client c(sim, 86, 100);
   sim.run_until_idle();
   const FlowKey k = c.key_owned_by(0);
@@ -2249,5 +2256,51 @@ TEST_CASE("rib sim: a restarted handler keeps the teid_ul of sessions in partiti
     uint32_t idx = 0;
     CHECK(n1.sessions().validate_teid_ul(teid, &idx));
   }
+  check_converged_state(sim, c);
+}
+
+TEST_CASE("rib sim: a node restarting as owner and handler keeps the teid_ul of its own partitions", "[teid]") {
+  // Node 0 handles sessions of partitions it owns (and of node 1's); kill
+  // -9 of node 0 (owner and node state): the owner's log holds the teid_ul
+  // it learnt (TEID records, compacted into snapshots too), its re-push
+  // and snapshots carry them, and the fresh node state restores them.
+  Sim sim(3, Architecture::kScaleBricks, 97);
+  Client c(sim, 98, 300);
+  sim.run_until_idle();
+  uint32_t i = 0;
+  for (const FlowKey& k : c.pool)
+    if (c.owner_of(k) != 2) {
+      c.submit(c.make_op(OpKind::kAdd, k, i % 2 ? 0 : 2, 0x700 + i));
+      ++i;
+    }
+  sim.run_until_idle();
+  c.drain(nullptr);
+  for (size_t j = 0; j < c.pool.size(); j += 5) c.submit(c.make_op(OpKind::kDelete, c.pool[j]));
+  sim.run_until_idle();
+  c.drain(nullptr);
+  std::unordered_map<FlowKey, uint32_t, KeyHasher> before;
+  uint32_t own = 0;
+  for (const FlowKey& k : c.pool) {
+    const SessionRec* r = sim.owners[c.owner_of(k)] ? sim.owners[c.owner_of(k)]->find(k) : nullptr;
+    if (r == nullptr || r->node != 0) continue;
+    REQUIRE(r->teid_ul != 0);
+    before[k] = r->teid_ul;
+    own += c.owner_of(k) == 0;
+  }
+  REQUIRE(own > 10);
+  REQUIRE(before.size() > own);
+  sim.kill(0);
+  sim.restart(0);
+  sim.run_until_idle();
+  const NodeState& n0 = *sim.nodes[0];
+  for (const auto& [k, teid] : before) {
+    INFO("owner " << c.owner_of(k));
+    uint32_t idx = 0;
+    CHECK(n0.sessions().validate_teid_ul(teid, &idx));
+    CHECK(n0.fib_lookup(k) == idx);
+    CHECK(sim.owners[c.owner_of(k)]->find(k)->teid_ul == teid);
+  }
+  CHECK(n0.counters().teid_restored == before.size());
+  CHECK(n0.counters().teid_lost == 0);
   check_converged_state(sim, c);
 }

@@ -34,8 +34,15 @@ constexpr uint8_t kFlagUndo = 1;
 constexpr size_t kPutLen = 16 + 4 + 4 + 4 + 1 + 8;
 constexpr size_t kDelLen = 16 + 8;
 constexpr size_t kDoneLen = 8 + 4;
+constexpr size_t kTeidLen = 16 + 4 + 4;
 size_t payload_len(uint8_t type) {
-  return type == WalRecord::kPut ? kPutLen : type == WalRecord::kDel ? kDelLen : type == WalRecord::kDone ? kDoneLen : 0;
+  switch (type) {
+    case WalRecord::kPut: return kPutLen;
+    case WalRecord::kDel: return kDelLen;
+    case WalRecord::kDone: return kDoneLen;
+    case WalRecord::kTeid: return kTeidLen;
+    default: return 0;
+  }
 }
 constexpr uint64_t kSnapMagic = 0x31504e5342525342ULL;  // "BSRBSNP1"
 
@@ -137,11 +144,13 @@ Decoded decode(const char* p, size_t n, WalRecord* r, size_t* used) {
   const uint8_t type = uint8_t(p[4]);
   if ((uint8_t(p[5]) & ~kFlagUndo) != 0 || p[6] != 0 || p[7] != 0) return Decoded::kUnknown;
   if (payload_len(type) == 0 || len != payload_len(type)) return Decoded::kUnknown;
-  if (type == WalRecord::kDone && p[5] != 0) return Decoded::kUnknown;  // nothing to undo
+  if ((type == WalRecord::kDone || type == WalRecord::kTeid) && p[5] != 0)
+    return Decoded::kUnknown;  // nothing to undo
   *used = kHdr + len + 8;
   const char* q = p + kHdr;
   r->type = WalRecord::Type(type);
   r->undo = (uint8_t(p[5]) & kFlagUndo) != 0;
+  r->teid_ul = 0;
   if (type == WalRecord::kDone) {
     r->key = FlowKey{};
     r->request_id = get64(q);
@@ -151,6 +160,14 @@ Decoded decode(const char* p, size_t n, WalRecord* r, size_t* used) {
     return Decoded::kOk;
   }
   std::memcpy(r->key.bytes, q, 16);
+  if (type == WalRecord::kTeid) {
+    r->node = get32(q + 16);
+    r->teid_ul = get32(q + 20);
+    r->teid_dl = r->enb_ip = 0;
+    r->bearer = 0;
+    r->request_id = 0;
+    return Decoded::kOk;
+  }
   if (type == WalRecord::kPut) {
     r->node = get32(q + 16);
     r->teid_dl = get32(q + 20);
@@ -188,15 +205,21 @@ const char* invalid_field(const WalRecord& r) {
     return "key bytes 13..15 are not zero (not a canonical key; all-0xff is the empty slot of the RIB's maps)";
   if (r.type != WalRecord::kDel && r.node >= kMaxNodes) return "node id is not below 32";
   if (r.type == WalRecord::kPut && r.bearer > 15) return "bearer is above 15 (EPS bearer ids are 0..15)";
+  if (r.type == WalRecord::kTeid && (r.teid_ul == 0 || r.teid_ul >> 27 != r.node))
+    return "teid_ul is 0 or does not name the record's node (its top 5 bits)";
   return nullptr;
 }
 
 std::string describe(const WalRecord& r) {
-  const char* t = r.type == WalRecord::kPut ? "PUT" : r.type == WalRecord::kDel ? "DEL" : "DONE";
+  const char* t = r.type == WalRecord::kPut    ? "PUT"
+                  : r.type == WalRecord::kDel  ? "DEL"
+                  : r.type == WalRecord::kTeid ? "TEID"
+                                               : "DONE";
   std::string s = std::string(t) + " request_id " + std::to_string(r.request_id);
   if (r.type != WalRecord::kDone) s += " key " + r.key.to_string();
   if (r.type != WalRecord::kDel) s += " node " + std::to_string(r.node);
   if (r.type == WalRecord::kPut) s += " bearer " + std::to_string(r.bearer);
+  if (r.type == WalRecord::kTeid) s += " teid_ul " + std::to_string(r.teid_ul);
   return s;
 }
 
@@ -220,7 +243,7 @@ void Wal::encode(const WalRecord& r, std::string* out) {
   const uint32_t len = uint32_t(payload_len(r.type));
   put32(out, len);
   out->push_back(char(r.type));
-  out->push_back(char(r.undo && r.type != WalRecord::kDone ? kFlagUndo : 0));
+  out->push_back(char(r.undo && r.type != WalRecord::kDone && r.type != WalRecord::kTeid ? kFlagUndo : 0));
   out->append(2, '\0');
   if (r.type == WalRecord::kDone) {
     put64(out, r.request_id);
@@ -229,6 +252,12 @@ void Wal::encode(const WalRecord& r, std::string* out) {
     return;
   }
   out->append(reinterpret_cast<const char*>(r.key.bytes), 16);
+  if (r.type == WalRecord::kTeid) {
+    put32(out, r.node);
+    put32(out, r.teid_ul);
+    put64(out, checksum64(out->data() + start, kHdr + len));
+    return;
+  }
   if (r.type == WalRecord::kPut) {
     put32(out, r.node);
     put32(out, r.teid_dl);
@@ -529,7 +558,7 @@ Status Wal::snapshot(
   uint64_t count = 0;
   each([&](const WalRecord& r) {
     WalRecord p = r;
-    if (p.type != WalRecord::kDone) p.type = WalRecord::kPut;  // a snapshot holds the state: PUTs (+ DONE)
+    if (p.type == WalRecord::kDel) p.type = WalRecord::kPut;  // a snapshot holds the state: PUTs (+ TEID, DONE)
     p.undo = false;
     encode(p, &b);
     ++count;

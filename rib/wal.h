@@ -16,6 +16,16 @@
 //   owner's request-id dedup window at the snapshot, oldest first, so a
 //   client's retry after a restart is still answered "done" (a binary
 //   older than this record refuses such a snapshot as corrupt)
+//   type 4 TEID: key[16] node u32 teid_ul u32 (flags 0): the handling node
+//   `node` acked teid_ul for the session (Owner::on_fib_ack). Replay sets
+//   the record's teid_ul if the session exists and is handled by `node`
+//   (else it is ignored: a later op moved or removed the session before
+//   the record reached the log); a PUT keeps the teid_ul of a record it
+//   overwrites when the node is unchanged (a modify keeps the handler's
+//   index). Snapshots hold one after the PUT of every record with a
+//   teid_ul. A binary older than this record refuses a log or snapshot
+//   holding one as corrupt ("written by a newer version?"): downgrading
+//   needs a log without them (there is no such mode yet).
 //   flags bit 0 UNDO: the record compensates the failed op request_id (it
 //   restores the state before it); replay applies it like any record and
 //   forgets request_id, so a retry of that id after a restart runs again
@@ -94,10 +104,11 @@ namespace sb::rib {
 enum class FsyncPolicy : uint8_t { kBatch = 0, kInterval = 1, kNone = 2 };
 const char* fsync_policy_name(FsyncPolicy p);
 
-// The durable part of a session record (teid_ul is the handling node's; the
-// owner relearns it from FIB acks after a restart).
+// The durable part of a session record. teid_ul is the handling node's:
+// logged by TEID records as the owner learns it from FIB acks (and
+// relearnt from the re-push acks after a restart as well).
 struct WalRecord {
-  enum Type : uint8_t { kPut = 1, kDel = 2, kDone = 3 };
+  enum Type : uint8_t { kPut = 1, kDel = 2, kDone = 3, kTeid = 4 };
   Type type = kPut;
   FlowKey key{};
   uint32_t node = 0;
@@ -106,6 +117,7 @@ struct WalRecord {
   uint8_t bearer = 0;
   uint64_t request_id = 0;
   bool undo = false;  // compensates the failed op request_id (flags bit 0)
+  uint32_t teid_ul = 0;  // kTeid only
 };
 
 struct WalOptions {
@@ -145,11 +157,12 @@ class Wal {
   // Later commits fail (kFailedPrecondition).
   Status close();
 
-  // Replays snapshot + log: `put_snapshot` gets every snapshot record (type
-  // kPut), then `replay` every log record in order. Opens the segment that
+  // Replays snapshot + log: `replay` gets every snapshot record (types
+  // kPut, kTeid, kDone), then every log record, in order. Opens the segment that
   // new records go to (a fresh one after the replayed ones).
   // Records that verify but hold a field no record of this version holds
-  // (key bytes 13..15 not zero, node id >= 32, bearer > 15) are kCorrupt,
+  // (key bytes 13..15 not zero, node id >= 32, bearer > 15, a TEID whose
+  // teid_ul is 0 or names another node) are kCorrupt,
   // naming the file, offset and record.
   Status recover(const std::function<void(const WalRecord&)>& replay);
   // During a `replay` call of recover(): where the record is ("wal/S.log

@@ -836,3 +836,86 @@ TEST_CASE("wal: a group whose fdatasync fails is answered 'outcome unknown', and
   o.sync_fn = nullptr;
   CHECK(recover_model(o) == model);  // the first group took effect, the later one did not
 }
+
+namespace {
+WalRecord teid(uint32_t i, uint32_t node, uint32_t teid_ul) {
+  WalRecord r;
+  r.type = WalRecord::kTeid;
+  r.key = FlowKey::five_tuple(i, i * 7, 1, 2, 17);
+  r.node = node;
+  r.teid_ul = teid_ul;
+  return r;
+}
+}  // namespace
+
+TEST_CASE("wal: TEID records survive the log and snapshots, in order after their PUT", "[teid]") {
+  TmpDir d;
+  WalOptions o{d.path, FsyncPolicy::kBatch, 10};
+  {
+    auto w = Wal::open(o).value();
+    REQUIRE(w->recover([](const WalRecord&) {}).ok());
+    w->append(put(1, 3));
+    w->append(teid(1, 3, 3u << 27 | 42));
+    REQUIRE(w->commit().ok());
+    // A snapshot holds the state: PUT then TEID (and the TEID type stays).
+    REQUIRE(w->snapshot([&](const std::function<void(const WalRecord&)>& emit) {
+      emit(put(1, 3));
+      emit(teid(1, 3, 3u << 27 | 42));
+    }).ok());
+    w->append(put(2, 5));
+    w->append(teid(2, 5, 5u << 27 | 7));
+    REQUIRE(w->commit().ok());
+  }
+  std::vector<WalRecord> got;
+  auto w = Wal::open(o).value();
+  REQUIRE(w->recover([&](const WalRecord& r) { got.push_back(r); }).ok());
+  REQUIRE(got.size() == 4);
+  CHECK(got[0].type == WalRecord::kPut);
+  CHECK(got[1].type == WalRecord::kTeid);
+  CHECK(got[1].key == put(1, 3).key);
+  CHECK(got[1].node == 3);
+  CHECK(got[1].teid_ul == (3u << 27 | 42));
+  CHECK(got[1].request_id == 0);
+  CHECK_FALSE(got[1].undo);
+  CHECK(got[3].type == WalRecord::kTeid);
+  CHECK(got[3].teid_ul == (5u << 27 | 7));
+}
+
+TEST_CASE("wal: a TEID record naming another node, teid 0 or an undo flag is refused", "[teid]") {
+  TmpDir d;
+  WalOptions o{d.path, FsyncPolicy::kBatch, 10};
+  {
+    auto w = Wal::open(o).value();
+    REQUIRE(w->recover([](const WalRecord&) {}).ok());
+    w->append(put(1, 3));
+    REQUIRE(w->commit().ok());
+  }
+  std::string seg;
+  for (auto& e : fs::directory_iterator(d.path + "/wal")) seg = std::max(seg, e.path().string());
+  std::string extra;
+  std::string want;
+  SECTION("another node") {
+    Wal::encode(teid(1, 3, 4u << 27 | 42), &extra);
+    want = "does not name";
+  }
+  SECTION("teid 0") {
+    Wal::encode(teid(1, 3, 0), &extra);
+    want = "does not name";
+  }
+  SECTION("an undo flag") {
+    Wal::encode(teid(1, 3, 3u << 27 | 42), &extra);
+    extra[5] = 1;
+    const uint64_t sum = checksum64(extra.data(), extra.size() - 8);
+    std::memcpy(&extra[extra.size() - 8], &sum, 8);
+    want = "newer version";
+  }
+  {
+    std::ofstream f(seg, std::ios::app | std::ios::binary);
+    f.write(extra.data(), std::streamsize(extra.size()));
+  }
+  auto w = Wal::open(o).value();
+  const Status st = w->recover([](const WalRecord&) {});
+  INFO(st.to_string());
+  CHECK(st.code() == StatusCode::kCorrupt);
+  CHECK(st.message().find(want) != std::string::npos);
+}
