@@ -106,6 +106,26 @@ Result<uint32_t> NodeState::restore(uint32_t teid_ul, const fib::SessionInfo& in
   if ((teid_ul >> (32 - fib::SessionTable::kNodeBits)) != self_ || gen > 0xffff)
     return Status::InvalidArgument("teid_ul not of this node's session table");
   Result<uint32_t> r = sessions_->add_at(idx, uint16_t(gen), info);
+  fib::SessionRecord occ;
+  if (r.status().code() == StatusCode::kAlreadyExists && sessions_->read(idx, &occ) && occ.copy) {
+    // A copy (a session another node handles, full duplication or hash
+    // partition) took the index first, typically from a partition whose
+    // snapshot came earlier. No TEID names a copy's index: it moves to a
+    // new one (FIB updated first, so a lookup finds one of the two; a
+    // packet whose lookup answered the old index just before is dropped as
+    // a fib_miss by read_verified(); the copy's counters restart).
+    const fib::SessionInfo ci{occ.key, occ.teid_dl, occ.enb_ip, occ.bearer, true, occ.handler};
+    Result<uint32_t> ni = sessions_->add(ci);
+    if (ni.ok()) {
+      if (fib_->update(occ.key, ni.value()).ok()) {
+        (void)sessions_->remove(idx);
+        ++c_.copies_relocated;
+        r = sessions_->add_at(idx, uint16_t(gen), info);
+      } else {
+        (void)sessions_->remove(ni.value());
+      }
+    }
+  }
   if (r.ok() && sessions_->encode_teid_ul(idx, uint16_t(gen)) != teid_ul) {  // cannot happen (encode_teid_ul)
     (void)sessions_->remove(idx);
     return Status::Internal("restored teid_ul differs");

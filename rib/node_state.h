@@ -51,7 +51,8 @@
 // table. Sessions this node handles get a record with teid_ul allocated
 // here (an entry that names the teid_ul this node acked before a restart,
 // FibEntry::teid_ul, gets that index and generation back when the index
-// is free: `teid_restored`, else a new one: `teid_lost`); sessions handled elsewhere (full-duplication, hash-partition lookup
+// is free, or held by a copy record, which moves to another index:
+// `copies_relocated`; `teid_restored`, else a new one: `teid_lost`); sessions handled elsewhere (full-duplication, hash-partition lookup
 // nodes) get a COPY record (SessionInfo::copy, its handler in the record's
 // flags), so the ingress resolves the session (tunnel and handler) with the
 // one FIB lookup and the record line it reads anyway, and both FIB backends
@@ -125,7 +126,9 @@ inline constexpr uint32_t kRemoteBit = 0x80000000u;
   X(teid_restored, teid_restored, kCounter,                                                                 \
     "sessions placed under the teid_ul their owner recorded (a restart kept the uplink TEID)")              \
   X(teid_lost, teid_lost, kCounter,                                                                         \
-    "sessions whose recorded teid_ul could not be restored (index taken): given a new teid_ul")
+    "sessions whose recorded teid_ul could not be restored (index taken): given a new teid_ul")              \
+  X(copies_relocated, copies_relocated, kCounter,                                                           \
+    "copy records moved to another index to free the one a restored session's teid_ul names")
 
 SB_COUNTER_STRUCT(NodeCounters, kNodeCounterCount, SB_NODE_COUNTERS)
 
@@ -272,8 +275,9 @@ class NodeState {
   // h == fib_->hash(key): callers hash each key once.
   Status install(const FibEntry& e, uint64_t h, uint32_t* teid_ul);
   // Adds a session this node handles at the index and generation teid_ul
-  // names (SessionTable::add_at); an error when it is not this node's
-  // teid_ul or the index is taken (install() then add()s).
+  // names (SessionTable::add_at), moving a copy record that holds the
+  // index; an error when it is not this node's teid_ul or a session this
+  // node handles holds the index (install() then add()s).
   Result<uint32_t> restore(uint32_t teid_ul, const fib::SessionInfo& info);
   Status remove(const FlowKey& k, uint64_t h);
   static bool delta_label_ok(const StreamDeltaView& d);

@@ -2304,3 +2304,25 @@ TEST_CASE("rib sim: a node restarting as owner and handler keeps the teid_ul of 
   CHECK(n0.counters().teid_lost == 0);
   check_converged_state(sim, c);
 }
+
+TEST_CASE("rib sim: a restarted handler keeps its teid_ul when copies took the indexes first", "[teid]") {
+  // Full duplication and hash partition: node 1 also holds copies of node
+  // 2's sessions. Snapshots of other partitions add() them first and take
+  // the indexes restored sessions want: the copies move elsewhere.
+  for (const Architecture a : {Architecture::kFullDuplication, Architecture::kHashPartition}) {
+    INFO("architecture " << int(a));
+    Sim sim(3, a, 95);
+    Client c(sim, 96, 300);
+    const auto before = node1_sessions_then_restart(sim, c);
+    const NodeState& n1 = *sim.nodes[1];
+    for (const auto& [k, teid] : before) {
+      uint32_t idx = 0;
+      CHECK(n1.sessions().validate_teid_ul(teid, &idx));
+      CHECK(n1.fib_lookup(k) == idx);
+    }
+    CHECK(n1.counters().teid_restored == before.size());
+    CHECK(n1.counters().teid_lost == 0);
+    CHECK(n1.counters().copies_relocated > 0);
+    check_converged_state(sim, c);
+  }
+}
