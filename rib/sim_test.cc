@@ -2326,3 +2326,35 @@ TEST_CASE("rib sim: a restarted handler keeps its teid_ul when copies took the i
     check_converged_state(sim, c);
   }
 }
+
+TEST_CASE("rib owner: a failed move's undo keeps the logged teid_ul of the restored record", "[owner][teid]") {
+  // The move's PUT names node 2, its undo PUT node 1 again: replay drops
+  // the teid_ul at each node change, so the undo is followed by a TEID
+  // record of the restored record.
+  Sim sim(3, Architecture::kScaleBricks, 99);
+  Client c(sim, 100, 100);
+  sim.run_until_idle();
+  const FlowKey k = c.key_owned_by(0);
+  c.run_op(c.make_op(OpKind::kAdd, k, 1, 0x55));
+  REQUIRE(c.ok == 1);
+  const uint32_t teid = sim.owners[0]->find(k)->teid_ul;
+  REQUIRE(teid_node(teid) == 1);
+  sim.down[2] = true;  // the move's install is never acked
+  ClientOp op = c.make_op(OpKind::kMove, k, 2);
+  op.token = op.request_id;
+  sim.owners[0]->submit(std::move(op));
+  REQUIRE(sim.owners[0]->pump(sim.now).ok());
+  REQUIRE(sim.owners[0]->groups_in_flight() == 1);
+  sim.now += 1000000;  // past fib_timeout_ms: the move fails and is undone
+  REQUIRE(sim.owners[0]->pump(sim.now).ok());
+  REQUIRE(sim.owners[0]->groups_in_flight() == 0);
+  REQUIRE(sim.owners[0]->find(k)->node == 1);
+  REQUIRE(sim.owners[0]->find(k)->teid_ul == teid);
+  REQUIRE(sim.owners[0]->pump(sim.now).ok());  // the TEID record's commit
+  sim.kill(0);
+  sim.restart(0);
+  const SessionRec* r = sim.owners[0]->find(k);
+  REQUIRE(r != nullptr);
+  CHECK(r->node == 1);
+  CHECK(r->teid_ul == teid);  // from the log, before any re-push ack
+}
