@@ -63,9 +63,10 @@ struct FibEntry {
   uint32_t enb_ip = 0;
   uint8_t bearer = 0;
   // The teid_ul the handling node acked for this session, in entries sent
-  // to that node (snapshots, re-pushes): a restarted handler places the
-  // session at the same index and generation (NodeState::install), so the
-  // eNodeB's uplink TEID stays valid. 0: unknown (or another node's entry).
+  // to that node (op batches of a modify, compensations, snapshots,
+  // re-pushes): a restarted handler places the session at the same index
+  // and generation (NodeState::install), so the eNodeB's uplink TEID stays
+  // valid. 0: unknown, a new index (add, move), or another node's entry.
   uint32_t teid_ul = 0;
 };
 

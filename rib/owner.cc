@@ -41,9 +41,10 @@ bool teid_names(uint32_t teid_ul, uint32_t node) {
   return teid_ul >> (32 - fib::SessionTable::kNodeBits) == node;
 }
 
-// The FIB entry of record r as node `to` gets it in a snapshot or a
-// re-push: with the learnt teid_ul when `to` handles the session, so a
-// restarted handler restores it (FibEntry::teid_ul).
+// The FIB entry of record r as node `to` gets it (op batches, snapshots,
+// re-pushes, compensations): with the learnt teid_ul when `to` handles the
+// session, so a restarted handler restores it (FibEntry::teid_ul) whichever
+// of them reaches it first. A move's or an add's record has teid_ul 0.
 FibEntry fib_entry_for(const FlowKey& k, const SessionRec& r, uint32_t to) {
   FibEntry e{k, r.node, r.teid_dl, r.enb_ip, r.bearer};
   if (r.node == to && r.teid_ul != 0 && teid_names(r.teid_ul, to)) e.teid_ul = r.teid_ul;
@@ -676,7 +677,7 @@ Result<SnapshotOut> Owner::snapshot(uint32_t partition, uint32_t for_node) const
     for (const Op& g : grp.ops) {
       if (g.part != partition || g.erase) continue;
       if (g.install_mask >> for_node & 1u)
-        out.fib.push_back(FibEntry{g.now.key, g.now.node, g.now.teid_dl, g.now.enb_ip, g.now.bearer});
+        out.fib.push_back(fib_entry_for(g.now.key, g.now, for_node));
       else if (g.in.kind == OpKind::kMove && g.had_old && (placement(g.old, g.h) >> for_node & 1u))
         // A move in flight away from this node: the GPT (this snapshot's
         // and the stream's until the move commits) still sends the key
@@ -684,7 +685,7 @@ Result<SnapshotOut> Owner::snapshot(uint32_t partition, uint32_t for_node) const
         // entry is removed only after convergence, which waits for this
         // node to apply the move's delta, so after this snapshot. (Not for
         // a modify: the old tunnel would stay here after it commits.)
-        out.fib.push_back(FibEntry{g.old.key, g.old.node, g.old.teid_dl, g.old.enb_ip, g.old.bearer});
+        out.fib.push_back(fib_entry_for(g.old.key, g.old, for_node));
     }
   // Moves away from this node that committed but have not converged: a
   // node that has not applied the move's delta yet still steers the key
@@ -696,7 +697,7 @@ Result<SnapshotOut> Owner::snapshot(uint32_t partition, uint32_t for_node) const
       const uint64_t h = hash_key(w.key, spec_.hash_seed);
       if (const SessionRec* r = recs_[partition].find(w.key); r != nullptr && (placement(*r, h) >> for_node & 1u))
         continue;  // the current record is here anyway (e.g. moved back)
-      out.fib.push_back(FibEntry{w.old.key, w.old.node, w.old.teid_dl, w.old.enb_ip, w.old.bearer});
+      out.fib.push_back(fib_entry_for(w.old.key, w.old, for_node));
     }
   return out;
 }
@@ -952,7 +953,10 @@ Status Owner::start_group(uint64_t now_us) {
     const Op& g = ops[i];
     for (uint32_t m = g.install_mask; m; m &= m - 1) {
       const uint32_t n = uint32_t(std::countr_zero(m));
-      batches[n].install.push_back(FibEntry{g.now.key, g.now.node, g.now.teid_dl, g.now.enb_ip, g.now.bearer});
+      // A modify names the teid_ul it keeps: a handler restoring after a
+      // restart places the session there if the batch comes before the
+      // snapshot (NodeState RESTORING); an add or a move names none.
+      batches[n].install.push_back(fib_entry_for(g.now.key, g.now, n));
       pend[n].items.push_back({i, true});
     }
     for (uint32_t m = g.remove_mask; m; m &= m - 1) {
@@ -1186,7 +1190,7 @@ void Owner::finish_group(uint64_t now_us) {
         // The entry may already be gone where the remove was acked: restore it.
         for (uint32_t mm = g.remove_mask; mm; mm &= mm - 1)
           cleanup[uint32_t(std::countr_zero(mm))].install.push_back(
-              FibEntry{g.old.key, g.old.node, g.old.teid_dl, g.old.enb_ip, g.old.bearer});
+              fib_entry_for(g.old.key, g.old, uint32_t(std::countr_zero(mm))));
       } else {
         const uint32_t keep = g.had_old ? placement(g.old, g.h) : 0;
         for (uint32_t mm = g.install_mask & ~keep; mm; mm &= mm - 1)
@@ -1195,7 +1199,7 @@ void Owner::finish_group(uint64_t now_us) {
         if (g.had_old)
           for (uint32_t mm = g.install_mask & keep; mm; mm &= mm - 1)
             cleanup[uint32_t(std::countr_zero(mm))].install.push_back(
-                FibEntry{g.old.key, g.old.node, g.old.teid_dl, g.old.enb_ip, g.old.bearer});
+                fib_entry_for(g.old.key, g.old, uint32_t(std::countr_zero(mm))));
       }
     }
     const uint64_t lat = now_us - g.in.t0_us;
