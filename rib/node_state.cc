@@ -47,6 +47,9 @@ Result<std::unique_ptr<NodeState>> NodeState::create(const ClusterSpec& spec, ui
   n->max_buffered_bytes_ = opt.max_buffered_bytes;
   n->parts_.resize(spec.partitions);
   for (uint32_t i = 0; i < spec.partitions; ++i) n->needy_.push_back(i);
+  n->hold_us_ = opt.restore_hold_us;
+  n->restoring_ = opt.restore_hold_us != 0;
+  n->loaded_once_.assign(spec.partitions, false);
   return n;
 }
 
@@ -59,9 +62,11 @@ uint32_t NodeState::fib_lookup(const FlowKey& k) const {
 
 // ---- FIB ------------------------------------------------------------------
 
-Status NodeState::install(const FibEntry& e, uint64_t h, uint32_t* teid_ul) {
+Status NodeState::install(const FibEntry& e, uint64_t h, uint32_t* teid_ul, bool defer, bool* deferred) {
   *teid_ul = 0;
+  if (deferred) *deferred = false;
   if (e.handling_node >= kMaxNodes) return Status::InvalidArgument("FIB entry: handling node out of range");
+  if (!pending_.empty()) pending_.erase(e.key);  // this entry decides it now
   uint32_t cur;
   fib_->lookup_bulk(&e.key, &h, 1, &cur);
   fib::SessionInfo info{e.key, e.teid_dl, e.enb_ip, e.bearer};
@@ -77,10 +82,20 @@ Status NodeState::install(const FibEntry& e, uint64_t h, uint32_t* teid_ul) {
     // names the teid_ul it acked then (FibEntry::teid_ul). Same index and
     // generation, so the eNodeB's uplink TEID stays valid; when the index
     // is taken (by a session installed first), a new one.
+    // While restoring (defer), a session that would need a new index
+    // waits in pending_: the index add() would take may be a restored
+    // session's (header, RESTORING); it is counted when it is installed.
     Result<uint32_t> idx = Status::NotFound("");
     if (here && e.teid_ul != 0) {
       idx = restore(e.teid_ul, info);
-      ++(idx.ok() ? c_.teid_restored : c_.teid_lost);
+      if (idx.ok()) ++c_.teid_restored;
+      else if (!defer) ++c_.teid_lost;
+    }
+    if (!idx.ok() && here && defer) {
+      pending_[e.key] = e;
+      ++c_.restore_deferred;
+      if (deferred) *deferred = true;
+      return Status::Ok();
     }
     if (!idx.ok()) idx = sessions_->add(info);
     if (!idx.ok()) return idx.status();
@@ -144,23 +159,49 @@ Status NodeState::bulk_load(const FibEntry* entries, size_t n) {
     for (size_t i = 0; i < added; ++i) (void)sessions_->remove(idx[i]);
     return st.with_context("bulk_load");
   };
-  for (size_t i = 0; i < n; ++i) {
-    const FibEntry& e = entries[i];
-    if (e.handling_node >= kMaxNodes) return undo(Status::InvalidArgument("handling node out of range"));
-    fib::SessionInfo info{e.key, e.teid_dl, e.enb_ip, e.bearer};
-    info.copy = e.handling_node != self_;
-    info.handler = uint8_t(e.handling_node);
-    Result<uint32_t> r = sessions_->add(info);
-    if (!r.ok()) return undo(r.status());
-    keys[i] = e.key;
-    idx[i] = r.value();
-    added = i + 1;
-  }
+  for (size_t i = 0; i < n; ++i)
+    if (entries[i].handling_node >= kMaxNodes) return undo(Status::InvalidArgument("handling node out of range"));
+  // Entries naming a teid_ul of this node first, at its index and
+  // generation (restore(), as install() does), so no add() of another entry
+  // takes that index; the others (and those whose index another restored
+  // entry took: teid_lost) are add()ed after them.
+  const uint64_t restored0 = c_.teid_restored, lost0 = c_.teid_lost;
+  std::vector<bool> placed(n, false);
+  for (int pass = 0; pass < 2; ++pass)
+    for (size_t i = 0; i < n; ++i) {
+      const FibEntry& e = entries[i];
+      if (placed[i]) continue;
+      const bool here = e.handling_node == self_;
+      if (pass == 0 && !(here && e.teid_ul != 0)) continue;
+      fib::SessionInfo info{e.key, e.teid_dl, e.enb_ip, e.bearer};
+      info.copy = !here;
+      info.handler = uint8_t(e.handling_node);
+      Result<uint32_t> r = pass == 0 ? restore(e.teid_ul, info) : sessions_->add(info);
+      if (pass == 0) {
+        ++(r.ok() ? c_.teid_restored : c_.teid_lost);
+        if (!r.ok()) continue;
+      }
+      if (!r.ok()) {
+        c_.teid_restored = restored0;  // nothing was loaded
+        c_.teid_lost = lost0;
+        return undo(r.status());
+      }
+      keys[added] = e.key;
+      idx[added] = r.value();
+      placed[i] = true;
+      ++added;
+    }
   Status st = fib_->build(keys.data(), idx.data(), n);
-  return st.ok() ? st : undo(st);
+  if (!st.ok()) {
+    c_.teid_restored = restored0;
+    c_.teid_lost = lost0;
+    return undo(st);
+  }
+  return st;
 }
 
 Status NodeState::remove(const FlowKey& k, uint64_t h) {
+  if (!pending_.empty()) pending_.erase(k);  // a snapshot entry still waiting (RESTORING)
   uint32_t cur;
   fib_->lookup_bulk(&k, &h, 1, &cur);
   if (cur == fib::kFibMiss) return Status::Ok();
@@ -225,12 +266,90 @@ FibAckMsg NodeState::apply_fib(const FibBatch& b) {
       const uint64_t h = fib_->hash(k);
       if (in[partition_of(h, log2p)] && !keep.count(k)) stale.push_back({k, h});
     });
+    for (auto it = pending_.begin(); it != pending_.end();) {
+      const uint64_t h = fib_->hash(it->first);
+      if (in[partition_of(h, log2p)] && !keep.count(it->first)) {
+        it = pending_.erase(it);
+        ++c_.fib_reconciled;
+      } else {
+        ++it;
+      }
+    }
     for (const auto& [k, h] : stale) {
       if (!remove(k, h).ok()) ++c_.fib_errors;
       ++c_.fib_reconciled;
     }
   }
   return a;
+}
+
+// ---- restoring (header, RESTORING) --------------------------------------------
+
+bool NodeState::needs_new_index(const FibBatch& b) const {
+  if (!restoring_) return false;
+  for (const FibEntry& e : b.install) {
+    if (e.handling_node != self_) continue;  // a copy: restore() moves it if it is in the way
+    if (e.teid_ul != 0 && (e.teid_ul >> (32 - fib::SessionTable::kNodeBits)) == self_) continue;  // restores
+    if (fib_->lookup(e.key) != fib::kFibMiss) continue;  // overwritten in place
+    return true;
+  }
+  return false;
+}
+
+bool NodeState::offer_fib(FibBatch&& b, uint64_t now_us, FibAckMsg* ack) {
+  // A batch of an owner with a batch held queues behind it (per-owner
+  // order). An owner id out of range is applied (and refused) at once.
+  if (restoring_ && b.owner < kMaxNodes && (held_by_owner_[b.owner] > 0 || needs_new_index(b))) {
+    if (!hold_clock_) {
+      hold_clock_ = true;
+      hold_since_us_ = now_us;
+    }
+    ++held_by_owner_[b.owner];
+    held_.push_back(std::move(b));
+    ++c_.fib_batches_held;
+    return false;
+  }
+  *ack = apply_fib(b);
+  return true;
+}
+
+std::vector<std::pair<uint32_t, FibAckMsg>> NodeState::take_released(uint64_t now_us) {
+  if (restoring_ && (!held_.empty() || !pending_.empty())) {
+    if (!hold_clock_) {  // pending entries came from a snapshot (no clock there)
+      hold_clock_ = true;
+      hold_since_us_ = now_us;
+    }
+    if (now_us >= hold_since_us_ + hold_us_) {
+      ++c_.restore_timeouts;
+      end_restore();
+    }
+  }
+  std::vector<std::pair<uint32_t, FibAckMsg>> out;
+  out.swap(released_);
+  return out;
+}
+
+void NodeState::end_restore() {
+  if (!restoring_) return;
+  restoring_ = false;
+  hold_clock_ = false;
+  // The snapshot entries first (restoring ones before the others, as
+  // on_snapshot() does), then the held batches in order: a held batch came
+  // after the snapshot entries it touches, or its snapshot already
+  // reflected it (installs are idempotent).
+  std::vector<FibEntry> pend;
+  pend.reserve(pending_.size());
+  for (auto& [k, e] : pending_) pend.push_back(e);
+  pending_.clear();
+  std::stable_partition(pend.begin(), pend.end(), [](const FibEntry& e) { return e.teid_ul != 0; });
+  for (const FibEntry& e : pend) {
+    uint32_t t;
+    if (!install(e, fib_->hash(e.key), &t).ok()) ++c_.fib_errors;
+  }
+  std::deque<FibBatch> held;
+  held.swap(held_);
+  held_by_owner_.fill(0);
+  for (const FibBatch& b : held) released_.emplace_back(b.owner, apply_fib(b));
 }
 
 // ---- streams ----------------------------------------------------------------
@@ -517,7 +636,7 @@ Status NodeState::on_snapshot(const SnapshotOut& s) {
       const bool restores = e.teid_ul != 0 && e.handling_node == self_;
       if (restores != (pass == 0)) continue;
       uint32_t t;
-      if (!install(e, fib_->hash(e.key), &t).ok()) ++c_.fib_errors;
+      if (!install(e, fib_->hash(e.key), &t, restoring_).ok()) ++c_.fib_errors;
     }
   ++c_.snapshots_loaded;
   p.state = kSynced;
@@ -544,6 +663,10 @@ Status NodeState::on_snapshot(const SnapshotOut& s) {
       continue;
     }
     (void)apply_in_order(p, v);
+  }
+  if (!loaded_once_[s.partition]) {
+    loaded_once_[s.partition] = true;
+    if (++loaded_count_ == parts_.size()) end_restore();  // every old index is known now
   }
   return Status::Ok();
 }

@@ -61,6 +61,40 @@
 // (idempotent), removes of absent keys are fine. Snapshots only add or
 // overwrite entries: removals travel as acknowledged FIB batches.
 //
+// RESTORING (a node's first resync after its start): sessions this node
+// handled before a restart come back at the index and generation of their
+// teid_ul (FibEntry::teid_ul, restore()), but a session index is taken
+// for good once an add() hands it to a NEW session whose teid_ul is acked:
+// a session restored later finds its index taken (`teid_lost`). Old
+// sessions' indexes are spread over every partition, so ANY owner's new
+// session may hit ANY partition's old index; only after every partition's
+// snapshot is in does the node know them all. So, until every partition
+// has loaded a snapshot once since the start (later gaps do not count),
+// nothing gives a session handled here a fresh index:
+//   - a FIB batch that would (an install of a session handled here, not in
+//     the FIB, whose entry names no teid_ul of this node: a new session, a
+//     move here, a session whose teid_ul its owner does not know) is held
+//     whole by offer_fib(), not applied and not acked; every later batch of
+//     the same owner queues behind it (per-owner order: a later batch may
+//     remove what a held one installs). Snapshot chunks pass held batches:
+//     a snapshot reflects its owner's groups in flight (they only add), so
+//     applying it before the batches it follows changes nothing;
+//   - such a snapshot entry waits in a pending set (not in the FIB, a
+//     lookup misses it: the node is not ready yet) that removes and
+//     reconciles of its key update.
+// Restoring ends when every partition has loaded a snapshot, or when the
+// oldest held batch or pending entry has waited restore_hold_us (an owner
+// down or slow: its sessions may then lose their teid_ul, counted
+// `teid_lost` when they come): pending entries are installed, then the
+// held batches are applied in order and their acks come out of
+// take_released(). An owner waits fib_timeout_ms for an ack and finishes
+// its groups in order, so restore_hold_us must stay below the owners'
+// fib_timeout_ms (the agent uses half of it): a held op is delayed, never
+// failed, and an owner's pipeline stalls at most restore_hold_us. Nothing
+// is held with restore_hold_us = 0 (and apply_fib() never holds). Space:
+// the held batches and pending entries (bounded by what owners send in
+// restore_hold_us; at most one held group per owner in flight).
+//
 // THREAD SAFETY: one control thread calls every mutating method; the
 // data plane may call gpt().lookup_bulk / fib().lookup_bulk concurrently
 // (those structures' own reader guarantees).
@@ -74,6 +108,7 @@
 #include <unordered_map>
 #include <vector>
 
+#include "core/hash.h"
 #include "core/status.h"
 #include "fib/fib.h"
 #include "fib/session_table.h"
@@ -128,7 +163,13 @@ inline constexpr uint32_t kRemoteBit = 0x80000000u;
   X(teid_lost, teid_lost, kCounter,                                                                         \
     "sessions whose recorded teid_ul could not be restored (index taken): given a new teid_ul")              \
   X(copies_relocated, copies_relocated, kCounter,                                                           \
-    "copy records moved to another index to free the one a restored session's teid_ul names")
+    "copy records moved to another index to free the one a restored session's teid_ul names")               \
+  X(fib_batches_held, fib_batches_held, kCounter,                                                           \
+    "FIB batches held (acked later) while the node restored its sessions' indexes after its start")         \
+  X(restore_deferred, restore_deferred, kCounter,                                                           \
+    "snapshot entries needing a new index installed only once the node's restore ended")                    \
+  X(restore_timeouts, restore_timeouts, kCounter,                                                           \
+    "restores ended by restore_hold before every partition had loaded a snapshot")
 
 SB_COUNTER_STRUCT(NodeCounters, kNodeCounterCount, SB_NODE_COUNTERS)
 
@@ -156,6 +197,10 @@ struct NodeStateOptions {
   // kMaxBufferedDeltas): a delta is at most 1 MiB (control/validate.h), so
   // the count bound alone allowed 64 GiB per partition.
   size_t max_buffered_bytes = size_t(256) << 20;
+  // RESTORING: longest a FIB batch or snapshot entry that needs a new index
+  // for a session handled here waits for the restore to end; keep it below
+  // the owners' fib_timeout_ms. 0: nothing is held (no restore phase).
+  uint64_t restore_hold_us = 1000000;
 };
 
 class NodeState {
@@ -175,7 +220,21 @@ class NodeState {
   }
 
   // ---- FIB batches from owners ----
+  // Applies b now, whatever the restore phase (tests, benchmarks).
   FibAckMsg apply_fib(const FibBatch& b);
+  // The FIB channel (see RESTORING): true: b was applied and *ack is its
+  // ack; false: b is held, its ack comes later from take_released().
+  bool offer_fib(FibBatch&& b, uint64_t now_us, FibAckMsg* ack);
+  // Ends the restore phase if something has been held restore_hold_us at
+  // now_us, then returns the acks of held batches applied since the last
+  // call, as (owner, ack), in the order the batches came. The agent calls
+  // it after every loop pass.
+  std::vector<std::pair<uint32_t, FibAckMsg>> take_released(uint64_t now_us);
+  // In the restore phase (RESTORING).
+  bool restoring() const { return restoring_; }
+  // Held batches and pending snapshot entries.
+  size_t held_batches() const { return held_.size(); }
+  size_t pending_entries() const { return pending_.size(); }
 
   // Loads FIB entries into an EMPTY node (records, then one bulk FIB
   // build): tests and benchmarks that start from a known session set.
@@ -272,8 +331,14 @@ class NodeState {
     uint32_t count = 0;
   };
   NodeState() = default;
-  // h == fib_->hash(key): callers hash each key once.
-  Status install(const FibEntry& e, uint64_t h, uint32_t* teid_ul);
+  // h == fib_->hash(key): callers hash each key once. defer: an entry that
+  // needs a new index for a session handled here goes to pending_ instead
+  // (RESTORING; *deferred = true).
+  Status install(const FibEntry& e, uint64_t h, uint32_t* teid_ul, bool defer = false, bool* deferred = nullptr);
+  // b would give a session handled here a new index (RESTORING).
+  bool needs_new_index(const FibBatch& b) const;
+  // Ends the restore phase: installs pending_, applies held_ (acks to released_).
+  void end_restore();
   // Adds a session this node handles at the index and generation teid_ul
   // names (SessionTable::add_at), moving a copy record that holds the
   // index; an error when it is not this node's teid_ul or a session this
@@ -310,6 +375,20 @@ class NodeState {
     p.buf.clear();
   }
   uint32_t drop_ = 0;
+  // RESTORING
+  bool restoring_ = false;
+  uint64_t hold_us_ = 0;                   // NodeStateOptions::restore_hold_us
+  bool hold_clock_ = false;                // something is held since hold_since_us_
+  uint64_t hold_since_us_ = 0;
+  std::vector<bool> loaded_once_;          // by partition: a snapshot loaded since the start
+  uint32_t loaded_count_ = 0;
+  std::deque<FibBatch> held_;              // in arrival order
+  std::array<uint32_t, kMaxNodes> held_by_owner_{};  // batches of each owner in held_
+  struct PendingHash {
+    size_t operator()(const FlowKey& k) const { return size_t(fmix64(k.lo() ^ fmix64(k.hi()))); }
+  };
+  std::unordered_map<FlowKey, FibEntry, PendingHash> pending_;  // snapshot entries waiting
+  std::vector<std::pair<uint32_t, FibAckMsg>> released_;
   NodeCounters c_;
 };
 

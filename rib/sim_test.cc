@@ -72,6 +72,9 @@ struct Sim {
   uint32_t groups_in_flight = 4;  // owners pipeline this many groups
 
   bool log_teid_ul = true;  // OwnerOptions::log_teid_ul of every owner
+  // NodeStateOptions::restore_hold_us of every node state (below the
+  // owners' fib_timeout_ms of 50 ms, as the agent sets it); 0: no hold.
+  uint64_t restore_hold_us = 20000;
 
   Sim(uint32_t n, Architecture arch, uint64_t seed, uint32_t partitions = 16, bool log_teid = true)
       : rng(seed), log_teid_ul(log_teid) {
@@ -119,10 +122,51 @@ struct Sim {
     owners[i] = std::move(o.value());
     std::unique_ptr<gpt::GptTable> t;
     if (spec.architecture == Architecture::kScaleBricks) t = make_setsep_table(spec).value();
-    auto ns = NodeState::create(spec, i, 20000, std::move(t));
-    REQUIRE(ns.ok());
-    nodes[i] = std::move(ns.value());
+    nodes[i] = make_node(i);
     down[i] = false;
+  }
+  // A fresh node state for member i (what a restarted sb-node holds).
+  std::unique_ptr<NodeState> make_node(uint32_t i) const {
+    std::unique_ptr<gpt::GptTable> t;
+    if (spec.architecture == Architecture::kScaleBricks) t = make_setsep_table(spec).value();
+    NodeStateOptions no;
+    no.fib_capacity = 20000;
+    no.restore_hold_us = restore_hold_us;
+    auto ns = NodeState::create(spec, i, no, std::move(t));
+    REQUIRE(ns.ok());
+    return std::move(ns.value());
+  }
+  // The agent's loop: acks of the batches a restoring node held.
+  void release() {
+    for (uint32_t n = 0; n < nodes.size(); ++n) {
+      if (!nodes[n]) continue;
+      for (auto& [owner, ack] : nodes[n]->take_released(now)) {
+        Msg a;
+        a.kind = Msg::kAck;
+        a.src = n;
+        a.dst = owner;
+        a.ack = std::move(ack);
+        push(std::move(a));
+      }
+    }
+  }
+  // Delivers every queued message of `kind` to node `dst` now (ahead of
+  // everything else: a race the random interleaving rarely shows).
+  void deliver_all(Msg::Kind kind, uint32_t dst) {
+    for (auto it = chans.begin(); it != chans.end();) {
+      if ((it->first & 0xff) != uint64_t(kind) || (it->first >> 8 & 0xff) != dst) {
+        ++it;
+        continue;
+      }
+      std::deque<Msg> q = std::move(it->second);
+      it = chans.erase(it);
+      for (Msg& m : q) deliver(m);
+    }
+  }
+  bool holding() const {
+    for (auto& n : nodes)
+      if (n && (n->held_batches() || n->pending_entries())) return true;
+    return false;
   }
   // kill -9: the process and everything in flight to/from it is gone.
   void kill(uint32_t i) {
@@ -179,8 +223,7 @@ struct Sim {
         a.kind = Msg::kAck;
         a.src = m.dst;
         a.dst = m.src;
-        a.ack = nodes[m.dst]->apply_fib(m.fib);
-        push(std::move(a));
+        if (nodes[m.dst]->offer_fib(std::move(m.fib), now, &a.ack)) push(std::move(a));
         break;
       }
       case Msg::kAck: owners[m.dst]->on_fib_ack(m.ack, now); break;
@@ -263,6 +306,7 @@ struct Sim {
   Status fatal;
   bool step() {
     now += 10;
+    release();
     for (auto& o : owners) {
       if (!o) continue;
       Status st = o->pump(now);
@@ -286,7 +330,7 @@ struct Sim {
       if (o && !o->idle()) return false;
     for (auto& n : nodes)
       if (n && n->unsynced()) return false;
-    return true;
+    return !holding();
   }
 
   template <typename F>
@@ -301,7 +345,9 @@ struct Sim {
           continue;
         }
         quiet = false;
-        now += 100000;  // let timeouts and retries happen
+        // Let timeouts and retries happen; a node holding FIB batches
+        // releases them first, as it would before the owners' timeout.
+        now += holding() ? restore_hold_us : 100000;
         for (auto& n : nodes)
           if (n) n->retry_requested();
       }
@@ -2184,7 +2230,7 @@ namespace {
 // their generations past 1; then node 1's NodeState alone restarts (a
 // fresh one resyncing from the owners' snapshots). Returns the teid_ul of
 // every node-1 session before the restart, by key.
-std::unordered_map<FlowKey, uint32_t, KeyHasher> node1_sessions_then_restart(Sim& sim, Client& c) {
+std::unordered_map<FlowKey, uint32_t, KeyHasher> node1_sessions(Sim& sim, Client& c) {
   sim.run_until_idle();
   std::vector<FlowKey> mine;
   for (const FlowKey& k : c.pool)
@@ -2215,11 +2261,11 @@ std::unordered_map<FlowKey, uint32_t, KeyHasher> node1_sessions_then_restart(Sim
     before[k] = r->teid_ul;
   }
   REQUIRE(before.size() > 20);
-  std::unique_ptr<gpt::GptTable> t;
-  if (sim.spec.architecture == Architecture::kScaleBricks) t = make_setsep_table(sim.spec).value();
-  auto ns = NodeState::create(sim.spec, 1, 20000, std::move(t));
-  REQUIRE(ns.ok());
-  sim.nodes[1] = std::move(ns.value());
+  return before;
+}
+std::unordered_map<FlowKey, uint32_t, KeyHasher> node1_sessions_then_restart(Sim& sim, Client& c) {
+  std::unordered_map<FlowKey, uint32_t, KeyHasher> before = node1_sessions(sim, c);
+  sim.nodes[1] = sim.make_node(1);
   sim.run_until_idle();
   return before;
 }
@@ -2357,4 +2403,353 @@ TEST_CASE("rib owner: a failed move's undo keeps the logged teid_ul of the resto
   REQUIRE(r != nullptr);
   CHECK(r->node == 1);
   CHECK(r->teid_ul == teid);  // from the log, before any re-push ack
+}
+
+namespace {
+// Every session the owners record for `node` with a teid_ul: that teid_ul
+// validates at the node, at the index its FIB gives the key.
+void check_owner_teids_valid(Sim& sim, const Client& c, uint32_t node) {
+  for (const auto& [k, rec] : c.model) {
+    if (rec.node != node) continue;
+    const SessionRec* r = sim.owners[c.owner_of(k)]->find(k);
+    REQUIRE(r != nullptr);
+    REQUIRE(r->teid_ul != 0);
+    INFO("key " << k.to_string() << " teid_ul " << r->teid_ul);
+    uint32_t idx = 0;
+    CHECK(sim.nodes[node]->sessions().validate_teid_ul(r->teid_ul, &idx));
+    CHECK(sim.nodes[node]->fib_lookup(k) == idx);
+  }
+}
+}  // namespace
+
+TEST_CASE("rib sim: new sessions reaching a restarting handler before its snapshots do not take restored indexes",
+          "[teid]") {
+  // Node 1 restarts (its node state only). Before any snapshot request goes
+  // out, the owners send it FIB batches of NEW sessions it handles, from
+  // every owner. A fresh table's add() hands out 0, 1, 2, ...: exactly the
+  // indexes of the old sessions, whose teid_ul the eNodeBs still use. The
+  // restoring node holds those batches until every partition's snapshot
+  // restored the old sessions. Without the hold (restore_hold_us = 0, the
+  // behaviour before) the same run loses teid_ul: the race is real.
+  for (const uint64_t hold : {uint64_t(20000), uint64_t(0)}) {
+    INFO("restore_hold_us " << hold);
+    Sim sim(3, Architecture::kScaleBricks, 101);
+    sim.restore_hold_us = hold;
+    Client c(sim, 102, 400);
+    const auto before = node1_sessions(sim, c);
+    sim.nodes[1] = sim.make_node(1);
+    const uint64_t ok0 = c.ok;
+    uint32_t added = 0;
+    for (const FlowKey& k : c.pool)
+      if (!c.model.count(k) && c.owner_of(k) != 0 && added < 40) {  // owners 1 and 2: not the old sessions' owner
+        c.submit(c.make_op(OpKind::kAdd, k, 1, 0x600 + added));
+        ++added;
+      }
+    for (uint32_t k = 0; k < 20; ++k) {  // and some of owner 0's
+      const FlowKey& key = c.pool[c.pool.size() - 1 - k];
+      if (!c.model.count(key) && c.owner_of(key) == 0) {
+        c.submit(c.make_op(OpKind::kAdd, key, 1, 0x700 + k));
+        ++added;
+      }
+    }
+    REQUIRE(added > 30);
+    for (auto& o : sim.owners) REQUIRE(o->pump(sim.now).ok());
+    sim.deliver_all(Msg::kFib, 1);  // the new sessions' batches first
+    sim.run_until_idle();
+    c.drain(nullptr);
+    const NodeCounters& n1 = sim.nodes[1]->counters();
+    if (hold == 0) {
+      CHECK(n1.teid_lost > 0);
+      continue;
+    }
+    CHECK(c.ok - ok0 == added);  // held, not failed: acked once restored
+    CHECK(c.failed == 0);
+    CHECK(n1.fib_batches_held > 0);
+    CHECK(n1.restore_timeouts == 0);
+    CHECK(n1.teid_lost == 0);
+    CHECK(n1.teid_restored == before.size());
+    CHECK_FALSE(sim.nodes[1]->restoring());
+    for (const auto& [k, teid] : before) {
+      uint32_t idx = 0;
+      CHECK(sim.nodes[1]->sessions().validate_teid_ul(teid, &idx));
+      CHECK(sim.nodes[1]->fib_lookup(k) == idx);
+      CHECK(sim.owners[0]->find(k)->teid_ul == teid);
+    }
+    check_owner_teids_valid(sim, c, 1);
+    check_converged_state(sim, c);
+  }
+}
+
+TEST_CASE("rib sim: a handler restarting under a random workload keeps every teid_ul its owners know", "[teid]") {
+  // Model-based: a random add/modify/move/delete workload over 3 nodes and
+  // every architecture; node 1's node state restarts while the workload
+  // runs (its new sessions, moves to it, modifies of its sessions race the
+  // snapshots). Every session the owners record for node 1 must validate
+  // there under the recorded teid_ul, and no restore may fail.
+  const uint64_t seed = test_seed(103);
+  for (Architecture a : {Architecture::kScaleBricks, Architecture::kFullDuplication, Architecture::kHashPartition}) {
+    INFO("architecture " << architecture_name(a) << " seed " << seed);
+    Sim sim(3, a, seed);
+    Client c(sim, seed + 1, 400);
+    sim.run_until_idle();
+    run_workload(sim, c, 10, 30, false);
+    uint64_t held = 0, restored = 0;
+    for (int round = 0; round < 3; ++round) {
+      sim.nodes[1] = sim.make_node(1);
+      run_workload(sim, c, 6, 30, false);
+      const NodeCounters& n1 = sim.nodes[1]->counters();
+      CHECK(n1.teid_lost == 0);
+      CHECK(n1.restore_timeouts == 0);
+      held += n1.fib_batches_held;
+      restored += n1.teid_restored;
+      check_owner_teids_valid(sim, c, 1);
+      check_converged_state(sim, c);
+    }
+    CHECK(held > 0);
+    CHECK(restored > 0);
+  }
+}
+
+TEST_CASE("rib sim: a restore waiting for an owner that is down ends after restore_hold_us, held ops succeed",
+          "[teid]") {
+  // Node 2 is down: node 1 cannot load its partitions. A new session for
+  // node 1 from owner 0 is held, then applied once it waited
+  // restore_hold_us (below the owner's fib_timeout_ms): the op succeeds,
+  // nothing stays held, no index stays reserved.
+  Sim sim(3, Architecture::kScaleBricks, 105);
+  Client c(sim, 106, 200);
+  sim.run_until_idle();
+  const FlowKey old = c.key_owned_by(0);
+  c.run_op(c.make_op(OpKind::kAdd, old, 1, 0x10));
+  REQUIRE(c.ok == 1);
+  const uint32_t old_teid = sim.owners[0]->find(old)->teid_ul;
+  sim.kill(2);
+  sim.nodes[1] = sim.make_node(1);
+  FlowKey k = old;
+  for (const FlowKey& x : c.pool)
+    if (c.owner_of(x) == 0 && !(x == old)) { k = x; break; }
+  REQUIRE(!(k == old));
+  c.submit(c.make_op(OpKind::kAdd, k, 1, 0x11));
+  for (auto& o : sim.owners)
+    if (o) REQUIRE(o->pump(sim.now).ok());
+  sim.deliver_all(Msg::kFib, 1);
+  CHECK(sim.nodes[1]->held_batches() == 1);
+  // Node 1 loads owner 0's and its own partitions, never owner 2's.
+  for (int i = 0; i < 3000 && c.outstanding.size() > 0; ++i) {
+    sim.step();
+    c.drain(nullptr);
+  }
+  c.drain(nullptr);
+  CHECK(c.outstanding.empty());
+  CHECK(c.ok == 2);
+  CHECK(c.failed == 0);
+  const NodeCounters& n1 = sim.nodes[1]->counters();
+  CHECK(n1.restore_timeouts == 1);
+  CHECK_FALSE(sim.nodes[1]->restoring());
+  CHECK(sim.nodes[1]->held_batches() == 0);
+  CHECK(sim.nodes[1]->unsynced() > 0);  // owner 2's partitions
+  CHECK(sim.owners[0]->stats().fib_timeouts == 0);
+  uint32_t idx = 0;
+  CHECK(sim.nodes[1]->sessions().validate_teid_ul(old_teid, &idx));  // owner 0's snapshot restored it
+  const uint32_t teid = sim.owners[0]->find(k)->teid_ul;
+  CHECK(sim.nodes[1]->sessions().validate_teid_ul(teid, &idx));
+  CHECK(sim.nodes[1]->fib_lookup(k) == idx);
+}
+
+namespace {
+// A key of partition p of n's cluster, the i-th such key.
+FlowKey key_in_partition(const NodeState& n, uint32_t p, uint32_t i) {
+  for (uint32_t j = 0;; ++j) {
+    const FlowKey k = FlowKey::five_tuple(0x0a000000u + j, 0x08080808u, uint16_t(j), 80, 6);
+    if (partition_of(hash_key(k, n.spec().hash_seed), n.spec().log2_partitions()) == p && i-- == 0) return k;
+  }
+}
+FibBatch install_batch(uint32_t owner, uint64_t id, std::vector<FibEntry> e) {
+  FibBatch b;
+  b.batch_id = id;
+  b.owner = owner;
+  b.install = std::move(e);
+  return b;
+}
+}  // namespace
+
+TEST_CASE("node state: a restoring node holds batches needing new indexes, in per-owner order", "[teid]") {
+  auto ns = two_member_node1();
+  NodeState& n = *ns;
+  const uint32_t p0 = 0, p1 = 1;  // owned by node 0 and node 1
+  REQUIRE(n.spec().owner[p0] == 0);
+  REQUIRE(n.spec().owner[p1] == 1);
+  REQUIRE(n.restoring());
+  const FlowKey a = key_in_partition(n, p0, 0), b = key_in_partition(n, p0, 1), cpy = key_in_partition(n, p0, 2);
+  FibAckMsg ack;
+  // A copy (another node handles it) needs no index of ours: applied.
+  CHECK(n.offer_fib(install_batch(0, 1, {FibEntry{cpy, 0, 7, 8, 5}}), 1000, &ack));
+  CHECK(ack.install_code.size() == 1);
+  // A new session handled here: held.
+  CHECK_FALSE(n.offer_fib(install_batch(0, 2, {FibEntry{a, 1, 7, 8, 5}}), 1000, &ack));
+  // The same owner's next batch removes it: queued behind, not applied
+  // first (that would leave the held install behind afterwards).
+  FibBatch rm;
+  rm.batch_id = 3;
+  rm.owner = 0;
+  rm.remove.push_back(a);
+  CHECK_FALSE(n.offer_fib(std::move(rm), 1100, &ack));
+  CHECK(n.held_batches() == 2);
+  CHECK(n.fib_lookup(a) == fib::kFibMiss);
+  // A snapshot entry of a new session handled here waits too.
+  SnapshotOut s;
+  s.partition = p0;
+  s.pos = StreamPos{1, 0};
+  s.fib.push_back(FibEntry{b, 1, 9, 9, 5});
+  REQUIRE(n.on_snapshot(s).ok());
+  CHECK(n.pending_entries() == 1);
+  CHECK(n.fib_lookup(b) == fib::kFibMiss);
+  CHECK(n.counters().restore_deferred == 1);
+  // Not yet restore_hold_us (1 s) since the first hold.
+  CHECK(n.take_released(1000 + 999999).empty());
+  CHECK(n.restoring());
+  // The last partitions load: the restore ends, pending first, then the
+  // held batches in order.
+  for (uint32_t p : {1u, 2u, 3u}) {
+    SnapshotOut e;
+    e.partition = p;
+    e.pos = StreamPos{1, 0};
+    REQUIRE(n.on_snapshot(e).ok());
+  }
+  CHECK_FALSE(n.restoring());
+  const auto rel = n.take_released(1000 + 999999);
+  REQUIRE(rel.size() == 2);
+  CHECK(rel[0].first == 0);
+  CHECK(rel[0].second.batch_id == 2);
+  REQUIRE(rel[0].second.install_code.size() == 1);
+  CHECK(rel[0].second.install_code[0] == StatusCode::kOk);
+  CHECK(rel[0].second.teid_ul[0] != 0);
+  CHECK(rel[1].second.batch_id == 3);
+  CHECK(n.fib_lookup(a) == fib::kFibMiss);  // installed, then removed, in that order
+  CHECK(n.fib_lookup(b) != fib::kFibMiss);
+  CHECK(n.pending_entries() == 0);
+  CHECK(n.counters().restore_timeouts == 0);
+  // Restored: batches apply at once again.
+  CHECK(n.offer_fib(install_batch(0, 4, {FibEntry{key_in_partition(n, p0, 3), 1, 1, 1, 5}}), 5000000, &ack));
+  CHECK(n.counters().fib_batches_held == 2);
+}
+
+TEST_CASE("node state: a restore that does not finish ends after restore_hold_us; a removal drops a pending entry",
+          "[teid]") {
+  auto ns = two_member_node1();
+  NodeState& n = *ns;
+  const FlowKey a = key_in_partition(n, 0, 0), b = key_in_partition(n, 0, 1);
+  SnapshotOut s;
+  s.partition = 0;
+  s.pos = StreamPos{1, 0};
+  s.fib.push_back(FibEntry{a, 1, 9, 9, 5});
+  s.fib.push_back(FibEntry{b, 1, 9, 9, 5});
+  REQUIRE(n.on_snapshot(s).ok());
+  REQUIRE(n.pending_entries() == 2);
+  // A removal (a failed add's compensation) is not held and drops it.
+  FibBatch rm;
+  rm.batch_id = 1;
+  rm.owner = 0;
+  rm.remove.push_back(b);
+  FibAckMsg ack;
+  CHECK(n.offer_fib(std::move(rm), 10, &ack));
+  CHECK(n.pending_entries() == 1);
+  CHECK(n.take_released(100).empty());  // the clock starts at the first call that sees them
+  CHECK(n.restoring());
+  CHECK(n.take_released(100 + 999999).empty());
+  CHECK(n.restoring());
+  CHECK(n.take_released(100 + 1000000).empty());  // nothing was held: no acks
+  CHECK_FALSE(n.restoring());
+  CHECK(n.counters().restore_timeouts == 1);
+  CHECK(n.fib_lookup(a) != fib::kFibMiss);
+  CHECK(n.fib_lookup(b) == fib::kFibMiss);
+}
+
+TEST_CASE("rib owner: op batches, compensations and in-flight snapshot entries name the teid_ul they keep",
+          "[owner][teid]") {
+  // Full duplication: node 1 handles k. A modify's install, a snapshot
+  // taken while it is in flight, and the undo of a failed move (node 2
+  // down) all carry k's teid_ul to node 1, so a restarting node 1 that
+  // gets them before k's snapshot restores k in place.
+  Sim sim(3, Architecture::kFullDuplication, 107);
+  Client c(sim, 108, 100);
+  sim.run_until_idle();
+  const FlowKey k = c.key_owned_by(0);
+  c.run_op(c.make_op(OpKind::kAdd, k, 1, 0x55));
+  REQUIRE(c.ok == 1);
+  const uint32_t teid = sim.owners[0]->find(k)->teid_ul;
+  REQUIRE(teid_node(teid) == 1);
+  auto sent_to = [&](uint32_t node) {
+    std::vector<FibEntry> out;
+    for (auto& [ch, q] : sim.chans)
+      if ((ch & 0xff) == Msg::kFib && (ch >> 16) == 0 && (ch >> 8 & 0xff) == node)
+        for (const Msg& m : q)
+          for (const FibEntry& e : m.fib.install)
+            if (e.key == k) out.push_back(e);
+    return out;
+  };
+  ClientOp mod = c.make_op(OpKind::kModify, k, 1, 0x66);
+  mod.token = mod.request_id;
+  sim.owners[0]->submit(std::move(mod));
+  REQUIRE(sim.owners[0]->pump(sim.now).ok());
+  auto e1 = sent_to(1);
+  REQUIRE(e1.size() == 1);
+  CHECK(e1[0].teid_ul == teid);
+  auto e2 = sent_to(2);  // a copy: not node 2's teid_ul
+  REQUIRE(e2.size() == 1);
+  CHECK(e2[0].teid_ul == 0);
+  const uint32_t p = c.partition(k);
+  auto snap = sim.owners[0]->snapshot(p, 1);
+  REQUIRE(snap.ok());
+  bool seen = false;
+  for (const FibEntry& e : snap.value().fib)
+    if (e.key == k) {
+      seen = true;
+      CHECK(e.teid_ul == teid);
+    }
+  CHECK(seen);
+  sim.run_until_idle();
+  c.drain(nullptr);
+  REQUIRE(sim.owners[0]->find(k)->teid_ul == teid);
+  // A move to node 2, which never acks: the undo reinstalls the old entry
+  // at node 1 with its teid_ul.
+  sim.down[2] = true;
+  ClientOp mv = c.make_op(OpKind::kMove, k, 2);
+  mv.token = mv.request_id;
+  sim.owners[0]->submit(std::move(mv));
+  REQUIRE(sim.owners[0]->pump(sim.now).ok());
+  sim.chans.clear();
+  sim.now += 1000000;  // past fib_timeout_ms
+  REQUIRE(sim.owners[0]->pump(sim.now).ok());
+  REQUIRE(sim.owners[0]->stats().compensations == 1);
+  auto e3 = sent_to(1);
+  REQUIRE(e3.size() == 1);
+  CHECK(e3[0].teid_ul == teid);
+}
+
+TEST_CASE("node state: bulk_load places entries naming this node's teid_ul at their index", "[teid]") {
+  auto ns = two_member_node1();
+  NodeState& n = *ns;
+  const uint32_t t5 = n.sessions().encode_teid_ul(5, 3), t0 = n.sessions().encode_teid_ul(0, 1);
+  const uint32_t other = uint32_t(0) << 27 | 7;  // names node 0: not ours to restore
+  std::vector<FibEntry> e;
+  for (uint32_t i = 0; i < 8; ++i) e.push_back(FibEntry{key_in_partition(n, i % 4, i / 4), i % 3 == 0 ? 0u : 1u, i, i, 5});
+  e[1].teid_ul = t5;     // here
+  e[2].teid_ul = t0;     // here: index 0, which add() would give the first entry
+  e[3].teid_ul = other;  // a copy's entry (node 0 handles it): ignored
+  e[4].teid_ul = t5;     // here, the same index as e[1]: lost, a new index
+  REQUIRE(n.bulk_load(e.data(), e.size()).ok());
+  CHECK(n.counters().teid_restored == 2);
+  CHECK(n.counters().teid_lost == 1);
+  uint32_t idx = 0;
+  REQUIRE(n.sessions().validate_teid_ul(t5, &idx));
+  CHECK(idx == 5);
+  CHECK(n.fib_lookup(e[1].key) == 5);
+  REQUIRE(n.sessions().validate_teid_ul(t0, &idx));
+  CHECK(n.fib_lookup(e[2].key) == 0);
+  CHECK(n.fib_lookup(e[4].key) != 5);
+  CHECK(n.fib_lookup(e[4].key) != fib::kFibMiss);
+  CHECK(n.fib_lookup(e[3].key) == (kRemoteBit | 0));
+  for (const FibEntry& x : e) CHECK(n.fib_lookup(x.key) != fib::kFibMiss);
+  CHECK(n.fib_size() == e.size());
 }
