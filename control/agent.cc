@@ -158,6 +158,9 @@ struct Agent::Impl : rib::OwnerIo {
   std::unordered_map<uint64_t, Fwd> fwds;  // corr of the forwarded request
   uint64_t next_corr = 1;
   std::deque<rib::FibBatch> local_fib;     // FIB batches for ourselves
+  // FIB batches the node state holds while restoring: (owner, batch id) ->
+  // (ROUTER routing id, corr) their ack goes back to.
+  std::map<std::pair<uint32_t, uint64_t>, std::pair<std::string, uint64_t>> held_fib;
   std::vector<uint64_t> last_seen_us;
   uint64_t next_heartbeat_us = 0, next_snapshot_retry_us = 0, next_report_refresh_us = 0;
   uint64_t batches_seen = 0;
@@ -211,6 +214,10 @@ struct Agent::Impl : rib::OwnerIo {
     no.fib_capacity = uint32_t(opt.config.node.fib_capacity);
     no.fib = opt.config.node.dp.fib_othello ? fib::FibKind::kOthello : fib::FibKind::kCuckoo;
     no.lcores = std::max(1u, opt.dataplane_lcores);
+    // A restarting node holds FIB batches that need new indexes until its
+    // sessions are restored (rib/node_state.h RESTORING), never as long as
+    // an owner waits for the ack (the cluster's nodes share fib_timeout_ms).
+    no.restore_hold_us = uint64_t(opt.fib_timeout_ms) * 1000 / 2;
     Result<std::unique_ptr<rib::NodeState>> ns = rib::NodeState::create(spec, self, no, std::move(table));
     if (!ns.ok()) return ns.status();
     state = std::move(ns.value());
@@ -767,7 +774,13 @@ struct Agent::Impl : rib::OwnerIo {
     switch (env.body_case()) {
       case pb::Envelope::kSessionRequest: on_session_request(routing, env); break;
       case pb::Envelope::kFibUpdate: {
-        const rib::FibAckMsg a = state->apply_fib(from_pb(env.fib_update()));
+        rib::FibBatch b = from_pb(env.fib_update());
+        const std::pair<uint32_t, uint64_t> id{b.owner, b.batch_id};
+        rib::FibAckMsg a;
+        if (!state->offer_fib(std::move(b), now_us(), &a)) {  // acked by release_held_fib()
+          held_fib[id] = {routing, env.corr()};
+          break;
+        }
         pb::Envelope& out = *google::protobuf::Arena::CreateMessage<pb::Envelope>(&arena);
         out.set_corr(env.corr());
         to_pb(a, out.mutable_fib_ack());
@@ -1260,6 +1273,23 @@ struct Agent::Impl : rib::OwnerIo {
     for (auto& [own, e] : by_owner) send_peer(own, e);
   }
 
+  // Acks of the FIB batches the node state held and has applied now.
+  void release_held_fib(uint64_t t) {
+    for (auto& [own, a] : state->take_released(t)) {
+      if (own == self) {
+        owner->on_fib_ack(a, now_us());
+        continue;
+      }
+      const auto it = held_fib.find({own, a.batch_id});
+      if (it == held_fib.end()) continue;
+      pb::Envelope out;
+      out.set_corr(it->second.second);
+      to_pb(a, out.mutable_fib_ack());
+      send_router(it->second.first, out);
+      held_fib.erase(it);
+    }
+  }
+
   void request_snapshots() {
     for (uint32_t p : state->take_resync(now_us())) {
       const uint32_t own = spec.owner[p];
@@ -1452,8 +1482,10 @@ struct Agent::Impl : rib::OwnerIo {
       while (!local_fib.empty()) {
         rib::FibBatch b = std::move(local_fib.front());
         local_fib.pop_front();
-        owner->on_fib_ack(state->apply_fib(b), now_us());
+        rib::FibAckMsg a;
+        if (state->offer_fib(std::move(b), now_us(), &a)) owner->on_fib_ack(a, now_us());
       }
+      release_held_fib(t);
       Status ps = owner->pump(t);
       if (!ps.ok()) {
         log("RIB error: " + ps.to_string());
