@@ -48,6 +48,14 @@ Result<std::unique_ptr<SessionTable>> SessionTable::create(uint32_t capacity, un
   t->in_ring_.assign(capacity, true);
   t->free_head_ = 0;
   t->free_count_ = capacity;
+  // TEID 0 (header, "TEID 0"): with no generation bits, node 0's index 0
+  // would always be TEID 0, so it is never handed out.
+  if (node_id == 0 && t->index_bits_ == 32 - kNodeBits) {
+    t->in_ring_[0] = false;
+    t->free_head_ = 1;
+    t->free_count_ = capacity - 1;
+    t->unusable_ = 1;
+  }
   return t;
 }
 
@@ -108,8 +116,8 @@ void SessionTable::place(uint32_t idx, uint16_t gen, const SessionInfo& s) {
 
 Result<uint32_t> SessionTable::add(const SessionInfo& s) {
   if (Status st = check_info(s); !st.ok()) return st;
-  if (size_ == capacity_)
-    return Status::Capacity("session table full: " + std::to_string(capacity_) + " sessions");
+  if (size_ + unusable_ == capacity_)
+    return Status::Capacity("session table full: " + std::to_string(capacity_ - unusable_) + " sessions");
   // Some index is free and every free index has a ring entry ("FREE
   // RING"), so this ends; entries of indexes add_at() took are dropped.
   uint32_t idx;
@@ -120,16 +128,18 @@ Result<uint32_t> SessionTable::add(const SessionInfo& s) {
     in_ring_[idx] = false;
     if (!live(idx)) break;
   }
-  place(idx, uint16_t((words(idx)[3] >> 48) + 1), s);
+  uint16_t gen = uint16_t((words(idx)[3] >> 48) + 1);
+  if (encode_teid_ul(idx, gen) == 0) ++gen;  // TEID 0 is reserved (header, "TEID 0"); still 2 ahead at most
+  place(idx, gen, s);
   if (free_count_ != 0) prefetch_w(words(free_[free_head_]));  // the next add's record
   return idx;
 }
 
-Result<uint32_t> SessionTable::add_at(uint32_t idx, uint16_t generation_bits, const SessionInfo& s) {
+Result<uint16_t> SessionTable::add_at_generation(uint32_t idx, uint16_t generation_bits) const {
   if (idx >= capacity_)
     return Status::InvalidArgument("session table: index " + std::to_string(idx) + " out of range");
-  if (Status st = check_info(s); !st.ok()) return st;
-  if (live(idx)) return Status::AlreadyExists("session table: index " + std::to_string(idx) + " is live");
+  if (encode_teid_ul(idx, generation_bits) == 0)
+    return Status::InvalidArgument("session table: teid_ul 0 is reserved (index 0, generation 0 of node 0)");
   // The smallest generation after the slot's whose low bits are the
   // requested ones: old + d with d in 1..2^gen_bits (1..2^16).
   const unsigned gen_bits = 32 - kNodeBits - index_bits_;
@@ -140,9 +150,23 @@ Result<uint32_t> SessionTable::add_at(uint32_t idx, uint16_t generation_bits, co
     return Status::FailedPrecondition("session table: generation " + std::to_string(generation_bits) +
                                       " is not newer than index " + std::to_string(idx) + "'s " +
                                       std::to_string(old));
+  return uint16_t(old + d);
+}
+
+Status SessionTable::check_add_at(uint32_t idx, uint16_t generation_bits) const {
+  return add_at_generation(idx, generation_bits).status();
+}
+
+Result<uint32_t> SessionTable::add_at(uint32_t idx, uint16_t generation_bits, const SessionInfo& s) {
+  if (idx >= capacity_)
+    return Status::InvalidArgument("session table: index " + std::to_string(idx) + " out of range");
+  if (Status st = check_info(s); !st.ok()) return st;
+  if (live(idx)) return Status::AlreadyExists("session table: index " + std::to_string(idx) + " is live");
+  Result<uint16_t> gen = add_at_generation(idx, generation_bits);
+  if (!gen.ok()) return gen.status();
   // The ring keeps idx's entry (if any): add() drops it, remove() does not
   // push a second one.
-  place(idx, uint16_t(old + d), s);
+  place(idx, gen.value(), s);
   return idx;
 }
 

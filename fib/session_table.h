@@ -41,6 +41,12 @@
 // bits in between, modulo). Decoding it gives node and index without a
 // table; validate() checks index liveness and the generation bits.
 //
+// TEID 0 is never a teid_ul: GTP-U reserves it (Echo and other path
+// messages carry it; FibEntry::teid_ul uses 0 for "unknown"). Only node 0's
+// index 0 can encode to 0: add() skips that generation (one more bump),
+// add_at() refuses it, and with no generation bits (index_bits 27) index 0
+// of node 0 is never handed out (that table holds capacity - 1 sessions).
+//
 // FREE RING: add_at() takes a free index out of the middle of the queue
 // without touching the ring: its entry stays behind, stale. in_ring_ has
 // one bit per index, set while the ring holds an entry for it, so every
@@ -155,7 +161,12 @@ class SessionTable {
   // is less than 2^15 ahead of the slot's (only when the teid holds 15+
   // generation bits, capacity <= 2^12); the caller then add()s. See
   // "FREE RING" for how the free queue stays consistent.
+  // kInvalidArgument also for the reserved TEID 0 ("TEID 0").
   Result<uint32_t> add_at(uint32_t idx, uint16_t generation_bits, const SessionInfo& s);
+  // What add_at(idx, generation_bits, ...) would answer once idx is free
+  // (range, TEID 0, generation): a caller that would have to free idx
+  // first (NodeState moving a copy away) asks before doing so.
+  Status check_add_at(uint32_t idx, uint16_t generation_bits) const;
   // Rewrites teid_dl, enb_ip, bearer, copy and handler (the key must stay
   // the same; the index, teid_ul and generation do).
   Status modify(uint32_t idx, const SessionInfo& s);
@@ -300,9 +311,12 @@ class SessionTable {
   void write_record(uint32_t idx, const uint64_t w[4]);
   // Retags idx's counter slots for generation gen, then publishes s there.
   void place(uint32_t idx, uint16_t gen, const SessionInfo& s);
+  // The generation add_at() gives idx for generation_bits (ignores liveness).
+  Result<uint16_t> add_at_generation(uint32_t idx, uint16_t generation_bits) const;
   Status check_info(const SessionInfo& s) const;
 
   uint32_t capacity_ = 0, size_ = 0, node_id_ = 0;
+  uint32_t unusable_ = 0;  // 1 when node 0's index 0 is never handed out ("TEID 0")
   unsigned lcores_ = 1, index_bits_ = 1;
   LargeArray<uint64_t> rec_;            // 4 words per record (mmap: 4 KiB+ aligned)
   LargeArray<SessionCounters> counters_;

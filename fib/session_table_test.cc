@@ -158,8 +158,9 @@ TEST_CASE("session table: an lcore that saw no session of an index for 2^15+ reu
 
 TEST_CASE("session table: counters across 2^16 reuses of one index (generation wrap)", "[session]") {
   // The 16-bit generation wraps; a slot last counted exactly 2^16 sessions
-  // ago must not make the new session start with its counts.
-  auto t = SessionTable::create(1, 2).value();
+  // ago must not make the new session start with its counts. (Node 1: on
+  // node 0 this index skips generation 0, which would encode TEID 0.)
+  auto t = SessionTable::create(1, 2, 1).value();
   const auto keys = make_keys(2, 4);
   uint32_t idx = t->add({keys[0], 1, 1, 1}).value();
   const uint64_t m0 = t->meta(idx);
@@ -259,6 +260,41 @@ TEST_CASE("session table: add_at places a session at a free index under a given 
   REQUIRE(t->read(5, &rec));
   CHECK(rec.teid_ul == t->encode_teid_ul(5, 4));
   CHECK(rec.generation == 4);
+}
+
+TEST_CASE("session table: TEID 0 is never a teid_ul, through generation wraps of node 0's index 0", "[session]") {
+  // Capacity 2: 1 index bit, the whole 16-bit generation in the teid, so
+  // node 0's index 0 encodes TEID 0 at every 2^16th reuse.
+  auto t = SessionTable::create(2, 1, 0).value();
+  const auto keys = make_keys(4, 31);
+  uint32_t wraps = 0;
+  uint16_t last = 0;
+  for (int i = 0; i < 3 * 65536; ++i) {
+    const uint32_t idx = t->add({keys[i & 3], 1, 1, 1}).value();
+    SessionRecord rec;
+    REQUIRE(t->read(idx, &rec));
+    REQUIRE(rec.teid_ul != 0);
+    uint32_t back = 0;
+    REQUIRE(!t->validate_teid_ul(0, &back));
+    if (idx == 0) {
+      if (rec.generation < last) ++wraps;
+      last = rec.generation;
+    }
+    REQUIRE(t->remove(idx).ok());
+  }
+  CHECK(wraps >= 1);  // index 0 went round the generation at least once
+  // add_at refuses it; the next generation bits are fine.
+  CHECK(t->add_at(0, 0, {keys[0], 1, 1, 1}).status().code() == StatusCode::kInvalidArgument);
+  CHECK(t->check_add_at(0, 0).code() == StatusCode::kInvalidArgument);
+  CHECK(t->check_add_at(0, uint16_t(last + 1)).ok());
+  // With 7 generation bits (2^20 records) a fresh index 0 takes generation
+  // bits 0 at generation 128: TEID 0 on node 0 (refused), an ordinary
+  // teid_ul on node 5.
+  auto z = SessionTable::create(1u << 20, 1, 0).value();
+  CHECK(z->add_at(0, 0, {keys[0], 1, 1, 1}).status().code() == StatusCode::kInvalidArgument);
+  CHECK(z->add_at(1, 0, {keys[1], 1, 1, 1}).ok());
+  auto f = SessionTable::create(1u << 20, 1, 5).value();
+  CHECK(f->add_at(0, 0, {keys[0], 1, 1, 1}).ok());
 }
 
 TEST_CASE("session table: add_at in a big table matches the low generation bits", "[session]") {
