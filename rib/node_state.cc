@@ -89,7 +89,7 @@ Status NodeState::install(const FibEntry& e, uint64_t h, uint32_t* teid_ul, bool
     if (here && e.teid_ul != 0) {
       idx = restore(e.teid_ul, info);
       if (idx.ok()) ++c_.teid_restored;
-      else if (!defer) ++c_.teid_lost;
+      else if (!defer) ++(idx.status().code() == StatusCode::kInvalidArgument ? c_.teid_invalid : c_.teid_lost);
     }
     if (!idx.ok() && here && defer) {
       pending_[e.key] = e;
@@ -122,7 +122,12 @@ Result<uint32_t> NodeState::restore(uint32_t teid_ul, const fib::SessionInfo& in
     return Status::InvalidArgument("teid_ul not of this node's session table");
   Result<uint32_t> r = sessions_->add_at(idx, uint16_t(gen), info);
   fib::SessionRecord occ;
-  if (r.status().code() == StatusCode::kAlreadyExists && sessions_->read(idx, &occ) && occ.copy) {
+  // (Only when add_at() would then succeed: in tables of <= 2^12 records
+  // the teid holds the whole generation, and a copy add()ed at the
+  // generation the teid_ul names leaves none newer to restore at; the copy
+  // stays and the session gets a new teid_ul, teid_lost.)
+  if (r.status().code() == StatusCode::kAlreadyExists && sessions_->read(idx, &occ) && occ.copy &&
+      sessions_->check_add_at(idx, uint16_t(gen)).ok()) {
     // A copy (a session another node handles, full duplication or hash
     // partition) took the index first, typically from a partition whose
     // snapshot came earlier. No TEID names a copy's index: it moves to a
@@ -165,7 +170,7 @@ Status NodeState::bulk_load(const FibEntry* entries, size_t n) {
   // generation (restore(), as install() does), so no add() of another entry
   // takes that index; the others (and those whose index another restored
   // entry took: teid_lost) are add()ed after them.
-  const uint64_t restored0 = c_.teid_restored, lost0 = c_.teid_lost;
+  const uint64_t restored0 = c_.teid_restored, lost0 = c_.teid_lost, invalid0 = c_.teid_invalid;
   std::vector<bool> placed(n, false);
   for (int pass = 0; pass < 2; ++pass)
     for (size_t i = 0; i < n; ++i) {
@@ -178,12 +183,14 @@ Status NodeState::bulk_load(const FibEntry* entries, size_t n) {
       info.handler = uint8_t(e.handling_node);
       Result<uint32_t> r = pass == 0 ? restore(e.teid_ul, info) : sessions_->add(info);
       if (pass == 0) {
-        ++(r.ok() ? c_.teid_restored : c_.teid_lost);
+        ++(r.ok() ? c_.teid_restored
+                  : r.status().code() == StatusCode::kInvalidArgument ? c_.teid_invalid : c_.teid_lost);
         if (!r.ok()) continue;
       }
       if (!r.ok()) {
         c_.teid_restored = restored0;  // nothing was loaded
         c_.teid_lost = lost0;
+        c_.teid_invalid = invalid0;
         return undo(r.status());
       }
       keys[added] = e.key;
@@ -195,6 +202,7 @@ Status NodeState::bulk_load(const FibEntry* entries, size_t n) {
   if (!st.ok()) {
     c_.teid_restored = restored0;
     c_.teid_lost = lost0;
+    c_.teid_invalid = invalid0;
     return undo(st);
   }
   return st;

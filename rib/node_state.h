@@ -162,6 +162,8 @@ inline constexpr uint32_t kRemoteBit = 0x80000000u;
     "sessions placed under the teid_ul their owner recorded (a restart kept the uplink TEID)")              \
   X(teid_lost, teid_lost, kCounter,                                                                         \
     "sessions whose recorded teid_ul could not be restored (index taken): given a new teid_ul")              \
+  X(teid_invalid, teid_invalid, kCounter,                                                                   \
+    "FIB entries whose teid_ul is not one of this node's table (a peer's error): given a new teid_ul")       \
   X(copies_relocated, copies_relocated, kCounter,                                                           \
     "copy records moved to another index to free the one a restored session's teid_ul names")               \
   X(fib_batches_held, fib_batches_held, kCounter,                                                           \

@@ -1180,9 +1180,16 @@ void Owner::finish_group(uint64_t now_us) {
       if (g.had_old) {
         wal_->append(WalRecord{WalRecord::kPut, g.old.key, g.old.node, g.old.teid_dl, g.old.enb_ip, g.old.bearer,
                                g.in.request_id, /*undo=*/true});
-        // A failed move's undo PUT changes the node back: replay would drop
-        // the restored record's teid_ul without a TEID record after it.
-        if (g.old.teid_ul != 0 && g.old.node != g.now.node) note_teid(g.old.key, g.old.node, g.old.teid_ul);
+        // A failed move's or delete's undo PUT follows a record that changed
+        // the node or erased the session: replay would restore it without
+        // its teid_ul unless a TEID record follows. The teid_ul is the live
+        // record's (recs_ is untouched by a failed op, but a re-push ack may
+        // have changed it since g.old was taken; that ack's own TEID record
+        // may sit before the undo, where replay ignores it).
+        const SessionRec* cur = recs_[p].find(g.old.key);
+        if (cur != nullptr && cur->teid_ul != 0 && cur->node == g.old.node &&
+            (g.erase || g.old.node != g.now.node))
+          note_teid(cur->key, cur->node, cur->teid_ul);
       }
       else
         wal_->append(WalRecord{WalRecord::kDel, g.now.key, 0, 0, 0, 0, g.in.request_id, /*undo=*/true});

@@ -2738,9 +2738,11 @@ TEST_CASE("node state: bulk_load places entries naming this node's teid_ul at th
   e[2].teid_ul = t0;     // here: index 0, which add() would give the first entry
   e[3].teid_ul = other;  // a copy's entry (node 0 handles it): ignored
   e[4].teid_ul = t5;     // here, the same index as e[1]: lost, a new index
+  e[5].teid_ul = uint32_t(2) << 27 | 9;  // here, but names node 2: a peer's error, a new index
   REQUIRE(n.bulk_load(e.data(), e.size()).ok());
   CHECK(n.counters().teid_restored == 2);
   CHECK(n.counters().teid_lost == 1);
+  CHECK(n.counters().teid_invalid == 1);
   uint32_t idx = 0;
   REQUIRE(n.sessions().validate_teid_ul(t5, &idx));
   CHECK(idx == 5);
@@ -2754,20 +2756,19 @@ TEST_CASE("node state: bulk_load places entries naming this node's teid_ul at th
   CHECK(n.fib_size() == e.size());
 }
 
-// ---- review findings in rib/node_state.cc and rib/owner.cc -----------------
-// Both tests FAIL on the code they were written against and are tagged
-// [!shouldfail] so the suite stays green until the fix lands (another
-// change owns those files): the fix must drop the tag.
+// ---- found by review: a relocation that cannot help, an undo that forgot its teid_ul ----
 
-TEST_CASE("rib node: relocating a copy frees the index for a restored session in a small table too",
-          "[teid][!shouldfail]") {
+TEST_CASE("rib node: a copy is not moved for a restore its slot's generation refuses (tables of 2^12 records or fewer)",
+          "[teid]") {
   // A session table of <= 2^12 records gives the teid_ul 15+ generation
   // bits, so add_at() needs a 16-bit generation strictly newer than the
   // slot's. A copy that took the index first was add()ed at generation 1,
   // exactly the generation of the teid_ul the restored session had (its
-  // index's first use before the restart): NodeState::restore() moves the
-  // copy away, then add_at() refuses generation 1 again. The copy moved
-  // for nothing and the eNodeB's uplink TEID is lost.
+  // index's first use before the restart). Reusing generation 1 would let
+  // a late count of the copy land on the restored session, so the TEID
+  // cannot be kept; restore() used to move the copy away for nothing
+  // (copies_relocated counted, the copy's counters restarted). Now it
+  // leaves the copy where it is and the session gets a new teid_ul.
   ClusterSpec spec;
   spec.curve = false;
   spec.partitions = 16;
@@ -2811,17 +2812,34 @@ TEST_CASE("rib node: relocating a copy frees the index for a restored session in
   s2.pos = StreamPos{1, 1};
   s2.fib.push_back(FibEntry{mine, 1, 8, 0xc6120002u, 5, teid});
   REQUIRE(n->on_snapshot(s2).ok());
-  uint32_t idx = 99;
-  CHECK(n->sessions().validate_teid_ul(teid, &idx));
-  CHECK(n->fib_lookup(mine) == 0);
-  CHECK(n->counters().teid_lost == 0);
-  CHECK(n->counters().teid_restored == 1);
+  CHECK(n->counters().copies_relocated == 0);
+  CHECK(n->fib_lookup(copy_key) == (kRemoteBit | 2u));
+  fib::SessionRecord rec;
+  REQUIRE(n->sessions().read(0, &rec));
+  CHECK(rec.key == copy_key);  // not moved
+  // The node is restoring (rib/node_state.h RESTORING): the session waits
+  // for a new index until every partition has loaded a snapshot.
+  CHECK(n->pending_entries() == 1);
+  for (uint32_t q = 0; q < spec.partitions; ++q) {
+    if (q == pc || q == pm) continue;
+    SnapshotOut e;
+    e.partition = q;
+    e.pos = StreamPos{1, 1};
+    REQUIRE(n->on_snapshot(e).ok());
+  }
+  CHECK(!n->restoring());
+  CHECK(n->counters().copies_relocated == 0);
+  CHECK(n->counters().teid_lost == 1);
+  CHECK(n->counters().teid_restored == 0);
+  const uint32_t got = n->fib_lookup(mine);
+  REQUIRE(got != fib::kFibMiss);
+  CHECK(got != 0);
   // Whatever happens, the copy stays reachable.
   CHECK(n->fib_lookup(copy_key) == (kRemoteBit | 2u));
 }
 
 TEST_CASE("rib owner: a failed delete's undo keeps the logged teid_ul of the restored record",
-          "[owner][teid][!shouldfail]") {
+          "[owner][teid]") {
   // The delete's DEL and its undo PUT: replay erases the record and the
   // PUT makes a new one with teid_ul 0, while the live owner (which never
   // erased it) keeps the handler's teid_ul. Without a TEID record after
