@@ -2634,7 +2634,7 @@ TEST_CASE("node state: a restoring node holds batches needing new indexes, in pe
   CHECK(n.counters().fib_batches_held == 2);
 }
 
-TEST_CASE("node state: a restore that does not finish ends after restore_hold_us; a removal drops a pending entry",
+TEST_CASE("node state: a restore that does not finish ends after restore_hold_us, a removal drops a pending entry",
           "[teid]") {
   auto ns = two_member_node1();
   NodeState& n = *ns;
