@@ -876,7 +876,13 @@ struct Agent::Impl : rib::OwnerIo {
           const uint32_t v = state->fib_lookup(k);
           l->add_fib(v);
           fib::SessionRecord rec;
-          l->add_teid_dl(v != fib::kFibMiss && !(v & rib::kRemoteBit) && state->read_session(v, &rec) ? rec.teid_dl : 0);
+          const bool local = v != fib::kFibMiss && !(v & rib::kRemoteBit) && state->read_session(v, &rec);
+          l->add_teid_dl(local ? rec.teid_dl : 0);
+          // The uplink TEID the data plane accepts for this key: the
+          // record's, if validate_teid_ul() leads back to this index.
+          uint32_t vidx = 0;
+          const bool valid = local && state->sessions().validate_teid_ul(rec.teid_ul, &vidx) && vidx == v;
+          l->add_teid_ul(valid ? rec.teid_ul : 0);
           l->add_synced(state->synced(owner->partition_of_key(k)));
         }
         send_router(routing, out);
