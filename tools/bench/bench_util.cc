@@ -61,9 +61,12 @@ Status Args::parse(int argc, char** argv) {
         return Status::InvalidArgument("unknown option '" + a + "' for '" + cmd_ + "' (see " + cmd_ + " --help)");
       return Status::InvalidArgument("unexpected argument '" + a + "' for '" + cmd_ + "' (see " + cmd_ + " --help)");
     }
+    // The same option twice is a conflict, not "the last one wins": a
+    // reviewer reading `--keys 16M ... --keys 1K` would take the first.
+    if (vals_.count(a) != 0) return Status::InvalidArgument("option " + a + " given twice");
     if (s->metavar.empty()) {
       if (inline_val) return Status::InvalidArgument("option " + a + " takes no value");
-      vals_.insert_or_assign(a, std::string(1, '1'));
+      vals_[a] = "1";
       continue;
     }
     if (!inline_val) {

@@ -33,8 +33,8 @@ class Args {
  public:
   Args(std::string cmd, std::string summary, std::vector<OptSpec> specs)
       : cmd_(std::move(cmd)), summary_(std::move(summary)), specs_(std::move(specs)) {}
-  // Parses argv (after the subcommand). Unknown option, missing value:
-  // error naming it. --help sets help().
+  // Parses argv (after the subcommand). Unknown option, missing value,
+  // an option given twice: error naming it. --help sets help().
   Status parse(int argc, char** argv);
   bool help() const { return help_; }
   std::string usage() const;

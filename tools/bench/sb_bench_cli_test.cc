@@ -61,6 +61,10 @@ TEST_CASE("argument errors name the problem and exit 2", "[bench][cli]") {
       {"mem --mib", "--mib needs a value"},
       {"mem stray", "unexpected argument 'stray'"},
       {"fib --json=1", "takes no value"},
+      // the same option twice: a conflict, never "the last one wins"
+      {"gpt --keys 1M --keys 1K", "option --keys given twice"},
+      {"fib --impl rte_hash --keys=2K --keys 1K", "option --keys given twice"},
+      {"mem --json --json", "option --json given twice"},
       // 16 full-duplication nodes x 64M sessions: ~180 GiB, refused before
       // anything is built (not killed by the OOM killer half-way)
       {"pipeline --arch full-duplication --fib othello --nodes 16 --sessions 64M", "not enough memory"},
