@@ -42,8 +42,8 @@ int cmd_gpt(int argc, char** argv) {
              {"--threads", "T", "build threads (implementations that build in parallel)", "1"},
              {"--batch", "B[,B2..]", "lookup batch size, 1..64 (1 = one key per bulk call); a list "
                                      "measures each batch on the same structure and prints one line per batch", "32"},
-             {"--index-bits", "X", "SetSep hash-index bits x of the x+y setting", "16"},
-             {"--array-bits", "Y", "SetSep bit-array bits y of the x+y setting", "8"},
+             {"--index-bits", "X", "SetSep hash-index bits x of the x+y setting, 2..16", "16"},
+             {"--array-bits", "Y", "SetSep bit-array bits y of the x+y setting: 2, 4, 8 or 16", "8"},
              {"--queries", "Q", "lookups per repetition", "4M"},
              {"--updates", "U", "single-key updates (0 = skip the update phases)", "300K"},
              {"--reps", "R", "repetitions of each lookup measurement (median reported)", "5"},
@@ -83,8 +83,11 @@ int cmd_gpt(int argc, char** argv) {
     if (*l < 1 || *l > 8) return bad(Status::InvalidArgument("--value-bits: must be 1..8"));
     if (*t < 1 || *t > 256) return bad(Status::InvalidArgument("--threads: must be 1..256"));
     if (*b < 1 || *b > kMaxBurst) return bad(Status::InvalidArgument("--batch: must be 1..64"));
-    if (*x < 1 || *x > 32 || *y < 1 || *y > 32)
-      return bad(Status::InvalidArgument("--index-bits/--array-bits: must be 1..32"));
+    // SetSep's own ranges (gpt/setsep.cc SetSepConfig checks): refused here,
+    // before any implementation runs, not as a build failure half-way.
+    if (*x < 2 || *x > 16) return bad(Status::InvalidArgument("--index-bits: must be 2..16"));
+    if (*y != 2 && *y != 4 && *y != 8 && *y != 16)
+      return bad(Status::InvalidArgument("--array-bits: must be 2, 4, 8 or 16"));
     if (*q < 1) return bad(Status::InvalidArgument("--queries: must be >= 1"));
     if (*r < 1 || *r > 100) return bad(Status::InvalidArgument("--reps: must be 1..100"));
     cfg.keys = *k; cfg.value_bits = unsigned(*l); cfg.threads = unsigned(*t);

@@ -65,6 +65,11 @@ TEST_CASE("argument errors name the problem and exit 2", "[bench][cli]") {
       {"gpt --keys 1M --keys 1K", "option --keys given twice"},
       {"fib --impl rte_hash --keys=2K --keys 1K", "option --keys given twice"},
       {"mem --json --json", "option --json given twice"},
+      // SetSep's x+y ranges are checked on the command line, before any
+      // implementation runs (not a build failure with exit 1 later)
+      {"gpt --impl efd,setsep --index-bits 20", "--index-bits: must be 2..16"},
+      {"gpt --index-bits 1", "--index-bits: must be 2..16"},
+      {"gpt --array-bits 3", "--array-bits: must be 2, 4, 8 or 16"},
       // 16 full-duplication nodes x 64M sessions: ~180 GiB, refused before
       // anything is built (not killed by the OOM killer half-way)
       {"pipeline --arch full-duplication --fib othello --nodes 16 --sessions 64M", "not enough memory"},
