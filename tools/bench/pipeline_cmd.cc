@@ -231,6 +231,10 @@ int cmd_pipeline(int argc, char** argv) {
     }
     archs.push_back(r.value());
   }
+  if (archs.empty()) {
+    std::fprintf(stderr, "sb-bench pipeline: --arch: no architecture named (scalebricks, full-duplication, hash-partition)\n");
+    return 2;
+  }
   std::vector<fib::FibKind> fibs;
   for (const std::string& f : args.list("--fib")) {
     if (f == "cuckoo") fibs.push_back(fib::FibKind::kCuckoo);
@@ -239,6 +243,10 @@ int cmd_pipeline(int argc, char** argv) {
       std::fprintf(stderr, "sb-bench pipeline: --fib: unknown '%s' (cuckoo, othello)\n", f.c_str());
       return 2;
     }
+  }
+  if (fibs.empty()) {
+    std::fprintf(stderr, "sb-bench pipeline: --fib: no FIB named (cuckoo, othello)\n");
+    return 2;
   }
   const std::string gpt_name = args.str("--gpt");
   if (gpt_name != "setsep" && gpt_name != "ludo") {

@@ -70,6 +70,9 @@ TEST_CASE("argument errors name the problem and exit 2", "[bench][cli]") {
       {"gpt --impl efd,setsep --index-bits 20", "--index-bits: must be 2..16"},
       {"gpt --index-bits 1", "--index-bits: must be 2..16"},
       {"gpt --array-bits 3", "--array-bits: must be 2, 4, 8 or 16"},
+      // an empty list measures nothing: an error, not a silent exit 0
+      {"pipeline --arch , --sessions 1K", "--arch: no architecture named"},
+      {"pipeline --fib , --sessions 1K", "--fib: no FIB named"},
       // 16 full-duplication nodes x 64M sessions: ~180 GiB, refused before
       // anything is built (not killed by the OOM killer half-way)
       {"pipeline --arch full-duplication --fib othello --nodes 16 --sessions 64M", "not enough memory"},
