@@ -33,6 +33,7 @@
 #include <vector>
 
 #include "control/harness.h"
+#include "core/large_array.h"
 #include "core/hash.h"
 #include "rib/cluster.h"
 #include "rib/owner.h"
@@ -329,7 +330,14 @@ int cmd_cluster_updates(int argc, char** argv) {
       std::fprintf(stderr, "sb-bench cluster-updates: %s: not correct: %s%s\n", name.c_str(), why.c_str(), f.c_str());
     }
     Record rec;
-    add_common(rec, "cluster-updates", std::string(rib::architecture_name(ho.architecture)), "4K", 1);
+    // The nodes (sb-node --control-only, no EAL) hold their structures on
+    // the default allocator, the page kind this process's default names.
+    add_common(rec, "cluster-updates", std::string(rib::architecture_name(ho.architecture)),
+               page_kind_name(default_page_kind()), 1);
+    // capacity: sessions the cluster is sized for (GPT, RIB); value bits:
+    // the GPT's (scalebricks), else the FIB's 32-bit session index.
+    rec.set("capacity", ho.capacity).set("load_factor", double(live.size()) / double(ho.capacity))
+        .set("value_bits_stored", spec.architecture == rib::Architecture::kScaleBricks ? spec.value_bits() : 32u);
     rec.set("phase", name).set("nodes", *nodes).set("ops", uint64_t(list.size()));
     rec.set("update_mix", name == "add" ? "adds" : "1/3 modify, 1/3 move, 1/3 delete");
     rec.set("updates_per_s", double(p.acked) / p.seconds);

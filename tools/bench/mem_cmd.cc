@@ -132,6 +132,9 @@ int cmd_mem(int argc, char** argv) {
 
   Record rec;
   add_common(rec, "mem", "mem", page_kind_name(a.page_kind()), r);
+  // The fields every line carries (BENCHMARKS.md): the array holds `lines`
+  // items, all of them in use, each storing a 64-bit next-line index.
+  rec.set("capacity", uint64_t(lines)).set("load_factor", 1.0).set("value_bits_stored", 64u);
   rec.set("mib", *mib).set("ops", uint64_t(q)).set("batch", uint64_t(kB))
       .set("latency_ns", tlat / double(hops) * 1e9)
       .set("random_reads_mps", double(q) / trand / 1e6)

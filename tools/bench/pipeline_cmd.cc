@@ -510,6 +510,13 @@ int cmd_pipeline(int argc, char** argv) {
       Record r;
       add_common(r, "pipeline", arch_name, dpdk_page_kind(), int(rates.size()));
       r.set("arch", arch_name).set("fib", fib_name).set("gpt", arch == rib::Architecture::kScaleBricks ? gpt_name : "none");
+      // The fields every line carries (BENCHMARKS.md): capacity = sessions
+      // the cluster's structures are sized for; value_bits_stored = the
+      // GPT's value width (scalebricks), else the FIB's 32-bit session index
+      // (the only lookup structure of the other architectures).
+      const gpt::GptTable* g = c.state(0).gpt();
+      r.set("capacity", o.capacity).set("load_factor", double(S) / double(o.capacity))
+          .set("value_bits_stored", g != nullptr ? g->value_bits() : 32u);
       r.set("nodes", N).set("sessions", S).set("cores_per_node", cores).set("bubble_mib", bubble_r.value());
       r.set("packet_bytes", 64).set("packets_per_pass", uint64_t(P) * N);
       r.set("mpps_per_core", median(rates)).set("mpps_per_node", median(node_rates));

@@ -2,6 +2,7 @@
 // give a clear message and a non-zero exit, --help describes every option,
 // and short real runs print the contract's fields with correct: true.
 #include <sys/wait.h>
+#include <unistd.h>
 
 #include <catch2/catch.hpp>
 #include <cmath>
@@ -9,6 +10,7 @@
 #include <cstdlib>
 #include <string>
 
+#include "core/large_array.h"
 #include "core/test_util.h"
 #include "tools/bench/bench_util.h"
 
@@ -116,8 +118,12 @@ TEST_CASE("help describes every option of every command", "[bench][cli]") {
 TEST_CASE("short real runs print the contract fields", "[bench][dpdk]") {
   const Run m = run("mem --mib 16 --ops 64K --reps 1 --json");
   REQUIRE(m.rc == 0);
+  // Every line carries capacity, load_factor, page_size, value_bits_stored,
+  // reps, cpu_model and build (BENCHMARKS.md "Fairness").
   for (const char* f : {"\"latency_ns\"", "\"random_reads_mps\"", "\"two_line_lookups_mps\"",
-                        "\"three_line_lookups_mps\"", "\"page_size\"", "\"cpu_model\"", "\"build\""})
+                        "\"three_line_lookups_mps\"", "\"page_size\"", "\"cpu_model\"", "\"build\"",
+                        "\"capacity\": 262144,", "\"load_factor\": 1,", "\"value_bits_stored\": 64,",
+                        "\"reps\": 1,"})
     CHECK(has(m.out, f));
   const Run g = run("gpt --impl efd --keys 4K --value-bits 8 --queries 8K --updates 3K --reps 1 --json");
   INFO(g.out);
@@ -146,7 +152,9 @@ TEST_CASE("short real runs print the contract fields", "[bench][dpdk]") {
     INFO(p.out);
     REQUIRE(p.rc == 0);
     for (const char* x : {"\"mpps_per_core\"", "\"mpps_per_node\"", "\"fabric_fraction\"",
-                          "\"correct_fraction\": 1,", "\"arch\": \"full-duplication\""})
+                          "\"correct_fraction\": 1,", "\"arch\": \"full-duplication\"", "\"capacity\"",
+                          "\"load_factor\"", "\"value_bits_stored\": 1,", "\"value_bits_stored\": 32,",
+                          "\"page_size\"", "\"reps\""})
       CHECK(has(p.out, x));
     const double core = json_number(p.out, "mpps_per_core"), node = json_number(p.out, "mpps_per_node");
     CHECK(core > 0);
@@ -160,4 +168,18 @@ TEST_CASE("short real runs print the contract fields", "[bench][dpdk]") {
   REQUIRE(t.rc == 0);
   CHECK(has(t.out, "lookup_mops"));
   CHECK_FALSE(has(t.out, "{"));
+}
+
+TEST_CASE("cluster-updates lines carry the common fields", "[bench][cluster]") {
+  const Run c = run("cluster-updates --nodes 2 --ops 4K --no-curve --json");
+  INFO(c.out);
+  REQUIRE(c.rc == 0);
+  for (const char* x : {"\"updates_per_s\"", "\"update_p50_us\"", "\"update_p99_us\"", "\"converge_p99_us\"",
+                        "\"fsync\"", "\"batch\"", "\"cores\"", "\"correct\": true", "\"update_mix\"",
+                        "\"capacity\": 65536,", "\"load_factor\": 0.0625,", "\"value_bits_stored\": 1,",
+                        "\"reps\": 1,", "\"cpu_model\"", "\"build\""})
+    CHECK(has(c.out, x));
+  // The nodes' structures are on the default allocator (sb-node
+  // --control-only, no EAL): the page kind is that one, not a constant.
+  CHECK(has(c.out, std::string("\"page_size\": \"") + sb::page_kind_name(sb::default_page_kind()) + "\""));
 }
