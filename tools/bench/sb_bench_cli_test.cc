@@ -183,3 +183,16 @@ TEST_CASE("cluster-updates lines carry the common fields", "[bench][cluster]") {
   // --control-only, no EAL): the page kind is that one, not a constant.
   CHECK(has(c.out, std::string("\"page_size\": \"") + sb::page_kind_name(sb::default_page_kind()) + "\""));
 }
+
+TEST_CASE("pipeline bubble needs a core of its own", "[bench][dpdk]") {
+  // BENCHMARKS.md: --bubble-mib runs the cache-pressure thread on the other
+  // core. With two workers per node and fewer than three CPUs there is none:
+  // the bubble would time-share a worker's CPU, whose busy time would then
+  // count the bubble's slices.
+  const long cpus = sysconf(_SC_NPROCESSORS_ONLN);
+  if (cpus >= 3) return;
+  const Run p = run("pipeline --arch scalebricks --nodes 2 --sessions 4K --packets 1K --seconds 0 "
+                    "--cores-per-node 2 --bubble-mib 4 --json");
+  CHECK(p.rc == 2);
+  CHECK(has(p.out, "--bubble-mib"));
+}
