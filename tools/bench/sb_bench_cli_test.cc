@@ -196,3 +196,17 @@ TEST_CASE("pipeline bubble needs a core of its own", "[bench][dpdk]") {
   CHECK(p.rc == 2);
   CHECK(has(p.out, "--bubble-mib"));
 }
+
+TEST_CASE("cluster-updates --mix: a phase's line holds that phase's figures", "[bench][cluster]") {
+  const Run c = run("cluster-updates --nodes 2 --ops 4K --no-curve --mix --json");
+  INFO(c.out);
+  REQUIRE(c.rc == 0);
+  const size_t mix = c.out.find("\"phase\": \"mix\"");
+  REQUIRE(mix != std::string::npos);
+  const std::string add_line = c.out.substr(0, mix), mix_line = c.out.substr(mix);
+  CHECK(has(add_line, "\"converge_p99_us\""));
+  // The owners' converge histogram runs since start: on the mix line it
+  // would be the adds' and the mix's together, so it is not the mix's figure.
+  CHECK_FALSE(has(mix_line, "\"converge_p99_us\""));
+  CHECK(has(mix_line, "\"converge_p99_us_since_start\""));
+}
