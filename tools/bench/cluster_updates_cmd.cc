@@ -227,7 +227,7 @@ int cmd_cluster_updates(int argc, char** argv) {
              {"--batch", "B", "ops per client request", "2048"},
              {"--window", "W", "outstanding requests per node (backpressure)", "4"},
              {"--fsync", "P", "WAL sync policy: batch (default, safe), interval, none", "batch"},
-             {"--partitions", "P", "partitions", "1024"},
+             {"--partitions", "P", "partitions, a power of two in 1..65536", "1024"},
              {"--arch", "A", "scalebricks, full-duplication, hash-partition", "scalebricks"},
              {"--no-curve", "", "plain TCP instead of CURVE", ""},
              {"--seed", "S", "seed of keys and nodes", "1"},
@@ -248,6 +248,8 @@ int cmd_cluster_updates(int argc, char** argv) {
   if (*ops < 1 || *ops > (64ULL << 20)) return bad("--ops: 1..64M");
   if (*batch < 1 || *batch > 65536) return bad("--batch: 1..65536");
   if (*window < 1 || *window > 1024) return bad("--window: 1..1024");
+  if (*parts < 1 || *parts > 65536 || (*parts & (*parts - 1)) != 0)
+    return bad("--partitions: a power of two in 1..65536");
   control::HarnessOptions ho;
   ho.sb_node = control::sibling_binary("sb-node");
   if (::access(ho.sb_node.c_str(), X_OK) != 0) return bad("sb-node not found next to sb-bench (" + ho.sb_node + ")");

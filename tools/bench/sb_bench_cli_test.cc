@@ -75,6 +75,9 @@ TEST_CASE("argument errors name the problem and exit 2", "[bench][cli]") {
       // an empty list measures nothing: an error, not a silent exit 0
       {"pipeline --arch , --sessions 1K", "--arch: no architecture named"},
       {"pipeline --fib , --sessions 1K", "--fib: no FIB named"},
+      // refused before any node process starts (not exit 1 from the harness)
+      {"cluster-updates --partitions 1000", "--partitions: a power of two in 1..65536"},
+      {"cluster-updates --partitions 0", "--partitions: a power of two in 1..65536"},
       // 16 full-duplication nodes x 64M sessions: ~180 GiB, refused before
       // anything is built (not killed by the OOM killer half-way)
       {"pipeline --arch full-duplication --fib othello --nodes 16 --sessions 64M", "not enough memory"},
