@@ -18,6 +18,7 @@
 namespace sb::gen {
 
 std::atomic<bool> g_stop{false};
+std::atomic<bool> g_upstream_on{true};
 
 namespace {
 

@@ -61,6 +61,7 @@ struct SinkOptions {
   uint32_t gw_ip = 0;                // default upstream destination (default: echo_to[0])
   std::string upstream_teids;
   double upstream_pps = 10;
+  bool upstream_paused = false;      // upstream waits for SIGUSR1 (g_upstream_on)
   uint32_t run_id = 0;               // expected run id (0: the first one seen)
   bool any_mac = false;              // accept frames to any MAC
   bool plain = false;                // also accept the generator's frames unencapsulated
@@ -70,6 +71,9 @@ struct SinkOptions {
 
 // Set by SIGINT/SIGTERM.
 extern std::atomic<bool> g_stop;
+// The sink's upstream G-PDUs flow while set: SIGUSR1 sets it, SIGUSR2
+// clears it (sink --upstream-paused starts with it clear).
+extern std::atomic<bool> g_upstream_on;
 
 int run_send(const SendOptions& o);
 int run_sink(const SinkOptions& o);

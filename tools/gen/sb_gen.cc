@@ -30,8 +30,8 @@ const char* kUsage =
     "              [--count-upstream] [EAL options]\n"
     "  sb-gen sink --sessions FILE --port DEV [--mac MAC] [--any-mac] [--plain] [--duration S] [--idle-exit S]\n"
     "              [--out sink.json] [--pcap FILE] [--echo-to IP,IP,...] [--gw-mac MAC[,MAC...]]\n"
-    "              [--src-ip IP] [--gw-ip IP] [--upstream-teids FILE] [--upstream-rate PPS] [--run-id N]\n"
-    "              [EAL options]\n"
+    "              [--src-ip IP] [--gw-ip IP] [--upstream-teids FILE] [--upstream-rate PPS] [--upstream-paused]\n"
+    "              [--run-id N] [EAL options]\n"
     "  sb-gen report SEND.json SINK.json [--json]\n"
     "EAL options: [--file-prefix P] [--lcore N] [--mem MB] [--hugepages] [--eal ARG ...]\n"
     "Common: [--quiet] (no live status line). DEV is a DPDK device string (net_af_packet0,iface=ext1;\n"
@@ -167,6 +167,7 @@ bool eal_opts(const Args& a, EalOptions* e, std::string* err) {
 }
 
 void on_signal(int) { g_stop.store(true); }
+void on_upstream_signal(int sig) { g_upstream_on.store(sig == SIGUSR1); }
 
 void install_signals() {
   struct sigaction sa{};
@@ -236,6 +237,7 @@ int cmd_sink(int argc, char** argv) {
   std::vector<std::string> flags = kEalFlags;
   flags.push_back("--any-mac");
   flags.push_back("--plain");
+  flags.push_back("--upstream-paused");
   Args a;
   std::string err;
   if (!parse_args(argc, argv, 2, valued, flags, &a, &err)) return usage_error("sink: " + err);
@@ -275,10 +277,20 @@ int cmd_sink(int argc, char** argv) {
     o.gw_ip = one[0];
   }
   o.upstream_teids = a.get("--upstream-teids");
+  o.upstream_paused = a.has("--upstream-paused");
   o.out = a.get("--out");
   o.pcap = a.get("--pcap");
   o.quiet = a.has("--quiet");
   install_signals();
+  // SIGUSR1 starts (resumes) the upstream G-PDUs, SIGUSR2 pauses them: a
+  // script opens the upstream window once the counting side is up and
+  // closes it before that side stops (testbed/traffic --upstream-teids).
+  g_upstream_on.store(!o.upstream_paused);
+  struct sigaction sa{};
+  sa.sa_handler = on_upstream_signal;
+  sigemptyset(&sa.sa_mask);
+  sigaction(SIGUSR1, &sa, nullptr);
+  sigaction(SIGUSR2, &sa, nullptr);
   return run_sink(o);
 }
 

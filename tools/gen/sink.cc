@@ -205,8 +205,12 @@ int run_sink(const SinkOptions& o) {
         }
       }
     }
-    // Upstream G-PDUs at --upstream-rate, round robin over the TEID file.
-    if (!upstream.empty() && o.upstream_pps > 0 && now >= next_up) {
+    // Upstream G-PDUs at --upstream-rate, round robin over the TEID file,
+    // while not paused (SIGUSR2 / --upstream-paused): a resume starts on
+    // the rate afresh, never with a burst for the paused time.
+    if (!g_upstream_on.load(std::memory_order_relaxed)) {
+      next_up = now;
+    } else if (!upstream.empty() && o.upstream_pps > 0 && now >= next_up) {
       next_up = std::max(next_up + up_gap, now - hz);  // no catch-up storm after a stall
       const UpstreamFlow& u = upstream[up_next];
       Peer& p = peers[up_peer[up_next]];
