@@ -130,6 +130,8 @@ TEST_CASE("e2e: bad knobs are rejected before anything is made", "[testbed]") {
       {"SECONDS_TRAFFIC=0", "SECONDS_TRAFFIC must be a whole number"},
       {"RATE=1e4", "RATE must be a whole number"},
       {"KILL_NODE=3", "KILL_NODE must be a whole number 1..2"},
+      {"UP_SAMPLE=0", "UP_SAMPLE must be a whole number 1..100000"},
+      {"UP_RATE=1k", "UP_RATE must be a whole number 1..1000000"},
       {"KEEP=yes", "KEEP must be 1"},
   };
   for (const auto& c : cases) {
