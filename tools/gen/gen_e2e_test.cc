@@ -405,3 +405,22 @@ TEST_CASE("sb-gen CLI: a single-valued option given twice is refused", "[gen]") 
     CHECK(test::has(r.out, "given twice"));
   }
 }
+
+TEST_CASE("sb-gen send: --count alone runs until that many are sent, past the default 10 s", "[gen]") {
+  // The default duration (10 s) used to stop a --count run that needed
+  // longer: 1575 packets at 150 pps take 10.5 s.
+  TempDir d;
+  {
+    std::ofstream o(d.path + "/s.csv");
+    o << "src_ip,dst_ip,src_port,dst_port,proto,node,teid_dl,enb_ip,bearer\n"
+      << "198.18.0.1,198.19.0.1,1024,80,udp,choose,16,198.19.0.200,5\n";
+  }
+  test::Run r = test::sh(kBin + " send --quiet --sessions " + d.path + "/s.csv --port net_null0 --dst-mac " +
+                         "02:00:00:00:00:01 --rate 150 --count 1575 --out " + d.path + "/send.json --file-prefix sbgt-cnt-" +
+                         std::to_string(getpid()));
+  INFO(r.out);
+  REQUIRE(r.rc == 0);
+  auto s = json_file(d.path + "/send.json");
+  CHECK(u(s, "sent") == 1575);
+  CHECK(s.at("stopped_by") == "count");
+}

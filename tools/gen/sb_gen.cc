@@ -35,7 +35,8 @@ const char* kUsage =
     "  sb-gen report SEND.json SINK.json [--json]\n"
     "EAL options: [--file-prefix P] [--lcore N] [--mem MB] [--hugepages] [--eal ARG ...]\n"
     "Common: [--quiet] (no live status line). DEV is a DPDK device string (net_af_packet0,iface=ext1;\n"
-    "net_pcap0,tx_pcap=F; a PCI address). --rate 0: as fast as the ports take. --duration 0: no limit.\n";
+    "net_pcap0,tx_pcap=F; a PCI address). --rate 0: as fast as the ports take. --duration 0: no limit.\n"
+    "send stops after --duration S (default 10 s, unless --count N is given alone) or --count N, whichever comes first.\n";
 
 int usage_error(const std::string& m) {
   std::fprintf(stderr, "sb-gen: %s\n%s", m.c_str(), kUsage);
@@ -210,6 +211,9 @@ int cmd_send(int argc, char** argv) {
   if (size < kMinFrame) return usage_error("send: --size: at least 60 (Ethernet frame without FCS)");
   o.size = uint32_t(size);
   o.run_id = uint32_t(rid);
+  // --count N alone runs until N packets are sent (or a signal): the
+  // default 10 s limit applies only when neither is given.
+  if (o.count > 0 && !a.has("--duration")) o.duration_s = 0;
   if (o.duration_s == 0 && o.count == 0 && a.has("--duration") && !a.has("--count"))
     std::fprintf(stderr, "sb-gen send: --duration 0: runs until SIGINT/SIGTERM\n");
   const std::string pop = a.get("--popularity", "uniform");
