@@ -104,7 +104,11 @@ bool parse_args(int argc, char** argv, int from, const std::vector<std::string>&
 bool num_u(const Args& a, const char* k, uint64_t max, uint64_t* v, std::string* err) {
   if (!a.has(k)) return true;
   Result<uint64_t> r = parse_uint(a.get(k), max);
-  if (!r.ok()) { *err = std::string(k) + ": " + r.status().message(); return false; }
+  if (!r.ok()) {
+    *err = std::string(k) + ": expected a whole number" +
+           (max == ~0ULL ? std::string() : " in [0, " + std::to_string(max) + "]") + ", got '" + a.get(k) + "'";
+    return false;
+  }
   *v = r.value();
   return true;
 }
