@@ -177,6 +177,7 @@ std::string verify(Harness& h, Client& c, const Model& m, int timeout_ms = 15000
 TEST_CASE("cluster: random workload on 4 node processes converges with CURVE and forwarding") {
   const uint64_t seed = test_seed(31);
   auto h = Harness::start(opts(4));
+  INFO(h.status().to_string());
   REQUIRE(h.ok());
   auto c = h.value()->client();
   REQUIRE(c.ok());
@@ -198,6 +199,7 @@ TEST_CASE("cluster: kill -9 of an owner mid-stream and restart keeps acked ops (
   HarnessOptions o = opts(4);
   o.snapshot_every = 500;  // compaction happens during the run
   auto h = Harness::start(o);
+  INFO(h.status().to_string());
   REQUIRE(h.ok());
   auto c = h.value()->client();
   REQUIRE(c.ok());
@@ -286,6 +288,7 @@ TEST_CASE("cluster: kill -9 of an owner mid-stream and restart keeps acked ops (
 TEST_CASE("cluster: dropped PUB/SUB batches are detected and resynced") {
   HarnessOptions o = opts(3);
   auto h = Harness::start(o);
+  INFO(h.status().to_string());
   REQUIRE(h.ok());
   REQUIRE(h.value()->restart(1, {"--test-drop-every", "3"}).ok());
   auto c = h.value()->client();
@@ -306,6 +309,7 @@ TEST_CASE("cluster: a restarted node resyncs from snapshots sent in many small c
   o.partitions = 16;
   o.node_yaml = "  snapshot_chunk_bytes: 512\n";  // a partition's snapshot spans many chunks
   auto h = Harness::start(o);
+  INFO(h.status().to_string());
   REQUIRE(h.ok());
   auto c = h.value()->client();
   REQUIRE(c.ok());
@@ -333,6 +337,7 @@ TEST_CASE("cluster: a restarted node resyncs from snapshots sent in many small c
 
 TEST_CASE("cluster: malformed frames and unknown CURVE keys are rejected and counted") {
   auto h = Harness::start(opts(2));
+  INFO(h.status().to_string());
   REQUIRE(h.ok());
   auto c = h.value()->client();
   REQUIRE(c.ok());
@@ -475,6 +480,7 @@ TEST_CASE("cluster: a member key publishes only its own stream, a batch in anoth
   // heads far ahead of node 1's streams: taken, every node would count a
   // gap and drop its copies of node 1's partitions to resync them.
   auto h = Harness::start(opts(3));
+  INFO(h.status().to_string());
   REQUIRE(h.ok());
   auto c = h.value()->client();
   REQUIRE(c.ok());
@@ -539,6 +545,7 @@ std::pair<int, std::string> sb_ctl(const std::string& args) {
 TEST_CASE("sb-ctl: commands, clear errors and exit codes") {
   HarnessOptions o = opts(3);
   auto h = Harness::start(o);
+  INFO(h.status().to_string());
   REQUIRE(h.ok());
   const std::string dir = h.value()->dir();
   const std::string g = "--config " + h.value()->config_path(0) + " --key " + dir + "/client.key ";
@@ -627,6 +634,7 @@ TEST_CASE("sb-ctl: commands, clear errors and exit codes") {
 
 TEST_CASE("cluster: moves never leave a window where a node forwards to a node without the entry (probe)") {
   auto h = Harness::start(opts(4));
+  INFO(h.status().to_string());
   INFO(h.status().to_string());
   REQUIRE(h.ok());
   auto c = h.value()->client();
@@ -718,6 +726,7 @@ TEST_CASE("cluster: moves never leave a window where a node forwards to a node w
 
 TEST_CASE("cluster: runtime weight change: new sessions follow it (chi-square), none moves, it survives restarts") {
   auto h = Harness::start(opts(4));
+  INFO(h.status().to_string());
   REQUIRE(h.ok());
   auto c = h.value()->client();
   REQUIRE(c.ok());
@@ -962,6 +971,7 @@ TEST_CASE("cluster: kill -9 and restart of an owner and handler keeps every upli
   const auto t0 = Clock::now();
   auto ms_since = [&](Clock::time_point t) { return std::chrono::duration_cast<std::chrono::milliseconds>(t - t0).count(); };
   auto h = Harness::start(opts(3));
+  INFO(h.status().to_string());
   REQUIRE(h.ok());
   Harness& H = *h.value();
   auto c = H.client();

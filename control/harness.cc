@@ -115,18 +115,45 @@ Result<std::unique_ptr<Harness>> Harness::start(const HarnessOptions& opt) {
   }
   c.assign_round_robin();
   SB_RETURN_IF_ERROR(c.validate());
-  const std::string cluster_yaml = yaml_cluster(c, opt.fib_capacity);
-  for (uint32_t i = 0; i < opt.nodes; ++i) {
-    std::ofstream f(h->config_path(i));
-    f << cluster_yaml << "node:\n  id: " << i << "\n  data_dir: " << h->dir_ << "/data" << i << "\n";
-    if (opt.curve) f << "  key_file: " << h->dir_ << "/node" << i << ".key\n";
-    f << "  fsync: " << rib::fsync_policy_name(opt.fsync) << "\n  fib_capacity: " << opt.fib_capacity
-      << "\n  snapshot_every: " << opt.snapshot_every << "\n" << opt.node_yaml;
-    if (!f) return Status::Io(h->config_path(i) + ": write");
-  }
+  // The ports come from free_port(), which closes its socket before the
+  // node binds: a test running beside this one can take a port in between.
+  // A node that then cannot bind makes the whole start retry on new ports.
   h->pid_.assign(opt.nodes, -1);
-  for (uint32_t i = 0; i < opt.nodes; ++i) SB_RETURN_IF_ERROR(h->launch(i, opt.extra_args));
-  for (uint32_t i = 0; i < opt.nodes; ++i) SB_RETURN_IF_ERROR(h->wait_ready(i, 0));
+  Status st;
+  for (int attempt = 0; attempt < 5; ++attempt) {
+    if (attempt > 0) {
+      for (pid_t& p : h->pid_)
+        if (p > 0) {
+          ::kill(p, SIGKILL);
+          int ws;
+          ::waitpid(p, &ws, 0);
+          p = -1;
+        }
+      for (uint32_t i = 0; i < opt.nodes; ++i) {
+        std::error_code ec;
+        fs::remove_all(h->dir_ + "/data" + std::to_string(i), ec);
+        fs::remove(h->dir_ + "/node" + std::to_string(i) + ".log", ec);
+        Result<rib::Member> lm = loopback_member(i);
+        if (!lm.ok()) return lm.status();
+        c.members[i].control = lm.value().control;
+        c.members[i].publish = lm.value().publish;
+      }
+    }
+    const std::string cluster_yaml = yaml_cluster(c, opt.fib_capacity);
+    for (uint32_t i = 0; i < opt.nodes; ++i) {
+      std::ofstream f(h->config_path(i));
+      f << cluster_yaml << "node:\n  id: " << i << "\n  data_dir: " << h->dir_ << "/data" << i << "\n";
+      if (opt.curve) f << "  key_file: " << h->dir_ << "/node" << i << ".key\n";
+      f << "  fsync: " << rib::fsync_policy_name(opt.fsync) << "\n  fib_capacity: " << opt.fib_capacity
+        << "\n  snapshot_every: " << opt.snapshot_every << "\n" << opt.node_yaml;
+      if (!f) return Status::Io(h->config_path(i) + ": write");
+    }
+    st = Status::Ok();
+    for (uint32_t i = 0; i < opt.nodes && st.ok(); ++i) st = h->launch(i, opt.extra_args);
+    for (uint32_t i = 0; i < opt.nodes && st.ok(); ++i) st = h->wait_ready(i, 0);
+    if (st.ok() || st.message().find("cannot bind") == std::string::npos) break;
+  }
+  SB_RETURN_IF_ERROR(st);
   return h;
 }
 
