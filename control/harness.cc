@@ -12,6 +12,7 @@
 #include <chrono>
 #include <filesystem>
 #include <fstream>
+#include <set>
 #include <sstream>
 #include <thread>
 
@@ -49,7 +50,8 @@ Result<rib::Member> loopback_member(uint32_t id) {
   rib::Member m;
   m.id = id;
   Result<uint16_t> p1 = free_port(), p2 = free_port();
-  if (!p1.ok() || !p2.ok()) return Status::Io("no free port");
+  for (int i = 0; i < 16 && p1.ok() && p2.ok() && p1.value() == p2.value(); ++i) p2 = free_port();
+  if (!p1.ok() || !p2.ok() || p1.value() == p2.value()) return Status::Io("no free port");
   m.control = "tcp://127.0.0.1:" + std::to_string(p1.value());
   m.publish = "tcp://127.0.0.1:" + std::to_string(p2.value());
   return m;
@@ -113,10 +115,32 @@ Result<std::unique_ptr<Harness>> Harness::start(const HarnessOptions& opt) {
     c.clients.push_back({"harness", h->client_.public_key});
     SB_RETURN_IF_ERROR(write_key_file(h->dir_ + "/client.key", h->client_));
   }
+  // Two members must not draw the same port (free_port() closes its socket,
+  // so the kernel may hand a port out twice).
+  auto distinct = [&] {
+    std::set<std::string> eps;
+    for (const auto& m : c.members)
+      if (!eps.insert(m.control).second || !eps.insert(m.publish).second) return false;
+    return true;
+  };
+  auto fresh_ports = [&]() -> Status {
+    for (int i = 0; i < 16; ++i) {
+      for (uint32_t j = 0; j < opt.nodes; ++j) {
+        Result<rib::Member> lm = loopback_member(j);
+        if (!lm.ok()) return lm.status();
+        c.members[j].control = lm.value().control;
+        c.members[j].publish = lm.value().publish;
+      }
+      if (distinct()) return Status::Ok();
+    }
+    return Status::Io("no distinct free ports");
+  };
+  if (!distinct()) SB_RETURN_IF_ERROR(fresh_ports());
   c.assign_round_robin();
   SB_RETURN_IF_ERROR(c.validate());
   // The ports come from free_port(), which closes its socket before the
-  // node binds: a test running beside this one can take a port in between.
+  // node binds: another process, or an outgoing connection of a node
+  // started first (its ephemeral source port), can take a port in between.
   // A node that then cannot bind makes the whole start retry on new ports.
   h->pid_.assign(opt.nodes, -1);
   Status st;
@@ -133,11 +157,8 @@ Result<std::unique_ptr<Harness>> Harness::start(const HarnessOptions& opt) {
         std::error_code ec;
         fs::remove_all(h->dir_ + "/data" + std::to_string(i), ec);
         fs::remove(h->dir_ + "/node" + std::to_string(i) + ".log", ec);
-        Result<rib::Member> lm = loopback_member(i);
-        if (!lm.ok()) return lm.status();
-        c.members[i].control = lm.value().control;
-        c.members[i].publish = lm.value().publish;
       }
+      SB_RETURN_IF_ERROR(fresh_ports());
     }
     const std::string cluster_yaml = yaml_cluster(c, opt.fib_capacity);
     for (uint32_t i = 0; i < opt.nodes; ++i) {
@@ -148,9 +169,21 @@ Result<std::unique_ptr<Harness>> Harness::start(const HarnessOptions& opt) {
         << "\n  snapshot_every: " << opt.snapshot_every << "\n" << opt.node_yaml;
       if (!f) return Status::Io(h->config_path(i) + ": write");
     }
+    h->attempts_ = attempt + 1;
+    int taken = -1;
+    if (opt.test_port_taken_once && attempt == 0) {
+      taken = ::socket(AF_INET, SOCK_STREAM, 0);
+      sockaddr_in a{};
+      a.sin_family = AF_INET;
+      a.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+      a.sin_port = htons(uint16_t(std::stoi(c.members[0].control.substr(c.members[0].control.rfind(':') + 1))));
+      if (taken < 0 || ::bind(taken, reinterpret_cast<sockaddr*>(&a), sizeof a) != 0 || ::listen(taken, 1) != 0)
+        return Status::Io("test_port_taken_once: cannot take the port");
+    }
     st = Status::Ok();
     for (uint32_t i = 0; i < opt.nodes && st.ok(); ++i) st = h->launch(i, opt.extra_args);
     for (uint32_t i = 0; i < opt.nodes && st.ok(); ++i) st = h->wait_ready(i, 0);
+    if (taken >= 0) ::close(taken);
     if (st.ok() || st.message().find("cannot bind") == std::string::npos) break;
   }
   SB_RETURN_IF_ERROR(st);

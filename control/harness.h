@@ -38,6 +38,9 @@ struct HarnessOptions {
   std::string node_yaml;                // extra lines of every node section ("  key: value\n")
   bool keep_dir = false;
   int ready_timeout_ms = 20000;
+  // Test hook: the first start attempt finds node 0's control port taken
+  // (as when another process grabs it after free_port()).
+  bool test_port_taken_once = false;
 };
 
 class Harness {
@@ -48,6 +51,8 @@ class Harness {
   Status kill9(uint32_t node);
   Status restart(uint32_t node, const std::vector<std::string>& extra_args = {});
   bool running(uint32_t node) const { return pid_[node] > 0; }
+  // Start attempts made (a node that cannot bind its port makes another).
+  int start_attempts() const { return attempts_; }
   pid_t pid(uint32_t node) const { return pid_[node]; }
 
   const rib::ClusterSpec& spec() const { return spec_; }
@@ -67,6 +72,7 @@ class Harness {
   rib::ClusterSpec spec_;
   KeyPair client_;
   std::vector<pid_t> pid_;
+  int attempts_ = 0;
 };
 
 // The sb-node next to the running program (/proc/self/exe's directory).
