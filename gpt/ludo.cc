@@ -967,7 +967,9 @@ void LudoTable::serialize_range(uint32_t first, uint32_t ns, uint8_t kind,
   for (const auto& e : fallback_.entries())
     if (e.group >= first && e.group < first + ns) fb.push_back(e);
   std::sort(fb.begin(), fb.end(), [](const auto& a, const auto& b) {
-    return a.group != b.group ? a.group < b.group : std::memcmp(a.key.bytes, b.key.bytes, 16) < 0;
+    if (a.group != b.group) return a.group < b.group;
+    const int c = std::memcmp(a.key.bytes, b.key.bytes, 16);
+    return c != 0 ? c < 0 : a.h < b.h;  // (key, h) is the identity: one key may sit under two hashes
   });
   size_t at = out->size();
   out->resize(at + 4 + fb.size() * kFbEntryBytes);

@@ -728,7 +728,9 @@ void SetSep::serialize_range(uint32_t first_part, uint32_t nparts, uint8_t kind,
   for (const auto& e : fallback_.entries())
     if (e.group >= b0 * kGroupsPerBlock && e.group < (b0 + nb) * kGroupsPerBlock) fb.push_back(e);
   std::sort(fb.begin(), fb.end(), [](const auto& a, const auto& b) {
-    return a.group != b.group ? a.group < b.group : std::memcmp(a.key.bytes, b.key.bytes, 16) < 0;
+    if (a.group != b.group) return a.group < b.group;
+    const int c = std::memcmp(a.key.bytes, b.key.bytes, 16);
+    return c != 0 ? c < 0 : a.h < b.h;  // (key, h) is the identity: one key may sit under two hashes
   });
   const size_t payload = nb + nb * 64 + nb * W_ * 8 + 4 + fb.size() * kSnapFbEntry;
   out->resize(kSnapHeader + payload);
