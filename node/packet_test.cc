@@ -160,6 +160,30 @@ TEST_CASE("TTL decrement keeps the IPv4 checksum valid", "[packet]") {
   }
 }
 
+TEST_CASE("ipv4_header_valid agrees with the RFC 1071 sum on random headers of every length", "[packet]") {
+  // The inline check sums 32-bit words in host order; ipv4_checksum() sums
+  // 16-bit words in network order: both must call the same headers valid.
+  Rng rng(17);
+  uint64_t valid = 0;
+  for (int k = 0; k < 200000; ++k) {
+    uint8_t h[60];
+    const uint32_t ihl = 5 + uint32_t(rng.below(11));
+    for (auto& b : h) b = uint8_t(rng.next());
+    h[0] = uint8_t(0x40 | ihl);
+    if (rng.below(2)) {  // a correct checksum, then maybe one flipped bit
+      h[10] = h[11] = 0;
+      const uint16_t c = ipv4_checksum(h, ihl * 4);
+      h[10] = uint8_t(c >> 8);
+      h[11] = uint8_t(c);
+      if (rng.below(2)) h[rng.below(ihl * 4)] ^= uint8_t(1u << rng.below(8));
+    }
+    const bool ref = ipv4_checksum(h, ihl * 4) == 0;
+    REQUIRE(ipv4_header_valid(h) == ref);
+    valid += ref;
+  }
+  CHECK(valid > 40000);  // both outcomes were exercised
+}
+
 TEST_CASE("ECN at decapsulation follows RFC 6040 and keeps the IPv4 checksum valid", "[packet]") {
   // Rows: inner Not-ECT, ECT(1), ECT(0), CE; columns: outer the same.
   const uint8_t want[4][4] = {{0, 0, 0, 0}, {1, 1, 1, 3}, {2, 1, 2, 3}, {3, 3, 3, 3}};
