@@ -316,6 +316,9 @@ TEST_CASE("cluster: the harness retries its start on new ports when a node canno
   CHECK(h.value()->start_attempts() == 2);
   auto c = h.value()->client();
   REQUIRE(c.ok());
+  // "ready" is the control loop's; the partitions sync right after.
+  for (int i = 0; i < 200 && counter(*c.value(), 0, "unsynced_partitions") != 0; ++i)
+    std::this_thread::sleep_for(std::chrono::milliseconds(50));
   CHECK(counter(*c.value(), 0, "unsynced_partitions") == 0);
 }
 
