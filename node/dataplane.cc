@@ -177,6 +177,8 @@ Status DataPlane::configure_ports() {
     // The pipeline verifies IPv4 header checksums (pipeline.h): where the
     // device can, it does so and the worker reads its verdict.
     if (info.rx_offload_capa & RTE_ETH_RX_OFFLOAD_IPV4_CKSUM) conf.rxmode.offloads |= RTE_ETH_RX_OFFLOAD_IPV4_CKSUM;
+    // And S1-U UDP checksums (non-zero ones, RFC 768).
+    if (info.rx_offload_capa & RTE_ETH_RX_OFFLOAD_UDP_CKSUM) conf.rxmode.offloads |= RTE_ETH_RX_OFFLOAD_UDP_CKSUM;
     int rc = rte_eth_dev_configure(pid, uint16_t(ps.queues), W, &conf);
     if (rc != 0) return Status::InvalidArgument(f + ": configure failed: " + rte_strerror(-rc));
     uint16_t nrx = 1024, ntx = 1024;

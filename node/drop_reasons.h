@@ -22,11 +22,13 @@ namespace sb::node {
   X(node_down, "the handling node (or the node a TEID names) is not a live member")          \
   X(not_gtpu, "S1-U packet that is not GTP-U (not UDP 2152 to our address)")                 \
   X(gtpu_fragment, "outer IPv4 fragment of S1-U UDP to our address (not reassembled)")        \
+  X(udp_checksum, "S1-U UDP checksum present and wrong (the NIC's verdict when it gives one)")     \
   X(gtpu_bad, "GTP-U header invalid (version, PT, length, extension chain) or bad inner IPv4 header") \
   X(gtpu_unsupported, "GTP-U message type the gateway does not handle")                       \
   X(unknown_teid, "uplink TEID names no live session here")                                   \
   X(stale_teid, "uplink TEID of an older generation of the session slot")                     \
   X(ue_spoofed, "uplink inner source address is not the UE address of the TEID's session")   \
+  X(ecn_ce_not_ect, "outer ECN CE over a Not-ECT inner packet at decapsulation (RFC 6040 4.2)") \
   X(too_big, "encapsulated packet exceeds the MTU and the policy is drop")                    \
   X(tx_full, "transmit queue full")                                                           \
   X(no_mbuf, "no buffer for a reply or a fragment")

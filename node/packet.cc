@@ -9,6 +9,42 @@ uint16_t ipv4_checksum(const uint8_t* hdr, uint32_t len) {
   return uint16_t(~sum);
 }
 
+bool udp4_checksum_ok(const uint8_t* ip, const uint8_t* udp, uint32_t ulen) {
+  if (udp[6] == 0 && udp[7] == 0) return true;  // no checksum sent
+  // Pseudo-header in network byte order: source, destination, zero,
+  // protocol 17, UDP length.
+  uint8_t ph[12];
+  std::memcpy(ph, ip + 12, 8);
+  ph[8] = 0;
+  ph[9] = 17;
+  wr16(ph + 10, uint16_t(ulen));
+  uint64_t sum = 0;
+  for (uint32_t i = 0; i < 12; i += 4) {
+    uint32_t w;
+    std::memcpy(&w, ph + i, 4);
+    sum += w;
+  }
+  uint32_t i = 0;
+  for (; i + 4 <= ulen; i += 4) {
+    uint32_t w;
+    std::memcpy(&w, udp + i, 4);
+    sum += w;
+  }
+  if (i < ulen) {  // 1-3 bytes left: zero-padded on the right (RFC 768)
+    uint8_t t[4] = {0, 0, 0, 0};
+    std::memcpy(t, udp + i, ulen - i);
+    uint32_t w;
+    std::memcpy(&w, t, 4);
+    sum += w;
+  }
+  sum = (sum & 0xffffffffu) + (sum >> 32);
+  sum = (sum & 0xffffffffu) + (sum >> 32);
+  uint32_t s = uint32_t(sum);
+  s = (s & 0xffffu) + (s >> 16);
+  s = (s & 0xffffu) + (s >> 16);
+  return s == 0xffffu;
+}
+
 namespace {
 
 // Ethernet + optional 802.1Q: returns the L3 offset and ethertype, or a drop.
@@ -190,6 +226,8 @@ Drop parse_upstream(const uint8_t* f, uint32_t len, const Mac& mine, uint32_t s1
   out->outer_tos = ip[1];
   out->outer_src_ip = rd32(ip + 12);
   out->outer_src_port = rd16(udp);
+  out->udp_off = uint16_t(udp - f);
+  out->udp_len = uint16_t(ulen);
   uint32_t off = 8;  // from g
   out->has_seq = (flags & 0x07) != 0;
   if (out->has_seq) {

@@ -73,6 +73,14 @@ inline bool ipv4_header_valid(const uint8_t* ip) {
   return s == 0xffffu;
 }
 
+// True when the UDP datagram at udp (ulen bytes, header included) inside
+// the IPv4 packet at ip either carries no checksum (field 0, allowed over
+// IPv4, RFC 768) or one that verifies over the pseudo-header and the
+// datagram (RFC 768, RFC 1071: the sum comes to 0xffff). The same
+// host-order 32-bit word sum as ipv4_header_valid(); REQUIRES ulen >= 8
+// readable bytes at udp (parse_upstream checks that).
+bool udp4_checksum_ok(const uint8_t* ip, const uint8_t* udp, uint32_t ulen);
+
 // ---- downstream (Internet -> UE) -------------------------------------------
 
 struct Downstream {
@@ -121,11 +129,15 @@ void ipv4_dec_ttl(uint8_t* ip);
 // to ecn and patches its checksum incrementally (RFC 1624).
 void ipv4_set_ecn(uint8_t* ip, uint8_t ecn);
 
-// RFC 6040 decapsulation (normal mode): the ECN field the inner packet
-// leaves with, from the outer and inner fields. An ECN-capable inner packet
-// takes the outer CE or ECT(1); everything else keeps the inner value (an
-// outer CE over a Not-ECT inner packet is forwarded unmarked).
+// RFC 6040 decapsulation (normal mode, §4.2 Figure 4): the ECN field the
+// inner packet leaves with, from the outer and inner fields. An
+// ECN-capable inner packet takes the outer CE or ECT(1); an outer CE over
+// a Not-ECT inner packet is kEcnDrop: the transport does not understand
+// marks, so the congestion signal can only be a drop ("the decapsulator
+// MUST drop the packet"); everything else keeps the inner value.
+inline constexpr uint8_t kEcnDrop = 0xff;
 inline uint8_t ecn_decap(uint8_t outer, uint8_t inner) {
+  if (outer == 3 && inner == 0) return kEcnDrop;
   return (outer & 1) != 0 && (inner == 1 || inner == 2) ? outer : inner;
 }
 
@@ -140,6 +152,8 @@ struct Upstream {
   uint8_t outer_tos = 0;    // DSCP + ECN of the outer header (RFC 6040 decapsulation)
   uint32_t outer_src_ip = 0;
   uint16_t outer_src_port = 0;
+  uint16_t udp_off = 0;     // the outer UDP header and its length field
+  uint16_t udp_len = 0;
   uint16_t inner_off = 0;   // G-PDU: the inner IPv4 packet
   uint16_t inner_len = 0;
 };

@@ -29,7 +29,10 @@ class PacketBuilder {
     for (uint32_t i = 0; i < options_bytes; ++i) b_.push_back(i + 1 == options_bytes ? 0 : 1);  // NOPs, EOL
     return *this;
   }
-  PacketBuilder& udp(uint16_t sport, uint16_t dport) {
+  // with_checksum: build() fills the UDP checksum (RFC 768) over the
+  // enclosing IPv4 header's pseudo-header; else it stays 0 ("none").
+  PacketBuilder& udp(uint16_t sport, uint16_t dport, bool with_checksum = false) {
+    if (with_checksum) csums_.push_back({b_.size(), ips_.empty() ? 0 : ips_.back().off});
     udps_.push_back(b_.size());
     put16(sport); put16(dport); put16(0); put16(0);
     return *this;
@@ -71,17 +74,30 @@ class PacketBuilder {
       wr16(&f[it->off + 10], 0);
       wr16(&f[it->off + 10], ipv4_checksum(&f[it->off], it->ihl));
     }
+    // Innermost first: an inner datagram's checksum is part of the outer's.
+    for (auto it = csums_.rbegin(); it != csums_.rend(); ++it) {
+      const uint32_t ulen = rd16(&f[it->udp + 4]);
+      uint32_t sum = 17 + ulen;
+      for (size_t i = 12; i < 20; i += 2) sum += rd16(&f[it->ip + i]);
+      for (uint32_t i = 0; i < ulen; i += 2)
+        sum += uint32_t(f[it->udp + i]) << 8 | (i + 1 < ulen ? f[it->udp + i + 1] : 0);
+      while (sum >> 16) sum = (sum & 0xffff) + (sum >> 16);
+      const uint16_t c = uint16_t(~sum);
+      wr16(&f[it->udp + 6], c == 0 ? 0xffff : c);  // computed 0 is sent as all ones
+    }
     return f;
   }
 
  private:
   struct Ip { size_t off; uint32_t ihl; };
+  struct Csum { size_t udp, ip; };
   void put(const uint8_t* p, size_t n) { b_.insert(b_.end(), p, p + n); }
   void put16(uint16_t v) { b_.push_back(uint8_t(v >> 8)); b_.push_back(uint8_t(v)); }
   void put32(uint32_t v) { put16(uint16_t(v >> 16)); put16(uint16_t(v)); }
   std::vector<uint8_t> b_;
   std::vector<Ip> ips_;
   std::vector<size_t> udps_, gtps_;
+  std::vector<Csum> csums_;
 };
 
 }  // namespace sb::node

@@ -186,7 +186,8 @@ TEST_CASE("ipv4_header_valid agrees with the RFC 1071 sum on random headers of e
 
 TEST_CASE("ECN at decapsulation follows RFC 6040 and keeps the IPv4 checksum valid", "[packet]") {
   // Rows: inner Not-ECT, ECT(1), ECT(0), CE; columns: outer the same.
-  const uint8_t want[4][4] = {{0, 0, 0, 0}, {1, 1, 1, 3}, {2, 1, 2, 3}, {3, 3, 3, 3}};
+  // Inner Not-ECT under an outer CE: dropped (RFC 6040 4.2, Figure 4).
+  const uint8_t want[4][4] = {{0, 0, 0, kEcnDrop}, {1, 1, 1, 3}, {2, 1, 2, 3}, {3, 3, 3, 3}};
   for (uint8_t i = 0; i < 4; ++i)
     for (uint8_t o = 0; o < 4; ++o) {
       INFO("inner " << int(i) << " outer " << int(o));
@@ -201,6 +202,46 @@ TEST_CASE("ECN at decapsulation follows RFC 6040 and keeps the IPv4 checksum val
     CHECK(f[1] == ((tos & 0xfc) | ecn));
     REQUIRE(ipv4_header_valid(f.data()));
   }
+}
+
+TEST_CASE("UDP checksum: verified like a byte-wise RFC 1071 sum, any single bit error caught", "[packet]") {
+  // The builder fills the checksum with a byte-wise sum (its own code);
+  // udp4_checksum_ok sums 32-bit words. Random addresses, ports and
+  // payloads of every length class (odd ones: the zero pad), then one
+  // flipped bit anywhere the checksum covers must be caught.
+  Rng rng(23);
+  for (int i = 0; i < 20000; ++i) {
+    const uint32_t n = uint32_t(rng.below(i < 1000 ? 8 : 300));
+    std::vector<uint8_t> pay(n);
+    for (auto& b : pay) b = i < 8 ? 0xff : uint8_t(rng.next());
+    const auto f = PacketBuilder().ipv4(uint32_t(rng.next()), uint32_t(rng.next()), 17, 64, 0, 0,
+                                        uint32_t(rng.below(3)) * 4)
+                       .udp(uint16_t(rng.next()), 2152, true).raw(pay).build();
+    const uint32_t ihl = (f[0] & 0x0fu) * 4;
+    const uint32_t ulen = rd16(&f[ihl + 4]);
+    REQUIRE(ulen == 8 + n);
+    REQUIRE(rd16(&f[ihl + 6]) != 0);
+    REQUIRE(udp4_checksum_ok(f.data(), f.data() + ihl, ulen));
+    // A flipped bit in the datagram, or in an address of the pseudo-header.
+    auto g = f;
+    const uint32_t bit = uint32_t(rng.below(8 * (ulen + 8)));
+    const uint32_t at = bit / 8 < ulen ? ihl + bit / 8 : 12 + (bit / 8 - ulen);
+    g[at] ^= uint8_t(1u << (bit % 8));
+    const bool none = rd16(&g[ihl + 6]) == 0;  // the flip left "no checksum"
+    INFO("payload " << n << " byte " << at);
+    CHECK(udp4_checksum_ok(g.data(), g.data() + ihl, ulen) == none);
+  }
+  // No checksum (0): accepted whatever the bytes.
+  auto z = PacketBuilder().ipv4(kEnb, kS1u, 17).udp(2152, 2152).payload(9).build();
+  z[20 + 8] ^= 0x40;
+  CHECK(udp4_checksum_ok(z.data(), z.data() + 20, rd16(&z[24])));
+  // A sum that computes to 0 is sent as 0xffff (RFC 768) and verifies.
+  const auto a = PacketBuilder().ipv4(kEnb, kS1u, 17).udp(2152, 2152, true).raw({0, 0}).build();
+  const uint16_t c = rd16(&a[26]);
+  const auto b = PacketBuilder().ipv4(kEnb, kS1u, 17).udp(2152, 2152, true)
+                     .raw({uint8_t(c >> 8), uint8_t(c)}).build();
+  CHECK(rd16(&b[26]) == 0xffff);
+  CHECK(udp4_checksum_ok(b.data(), b.data() + 20, 10));
 }
 
 TEST_CASE("upstream parse: fixtures", "[packet]") {

@@ -35,6 +35,19 @@ inline bool ipv4_ok(const rte_mbuf* m, const uint8_t* ip) {
   return ipv4_header_valid(ip);
 }
 
+// The S1-U UDP checksum (RFC 768: a receiver verifies a non-zero one): the
+// NIC's verdict when it gave one, else summed. A zero field means "none"
+// whatever the flags say (some devices flag it bad).
+inline bool udp_ok(const rte_mbuf* m, const uint8_t* f, const Upstream& u) {
+  const uint8_t* udp = f + u.udp_off;
+  if (udp[6] == 0 && udp[7] == 0) return true;
+  const uint64_t fl = m->ol_flags & RTE_MBUF_F_RX_L4_CKSUM_MASK;
+  if (fl == RTE_MBUF_F_RX_L4_CKSUM_GOOD) [[likely]]
+    return true;
+  if (fl == RTE_MBUF_F_RX_L4_CKSUM_BAD) return false;
+  return udp4_checksum_ok(f + u.outer_ip_off, udp, u.udp_len);
+}
+
 }  // namespace
 
 Worker::Worker(const PipelineSpec& spec, const PipelineTables& tables, unsigned lcore_index,
@@ -421,6 +434,12 @@ void Worker::upstream(rte_mbuf* m, bool steered) {
     drop(m, Drop::k_parse);
     return;
   }
+  // The UDP checksum covers the GTP-U header and the inner packet: checked
+  // where the frame entered (a steered frame was checked by that node).
+  if (!steered && !udp_ok(m, f, u)) [[unlikely]] {
+    drop(m, Drop::k_udp_checksum);
+    return;
+  }
   if (u.msg_type == kGtpEchoRequest) {
     rte_mbuf* r = rte_pktmbuf_alloc(pool_);
     uint8_t* out = r ? reinterpret_cast<uint8_t*>(rte_pktmbuf_append(r, 64)) : nullptr;
@@ -498,9 +517,15 @@ void Worker::upstream(rte_mbuf* m, bool steered) {
   }
   // RFC 6040: a congestion mark routers put on the outer header reaches
   // the (ECN-capable) inner packet.
+  // A CE mark over a Not-ECT inner packet can only be passed on as a drop.
   const uint8_t ecn = ecn_decap(u.outer_tos & 3, inner[1] & 3);
-  if (ecn != (inner[1] & 3)) [[unlikely]]
+  if (ecn != (inner[1] & 3)) [[unlikely]] {
+    if (ecn == kEcnDrop) {
+      drop(m, Drop::k_ecn_ce_not_ect);
+      return;
+    }
     ipv4_set_ecn(inner, ecn);
+  }
   ipv4_dec_ttl(inner);
   st.count(lcore_, idx, meta, u.inner_len);
   // New Ethernet header right before the inner packet; drop the rest.

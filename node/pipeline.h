@@ -27,12 +27,16 @@
 //              record (unknown_teid, stale_teid), the inner source checked
 //              against the session's UE address (ue_spoofed; off with
 //              node.ue_source_check: false), decapsulated (outer ECN
-//              CE/ECT(1) onto an ECN-capable inner packet, RFC 6040) -> ext.
+//              CE/ECT(1) onto an ECN-capable inner packet; CE over a
+//              Not-ECT one: ecn_ce_not_ect, RFC 6040 4.2) -> ext.
 //
 // IPv4 header checksums (RFC 1812 5.2.2): the ingress header downstream and
 // the outer header upstream (the NIC's verdict when it gives one, else
 // summed) and the decapsulated inner header are verified: parse (outer)
 // or gtpu_bad (inner) when wrong, so a corrupted header is never sent on.
+// A non-zero S1-U UDP checksum (RFC 768) is verified where the frame
+// enters (the NIC's verdict when it gives one, else summed over the
+// datagram): udp_checksum.
 //
 // Every drop increments exactly one reason counter; nothing allocates,
 // throws or logs per packet (echo replies and fragments take an mbuf from

@@ -684,6 +684,60 @@ TEST_CASE("pipeline: an IPv4 header with a bad checksum is dropped, never forwar
   CHECK(run(*fx.c, 0, kEnb, uplink(0, fx.s1u(0), 0x30, t1)).size() == 1);
 }
 
+TEST_CASE("pipeline: an S1-U UDP checksum that is present and wrong is dropped where the frame enters") {
+  // RFC 768: a receiver verifies a non-zero UDP checksum. It covers the
+  // GTP-U header and the inner packet, whose own payload nobody else
+  // checks on the way to the Internet.
+  ClusterFixture fx(rib::Architecture::kScaleBricks);
+  const uint32_t t1 = fx.teid_ul(0, key_of(kUe1));  // handled by node 0
+  const uint32_t t0 = fx.teid_ul(1, key_of(kUe0));  // handled by node 1
+  auto up = [&](uint32_t teid, uint32_t ue, bool csum, bool corrupt) {
+    auto f = PacketBuilder().eth(rc_mac(0, kEnb), rc_enb_next_hop()).ipv4(kEnb1, fx.s1u(0), 17)
+                 .udp(2152, 2152, csum).gtpu(0x30, kGtpGpdu, teid)
+                 .ipv4(ue, kInternet, 17, 64).udp(40000, 80).payload(12).build();
+    if (corrupt) f.back() ^= 0x10;  // the inner payload: no other check covers it
+    return f;
+  };
+  auto echo = [&](bool corrupt) {
+    auto f = PacketBuilder().eth(rc_mac(0, kEnb), rc_enb_next_hop()).ipv4(kEnb1, fx.s1u(0), 17).udp(2152, 2152, true)
+                 .gtpu(0x32, kGtpEchoRequest, 0, 1).build();
+    if (corrupt) f[14 + 20 + 8 + 8] ^= 0x01;  // the sequence number
+    return f;
+  };
+  struct Case {
+    const char* desc;
+    std::vector<uint8_t> frame;
+    int out_node;  // -1: dropped
+    const char* counter;
+  };
+  const std::vector<Case> cases = {
+      {"valid checksum, handled here", up(t1, kUe1, true, false), 0, "gtpu_in"},
+      {"valid checksum, steered to node 1", up(t0, kUe0, true, false), 1, "gtpu_in"},
+      {"no checksum (0), payload changed: nothing to verify", up(t1, kUe1, false, true), 0, "gtpu_in"},
+      {"wrong checksum, handled here", up(t1, kUe1, true, true), -1, "drop_udp_checksum"},
+      {"wrong checksum, TEID of node 1: dropped before the fabric", up(t0, kUe0, true, true), -1,
+       "drop_udp_checksum"},
+      {"echo request, valid checksum", echo(false), 0, "echo_replies"},
+      {"echo request, wrong checksum", echo(true), -1, "drop_udp_checksum"},
+  };
+  for (const Case& k : cases) {
+    INFO(k.desc);
+    const auto before = totals(*fx.c);
+    const auto out = run(*fx.c, 0, kEnb, k.frame);
+    const auto d = delta(before, totals(*fx.c));
+    CHECK(d.count(k.counter) == 1);
+    if (k.out_node < 0) {
+      CHECK(out.empty());
+      CHECK(drops(d) == 1);
+      CHECK(d.count("fabric_out") == 0);
+      continue;
+    }
+    REQUIRE(out.size() == 1);
+    CHECK(out[0].node == uint32_t(k.out_node));
+    CHECK(drops(d) == 0);
+  }
+}
+
 TEST_CASE("pipeline: decapsulation propagates congestion marks of the outer header (RFC 6040)") {
   // Encapsulation copies DSCP and ECN to the outer header (normal mode),
   // so routers on S1-U mark the outer header: a CE mark (or ECT(1)) there
@@ -708,6 +762,16 @@ TEST_CASE("pipeline: decapsulation propagates congestion marks of the outer head
     CHECK(ip[8] == 63);
     CHECK(ipv4_checksum(ip, 20) == 0);
   }
+  // Outer CE over a Not-ECT inner packet: the mark cannot be passed on,
+  // so the packet is dropped (RFC 6040 4.2), counted on its own.
+  const auto ce = PacketBuilder().eth(rc_mac(0, kEnb), rc_enb_next_hop()).ipv4(kEnb1, fx.s1u(0), 17, 64, uint8_t(0x28 | 3))
+                      .udp(2152, 2152).gtpu(0x30, kGtpGpdu, t1)
+                      .ipv4(kUe1, kInternet, 17, 64, uint8_t(0xb8)).udp(40000, 80).payload(12).build();
+  const auto before = totals(*fx.c);
+  CHECK(run(*fx.c, 0, kEnb, ce).empty());
+  const auto d = delta(before, totals(*fx.c));
+  CHECK(drops(d) == 1);
+  CHECK(d.count("drop_ecn_ce_not_ect") == 1);
 }
 
 TEST_CASE("pipeline: node.ue_source_check false forwards an uplink packet from any inner source") {
