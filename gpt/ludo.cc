@@ -170,6 +170,7 @@ Status LudoTable::init(const LudoConfig& cfg) {
   shards_.reset(new std::atomic<LudoShard*>[ns]);
   owned_.clear();
   owned_.resize(ns);
+  total_nb_ = 0;
   const uint64_t per = cfg.capacity / ns;
   const uint64_t nb = std::max<uint64_t>(2, uint64_t(std::ceil(double(per) / (4 * cfg.build_load))));
   if (nb > kLudoMaxBuckets) return Status::InvalidArgument("ludo: shard too large; use more shards");
@@ -177,6 +178,7 @@ Status LudoTable::init(const LudoConfig& cfg) {
     auto s = std::make_unique<LudoShard>();
     s->init(nb, uint64_t(cfg.grow_load * 4 * double(nb)), l_, uint32_t(cfg.seed));
     shards_[g].store(s.get(), std::memory_order_relaxed);
+    total_nb_ += nb;
     owned_[g] = std::move(s);
   }
   return Status::Ok();
@@ -526,6 +528,8 @@ void LudoTable::ovf_erase(LudoShard* s, uint64_t bucket) {
 // Pointer swap (another geometry). The old shard joins the pool of retired
 // shards (ludo.h, THREAD SAFETY): readers may still be inside it.
 void LudoTable::publish(uint32_t g, std::unique_ptr<LudoShard> s) {
+  total_nb_ += s->nb;
+  if (owned_[g]) total_nb_ -= owned_[g]->nb;
   shards_[g].store(s.get(), std::memory_order_release);
   if (owned_[g]) {
     const Geometry geo = geometry(*owned_[g]);
@@ -597,6 +601,10 @@ Status LudoTable::apply(std::span<const uint8_t> delta) {
       // is not the key's own never answers that key's lookups.
       if (!key.canonical() || shard_of(h) != g)
         return Status::Corrupt("ludo apply: fallback key not canonical or not of this shard");
+      uint8_t cur;
+      if (fallback_.size() >= fallback_limit() && !fallback_.find(key, h, &cur))
+        return Status::Capacity("ludo apply: fallback table at its limit of " + std::to_string(fallback_limit()) +
+                                " entries (a builder keeps it near empty: the owner's table is broken)");
       fb_put(key, h, g, v);
       return Status::Ok();
     }
@@ -1079,6 +1087,17 @@ Status LudoTable::load_range(std::span<const uint8_t> bytes, bool whole, uint32_
     fb.push_back(e);
   }
   if (!r.ok() || r.remaining() != 0) return Status::Corrupt("ludo snapshot: truncated or trailing bytes");
+  // The fallback limit, for the table as it would be after the load.
+  {
+    uint64_t nb_after = total_nb_;
+    for (uint32_t i = 0; i < v.ns; ++i) nb_after = nb_after - owned_[v.first + i]->nb + shards[i]->nb;
+    uint64_t kept = 0;  // entries of other shards, which stay
+    for (const auto& e : fallback_.entries()) kept += e.group < v.first || e.group >= v.first + v.ns;
+    if (kept + fb.size() > fallback_limit(nb_after))
+      return Status::Capacity("ludo snapshot: " + std::to_string(fb.size()) +
+                              " fallback entries would take the table past its limit of " +
+                              std::to_string(fallback_limit(nb_after)));
+  }
   // Make-before-break, as the builder's rebuild: the snapshot's fallback
   // entries first (a key the new shards hold only there is findable before
   // they are installed), then the shards, then the old entries the

@@ -316,6 +316,16 @@ class LudoTable final : public GptTable {
   Status load_partition(uint32_t partition, std::span<const uint8_t> bytes) override;
   uint64_t num_bits() const override;
   uint64_t fallback_keys() const override { return fallback_.size(); }
+  // The most fallback entries a replica accepts from its peers (deltas and
+  // snapshots; over it they are refused with kCapacity, the table
+  // untouched): 4096 + 1/16 of the buckets. A builder keeps its fallback
+  // table near empty (colliding hashes, failed BFS and seedless buckets
+  // are ~never; Othello-cycle keys trigger a shard rebuild past
+  // max(64, keys/4096)), so only a broken owner reaches it; it bounds the
+  // memory such an owner can make every node spend (SetSep's are bounded
+  // per group by its record format).
+  uint64_t fallback_limit() const { return fallback_limit(total_nb_); }
+  static uint64_t fallback_limit(uint64_t buckets) { return 4096 + buckets / 16; }
 
   // ---- Ludo specifics -----------------------------------------------------
   uint32_t shape() const { return shape_; }
@@ -409,6 +419,7 @@ class LudoTable final : public GptTable {
   SeqStripes stripes_{kLudoStripes};
   FallbackTable fallback_;
   std::atomic<uint64_t> fallback_n_{0};
+  uint64_t total_nb_ = 0;  // buckets of the installed shards (fallback_limit)
   // Filter in front of the fallback table (the dissertation's "fallback
   // bit", §4.4.6, made per key): bit fb_bit(h) is set for every key in the
   // table, so a lookup probes the table only when its bit is set (a probe

@@ -979,6 +979,63 @@ TEST_CASE("ludo: a fallback entry from a peer must be canonical and filed under 
   CHECK(T.fallback_keys() == before);
 }
 
+// Fallback entries come from peers (deltas, snapshots): a broken owner
+// could file keys there without end and make every node spend the memory.
+// Past fallback_limit() new entries are refused (kCapacity) and the table
+// is left as it was; overwrites and erases still work.
+TEST_CASE("ludo: a replica refuses fallback entries past its limit, from deltas and snapshots", "[ludo]") {
+  auto c = small_config(2, 1, 1);  // two partitions, one shard each
+  c.capacity = 1024;
+  auto t = LudoTable::create(c);
+  REQUIRE(t.ok());
+  LudoTable& T = **t;
+  const uint64_t limit = T.fallback_limit();
+  REQUIRE(limit == 4096 + (T.shard(0).nb + T.shard(1).nb) / 16);
+  // Keys of shard 0 (partition 0) and of shard 1.
+  std::vector<FlowKey> in0, in1;
+  for (const FlowKey& k : make_keys(4 * limit, 31))
+    (T.shard_of(hash_key(k, c.hash_seed)) == 0 ? in0 : in1).push_back(k);
+  REQUIRE(in0.size() > limit);
+  auto put = [&](LudoTable& x, const FlowKey& k, int v) {
+    const uint64_t h = hash_key(k, c.hash_seed);
+    return x.apply(make_delta(x, LudoDelta::kFallbackPut, x.shard_of(h), fb_payload(k, h, v)));
+  };
+  for (uint64_t i = 0; i < limit; ++i) REQUIRE(put(T, in0[i], 1).ok());
+  CHECK(T.fallback_keys() == limit);
+  std::vector<uint8_t> before, after;
+  T.serialize(&before);
+  const Status st = put(T, in0[limit], 2);
+  CHECK(st.code() == StatusCode::kCapacity);
+  CHECK(st.message().find("limit") != std::string::npos);
+  T.serialize(&after);
+  CHECK((after == before));
+  const uint64_t hx = hash_key(in0[limit], c.hash_seed);
+  CHECK(T.lookup(in0[limit], hx) != 2);
+  // An entry already there may change; after an erase a new one fits.
+  REQUIRE(put(T, in0[0], 3).ok());
+  CHECK(T.lookup(in0[0], hash_key(in0[0], c.hash_seed)) == 3);
+  const uint64_t h0 = hash_key(in0[0], c.hash_seed);
+  REQUIRE(T.apply(make_delta(T, LudoDelta::kFallbackErase, 0, fb_payload(in0[0], h0, -1))).ok());
+  REQUIRE(put(T, in0[limit], 2).ok());
+  CHECK(T.lookup(in0[limit], hx) == 2);
+  // Snapshots: partition 0 of T (limit entries) loads into a fresh replica,
+  // not into one that already holds entries of partition 1 (they stay).
+  std::vector<uint8_t> p0;
+  REQUIRE(T.serialize_partition(0, &p0).ok());
+  auto fresh = LudoTable::create(c);
+  REQUIRE(fresh.ok());
+  REQUIRE((*fresh)->load_partition(0, p0).ok());
+  CHECK((*fresh)->fallback_keys() == limit);
+  auto other = LudoTable::create(c);
+  REQUIRE(other.ok());
+  REQUIRE(put(**other, in1[0], 1).ok());
+  std::vector<uint8_t> ob, oa;
+  (*other)->serialize(&ob);
+  CHECK((*other)->load_partition(0, p0).code() == StatusCode::kCapacity);
+  (*other)->serialize(&oa);
+  CHECK((oa == ob));
+}
+
 // A peer's stream could file a key under a hash that is not the key's own
 // (another partition's key, with a hash made up to land in this stream's
 // shard). The fallback table identifies entries by (key, hash), so such an
