@@ -67,19 +67,40 @@ gpt::SetSepConfig setsep_config(const ClusterSpec& spec) {
 }
 
 // Replaces dir/name with `content` so that a crash leaves the old or the new
-// file, never a torn one: tmp file, fsync, rename, fsync of the directory.
+// file, never a torn one: tmp file, fsync, rename, fsync of the directory
+// (a failure of any step is an error: the caller relies on the new content
+// being durable, e.g. an epoch it is about to use). The files of a data dir
+// hold subscriber data or describe it: owner-only (0600, and the umask).
+// A failed write removes its temp file.
 Status write_file_durably(const std::string& dir, const std::string& name, const std::string& content) {
   const std::string path = dir + "/" + name, tmp = path + ".tmp";
-  const int fd = ::open(tmp.c_str(), O_WRONLY | O_CREAT | O_TRUNC, 0644);
+  const int fd = ::open(tmp.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0600);
   if (fd < 0) return Status::Io(tmp + ": open: " + std::strerror(errno));
-  const bool ok = ::write(fd, content.data(), content.size()) == ssize_t(content.size()) && ::fsync(fd) == 0;
-  ::close(fd);
-  if (!ok || ::rename(tmp.c_str(), path.c_str()) != 0) return Status::Io(path + ": write: " + std::strerror(errno));
-  const int dfd = ::open(dir.c_str(), O_RDONLY | O_DIRECTORY);
-  if (dfd >= 0) {
-    (void)::fsync(dfd);
-    ::close(dfd);
+  const char* step = nullptr;
+  std::string why;
+  const ssize_t w = ::write(fd, content.data(), content.size());
+  if (w != ssize_t(content.size())) {
+    step = "write";
+    why = w < 0 ? std::strerror(errno) : "short write";
+  } else if (::fsync(fd) != 0) {
+    step = "fsync";
+    why = std::strerror(errno);
   }
+  ::close(fd);
+  if (step == nullptr && ::rename(tmp.c_str(), path.c_str()) != 0) {
+    step = "rename";
+    why = std::strerror(errno);
+  }
+  if (step != nullptr) {
+    ::unlink(tmp.c_str());
+    return Status::Io(path + ": " + step + ": " + why);
+  }
+  const int dfd = ::open(dir.c_str(), O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+  if (dfd < 0) return Status::Io(dir + ": open dir: " + std::strerror(errno));
+  const int r = ::fsync(dfd);
+  const int e3 = errno;
+  ::close(dfd);
+  if (r != 0) return Status::Io(dir + ": fsync dir: " + std::strerror(e3));
   return Status::Ok();
 }
 

@@ -4,6 +4,7 @@
 // replayed deltas; a probe that checks during moves that no synced node's
 // GPT ever points a live session at a node without its FIB entry.
 #include <sys/resource.h>
+#include <sys/stat.h>
 #include <unistd.h>
 
 #include <csignal>
@@ -2872,4 +2873,40 @@ TEST_CASE("rib owner: a failed delete's undo keeps the logged teid_ul of the res
   REQUIRE(r != nullptr);
   CHECK(r->node == 1);
   CHECK(r->teid_ul == teid);  // the live owner had it; the log must too
+}
+
+// The data dir holds subscriber data (keys, UE and eNodeB addresses,
+// TEIDs): its files are the service user's only. Small state files
+// (epoch, identity, weights) are replaced durably: a step that fails is an
+// error to the caller, and leaves no temp file behind.
+TEST_CASE("owner: data dir files are owner-only, and a failed durable write is an error that leaves no temp file", "[wal]") {
+  Sim sim(2, Architecture::kScaleBricks, 41);
+  Client c(sim, 7, 64);
+  for (const FlowKey& k : c.pool) c.submit(c.make_op(OpKind::kAdd, k, 0, 1));
+  sim.run_until_idle();
+  c.drain(nullptr);
+  REQUIRE(sim.owners[0]->sessions() > 0);
+  const std::string dir = sim.dir + "/n0";
+  std::vector<std::string> files = {dir + "/epoch", dir + "/identity"};
+  for (const auto& e : fs::directory_iterator(dir + "/wal")) files.push_back(e.path().string());
+  REQUIRE(files.size() > 2);
+  for (const std::string& f : files) {
+    INFO(f);
+    struct stat st;
+    REQUIRE(::stat(f.c_str(), &st) == 0);
+    CHECK((st.st_mode & 0777) == 0600);
+  }
+  // The weights file's place is taken by a non-empty directory: the rename
+  // of the new weights file fails; the change is refused, nothing left.
+  fs::create_directories(dir + "/weights/x");
+  const Status st = sim.owners[0]->set_weights({{0, 1.0}, {1, 2.0}});
+  INFO(st.to_string());
+  CHECK(st.code() == StatusCode::kIo);
+  CHECK(st.message().find("rename") != std::string::npos);
+  CHECK_FALSE(fs::exists(dir + "/weights.tmp"));
+  fs::remove_all(dir + "/weights");
+  REQUIRE(sim.owners[0]->set_weights({{0, 1.0}, {1, 2.0}}).ok());
+  struct stat ws;
+  REQUIRE(::stat((dir + "/weights").c_str(), &ws) == 0);
+  CHECK((ws.st_mode & 0777) == 0600);
 }

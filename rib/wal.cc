@@ -321,7 +321,7 @@ Status Wal::open_segment(uint64_t seg) {
   // The new segment is opened before the current one is closed: on failure
   // the log keeps working in the current one.
   const std::string p = opt_.dir + "/wal/" + seg_name(seg) + ".log";
-  const int fd = ::open(p.c_str(), O_WRONLY | O_CREAT | O_APPEND, 0644);
+  const int fd = ::open(p.c_str(), O_WRONLY | O_CREAT | O_APPEND | O_CLOEXEC, 0600);  // subscriber data: owner only
   if (fd < 0) return Status::Io(p + ": open: " + std::strerror(errno));
   struct stat st;
   if (::fstat(fd, &st) != 0) {
@@ -567,7 +567,7 @@ Status Wal::snapshot(
   put64(&b, checksum64(b.data(), b.size()));
   const std::string final_path = opt_.dir + "/snap/" + seg_name(next) + ".snap";
   const std::string tmp = final_path + ".tmp";
-  const int fd = ::open(tmp.c_str(), O_WRONLY | O_CREAT | O_TRUNC, 0644);
+  const int fd = ::open(tmp.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0600);  // as the segments
   if (fd < 0) return Status::Io(tmp + ": open");
   Status st = write_all(fd, b.data(), b.size(), tmp);
   if (st.ok() && opt_.fsync != FsyncPolicy::kNone && ::fsync(fd) != 0) st = Status::Io(tmp + ": fsync");
