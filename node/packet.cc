@@ -37,12 +37,7 @@ bool udp4_checksum_ok(const uint8_t* ip, const uint8_t* udp, uint32_t ulen) {
     std::memcpy(&w, t, 4);
     sum += w;
   }
-  sum = (sum & 0xffffffffu) + (sum >> 32);
-  sum = (sum & 0xffffffffu) + (sum >> 32);
-  uint32_t s = uint32_t(sum);
-  s = (s & 0xffffu) + (s >> 16);
-  s = (s & 0xffffu) + (s >> 16);
-  return s == 0xffffu;
+  return sum32_verifies(sum);
 }
 
 namespace {

@@ -57,6 +57,17 @@ uint16_t ipv4_checksum(const uint8_t* hdr, uint32_t len);
 // sum that must come to 0xffff); per packet on the data path, so inline and
 // without the byte swaps of ipv4_checksum(). An all-zero header sums to 0:
 // invalid, as it should be.
+// A sum of host-order 32-bit words, folded to 16 bits (one's complement):
+// true when it comes to 0xffff, i.e. the checksum verifies.
+inline bool sum32_verifies(uint64_t sum) {
+  sum = (sum & 0xffffffffu) + (sum >> 32);
+  sum = (sum & 0xffffffffu) + (sum >> 32);
+  uint32_t s = uint32_t(sum);
+  s = (s & 0xffffu) + (s >> 16);
+  s = (s & 0xffffu) + (s >> 16);
+  return s == 0xffffu;
+}
+
 inline bool ipv4_header_valid(const uint8_t* ip) {
   const uint32_t words = ip[0] & 0x0fu;
   uint64_t sum = 0;
@@ -65,12 +76,7 @@ inline bool ipv4_header_valid(const uint8_t* ip) {
     std::memcpy(&w, ip + 4 * i, 4);
     sum += w;
   }
-  sum = (sum & 0xffffffffu) + (sum >> 32);
-  sum = (sum & 0xffffffffu) + (sum >> 32);
-  uint32_t s = uint32_t(sum);
-  s = (s & 0xffffu) + (s >> 16);
-  s = (s & 0xffffu) + (s >> 16);
-  return s == 0xffffu;
+  return sum32_verifies(sum);
 }
 
 // True when the UDP datagram at udp (ulen bytes, header included) inside
