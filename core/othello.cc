@@ -19,8 +19,10 @@ inline void cpu_relax() { _mm_pause(); }
 OthelloShape OthelloShape::for_capacity(uint64_t n, unsigned value_bits, uint32_t seed) {
   if (n == 0) n = 1;
   OthelloShape s;
-  // ceil(1.33 n) in integers: (133 n + 99) / 100.
-  s.m_a = (133 * n + 99) / 100;
+  // ceil(1.33 n) in integers: (133 n + 99) / 100, in 128 bits (133 n
+  // wraps 64 bits from n ~ 1.4e17 on), saturated at 2^64 - 1.
+  const unsigned __int128 m_a = (static_cast<unsigned __int128>(n) * 133 + 99) / 100;
+  s.m_a = m_a > ~uint64_t(0) ? ~uint64_t(0) : uint64_t(m_a);
   s.m_b = n;
   s.value_bits = value_bits;
   s.seed = seed;
@@ -326,7 +328,9 @@ Status OthelloControl::construct(const Options& opt, const uint64_t* hashes, con
     return Status::InvalidArgument("othello: value_bits must be 1..64");
   if (opt.max_tries == 0) return Status::InvalidArgument("othello: max_tries must be >= 1");
   const OthelloShape shape = OthelloShape::for_capacity(opt.capacity, opt.value_bits, opt.seed);
-  if (shape.m_a + shape.m_b >= kNone || n >= kNone / 2)
+  // capacity first: for a huge capacity m_a + m_b wraps 64 bits to a small
+  // number (the vertex records sized by it, the indexes by m_a and m_b).
+  if (opt.capacity >= kNone || shape.m_a + shape.m_b >= kNone || n >= kNone / 2)
     return Status::InvalidArgument("othello: capacity too large for 32-bit vertex ids");
   const uint64_t mask = low_mask(opt.value_bits);
   for (size_t i = 0; i < n; ++i)

@@ -426,7 +426,7 @@ class OthelloQuery {
 class OthelloControl {
  public:
   struct Options {
-    uint64_t capacity = 0;     // n the arrays are sized for (>= 1)
+    uint64_t capacity = 0;     // n the arrays are sized for (>= 1; m_a + m_b < 2^32 - 1: n < ~1.84e9)
     unsigned value_bits = 1;   // l, 1..64
     uint32_t seed = 1;         // first seed tried
     unsigned max_tries = 64;   // seeds tried per (re)construction

@@ -4,6 +4,7 @@
 
 #include <atomic>
 #include <chrono>
+#include <optional>
 #include <thread>
 #include <unordered_map>
 #include <vector>
@@ -454,3 +455,20 @@ TEST_CASE("othello reload without a reader sync copies in place (readers wait)",
   r.join();
   CHECK(done.load() == 1);
 }
+
+// A capacity so large that m_a + m_b wraps around 2^64 to a small number
+// (here 4661) passed the 32-bit vertex-id check: the vertex records were
+// sized by the wrapped sum while the arrays and the index derivation used
+// the real m_a, m_b. Every capacity past the 32-bit ids must be refused.
+TEST_CASE("othello rejects capacities whose sizes overflow", "[othello]") {
+  for (const uint64_t cap : {18367573498285907472ull, ~0ull, 1ull << 32, 1ull << 40}) {
+    INFO("capacity " << cap);
+    OthelloControl c;
+    CHECK(c.construct({cap, 1, 1, 1}, nullptr, nullptr, 0).code() == StatusCode::kInvalidArgument);
+  }
+  // for_capacity: ceil(1.33 n) without the 64-bit wrap of 133 n.
+  const OthelloShape s = OthelloShape::for_capacity(1ull << 60, 1, 1);
+  CHECK(s.m_a == 1533385601127106479ull);  // (133 * 2^60 + 99) / 100
+  CHECK(s.m_b == 1ull << 60);
+}
+
