@@ -316,6 +316,17 @@ Status OthelloControl::rebuild(uint32_t first_seed) {
     if (try_seed(first_seed + t, &dup)) return Status::Ok();
     if (dup) return Status::AlreadyExists("othello: two keys have the same 64-bit hash");
   }
+  // A seed's DFS reports equal hashes only when the first cycle it meets is
+  // their parallel edge; it can meet another cycle first in every try. Equal
+  // hashes fail every seed, so look for them before saying kCapacity
+  // (O(n log n), on this failure path only).
+  std::vector<uint64_t> hs;
+  hs.reserve(n_);
+  for (uint32_t e = 0; e < edges_.size(); ++e)
+    if (edges_[e].ea != kNone) hs.push_back(edges_[e].h);
+  std::sort(hs.begin(), hs.end());
+  if (std::adjacent_find(hs.begin(), hs.end()) != hs.end())
+    return Status::AlreadyExists("othello: two keys have the same 64-bit hash");
   return Status::Capacity("othello: no acyclic seed in " + std::to_string(opt_.max_tries) +
                           " tries for " + std::to_string(n_) + " keys (m_a=" +
                           std::to_string(shape_.m_a) + ", m_b=" + std::to_string(shape_.m_b) + ")");

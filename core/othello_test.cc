@@ -472,3 +472,18 @@ TEST_CASE("othello rejects capacities whose sizes overflow", "[othello]") {
   CHECK(s.m_b == 1ull << 60);
 }
 
+// Two equal hashes always make a cycle (a parallel edge); construct() must
+// say kAlreadyExists, not kCapacity, even when each seed's DFS meets another
+// cycle of the graph first (likely at full load and with few tries).
+TEST_CASE("othello construct reports duplicate hashes whatever the tries", "[othello]") {
+  for (uint32_t s = 1; s <= 100; ++s) {
+    const size_t n = 200;
+    std::vector<uint64_t> h(n), v(n, 1);
+    for (size_t i = 0; i < n; ++i) h[i] = fmix64(i + 1 + uint64_t(s) * 100000);
+    h[n - 1] = h[0];
+    OthelloControl c;
+    INFO("seed " << s);
+    CHECK(c.construct({n, 4, s, 1}, h.data(), v.data(), n).code() == StatusCode::kAlreadyExists);
+  }
+}
+
