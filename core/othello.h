@@ -140,6 +140,7 @@
 #include <memory>
 #include <string>
 #include <string_view>
+#include <utility>
 #include <vector>
 
 #include "core/bit_array.h"
@@ -191,6 +192,22 @@ inline void prefetch_line(const void* p) {
 template <typename T>
 class Buf {
  public:
+  Buf() = default;
+  // Moves leave the source empty: p_ and cap_ must not go on naming the
+  // memory the target now owns (a reused source would write into it).
+  Buf(Buf&& o) noexcept
+      : big_(std::move(o.big_)), vec_(std::move(o.vec_)), p_(std::exchange(o.p_, nullptr)),
+        n_(std::exchange(o.n_, 0)), cap_(std::exchange(o.cap_, 0)) {}
+  Buf& operator=(Buf&& o) noexcept {
+    if (this != &o) {
+      big_ = std::move(o.big_);
+      vec_ = std::move(o.vec_);
+      p_ = std::exchange(o.p_, nullptr);
+      n_ = std::exchange(o.n_, 0);
+      cap_ = std::exchange(o.cap_, 0);
+    }
+    return *this;
+  }
   size_t size() const { return n_; }
   bool empty() const { return n_ == 0; }
   T& operator[](size_t i) { return p_[i]; }
@@ -241,6 +258,23 @@ class Buf {
 // miss the TLB); small ones (Ludo's many shards) on the heap.
 class OthelloArray {
  public:
+  OthelloArray() = default;
+  // Moves leave the source empty (no pointer into the target's memory);
+  // OthelloQuery::reload() swaps arrays with them.
+  OthelloArray(OthelloArray&& o) noexcept
+      : big_(std::move(o.big_)), vec_(std::move(o.vec_)), p_(std::exchange(o.p_, nullptr)),
+        n_words_(std::exchange(o.n_words_, 0)), n_(std::exchange(o.n_, 0)), l_(o.l_) {}
+  OthelloArray& operator=(OthelloArray&& o) noexcept {
+    if (this != &o) {
+      big_ = std::move(o.big_);
+      vec_ = std::move(o.vec_);
+      p_ = std::exchange(o.p_, nullptr);
+      n_words_ = std::exchange(o.n_words_, 0);
+      n_ = std::exchange(o.n_, 0);
+      l_ = o.l_;
+    }
+    return *this;
+  }
   // n zeroed entries of l bits.
   void reset(uint64_t n, unsigned l) {
     n_ = n;
@@ -445,6 +479,7 @@ class OthelloControl {
   OthelloControl() = default;
   OthelloControl(const OthelloControl&) = delete;
   OthelloControl& operator=(const OthelloControl&) = delete;
+  // A moved-from control owns nothing; construct() it again before use.
   OthelloControl(OthelloControl&&) = default;
   OthelloControl& operator=(OthelloControl&&) = default;
 

@@ -487,3 +487,37 @@ TEST_CASE("othello construct reports duplicate hashes whatever the tries", "[oth
   }
 }
 
+// OthelloControl is movable. The defaulted moves left the source's arrays
+// pointing at the memory the target now owns (and the graph buffers kept
+// their capacity), so reusing the source (construct again) wrote into the
+// target's graph and arrays.
+TEST_CASE("othello control: a moved-from control can be reused, the target is untouched", "[othello]") {
+  const size_t n = 2000;
+  const auto h1 = make_hashes(n, 41), h2 = make_hashes(n, 42);
+  std::vector<uint64_t> v1(n), v2(n);
+  for (size_t i = 0; i < n; ++i) {
+    v1[i] = i & 0xff;
+    v2[i] = (i * 7) & 0xff;
+  }
+  for (int assign = 0; assign < 2; ++assign) {
+    INFO("move " << (assign ? "assignment" : "construction"));
+    OthelloControl a;
+    REQUIRE(a.construct({n, 8, 1, 64}, h1.data(), v1.data(), n).ok());
+    std::optional<OthelloControl> b;
+    if (assign) {
+      b.emplace();
+      REQUIRE(b->construct({10, 8, 1, 64}, nullptr, nullptr, 0).ok());
+      *b = std::move(a);
+    } else {
+      b.emplace(std::move(a));
+    }
+    REQUIRE(a.construct({n, 8, 5, 64}, h2.data(), v2.data(), n).ok());
+    REQUIRE(a.add(fmix64(99999), 3).ok());
+    REQUIRE(b->check().ok());
+    REQUIRE(a.check().ok());
+    for (size_t i = 0; i < n; ++i) {
+      REQUIRE(b->lookup(h1[i]) == v1[i]);
+      REQUIRE(a.lookup(h2[i]) == v2[i]);
+    }
+  }
+}
