@@ -3,6 +3,7 @@
 #include <sys/mman.h>
 
 #include <atomic>
+#include <cstdint>
 
 namespace sb {
 
@@ -30,6 +31,7 @@ const char* page_kind_name(PageKind k) {
 }
 
 void* map_large(size_t bytes, PageKind want, PageKind* got) {
+  if (bytes > SIZE_MAX - (k2M - 1)) return nullptr;  // round_up would wrap
   const size_t len = round_up(bytes);
   void* p = MAP_FAILED;
   if (want == PageKind::k2M) {

@@ -31,7 +31,8 @@ void set_default_page_kind(PageKind k);
 PageKind default_page_kind();
 const char* page_kind_name(PageKind k);  // "4K", "THP", "2M"
 
-// Raw mapping: returns nullptr on failure (never throws). `got` receives the
+// Raw mapping: returns nullptr on failure (never throws; also when the
+// 2 MiB round-up of bytes does not fit size_t). `got` receives the
 // kind obtained (k2M falls back to kTHP when no hugetlb page is free).
 void* map_large(size_t bytes, PageKind want, PageKind* got);
 void unmap_large(void* p, size_t bytes);
@@ -52,10 +53,12 @@ class LargeArray {
     return *this;
   }
 
-  // Zero-filled; throws std::bad_alloc when the mapping fails (control path).
+  // Zero-filled; throws std::bad_alloc when the mapping fails or n * sizeof(T)
+  // does not fit size_t (control path). On a throw the array is empty.
   void allocate(size_t n, PageKind kind = default_page_kind()) {
     release();
     if (n == 0) return;
+    if (n > SIZE_MAX / sizeof(T)) throw std::bad_alloc();
     bytes_ = n * sizeof(T);
     data_ = static_cast<T*>(map_large(bytes_, kind, &kind_));
     if (data_ == nullptr) { bytes_ = 0; throw std::bad_alloc(); }
