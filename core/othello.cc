@@ -353,6 +353,8 @@ Status OthelloControl::construct(const Options& opt, const uint64_t* hashes, con
   edges_.reserve(std::max<size_t>(n, opt.capacity) + opt.capacity / 16 + 16);
   for (size_t i = 0; i < n; ++i) edges_.push_back(Edge{hashes[i], values[i], 0, 0, {kNone, kNone}});
   free_.clear();
+  erased_.clear();
+  erased_all_ = false;
   verts_.assign(shape_.m_a + shape_.m_b, Vertex{kNone, 0});
   stamp_ = 0;
   stats_ = Stats{};
@@ -406,6 +408,7 @@ Status OthelloControl::add(uint64_t h, uint64_t value) {
   const uint32_t va = ia, vb = vertex_b(ib);
   prefetch_head_edge(vb);  // the BFS from vb starts there; overlaps va's walk
   bool cycle = false;
+  bool a_written = false;  // this add writes A[ia]
   // An isolated B end has no edge, so neither h nor a parallel edge can be
   // present: skip the walk of va's list (its edge misses) in that case.
   const bool b_isolated = verts_[vb].head == kNone;
@@ -418,6 +421,7 @@ Status OthelloControl::add(uint64_t h, uint64_t value) {
       set_color(vb, color(va) ^ value, true);  // isolated B end: O(1)
     } else if (verts_[va].head == kNone) {
       set_color(va, color(vb) ^ value, true);  // isolated A end: O(1)
+      a_written = true;
     } else {
       // Case II or Case I: BFS from both ends in lock step (§IV-B2).
       // G is a forest, so a BFS needs no visited marks: it skips the edge
@@ -442,6 +446,7 @@ Status OthelloControl::add(uint64_t h, uint64_t value) {
           const std::vector<Visit>& flip = done == 0 ? q0_ : q1_;
           for (const Visit& x : flip) prefetch_color(x.v);
           for (const Visit& x : flip) set_color(x.v, color(x.v) ^ delta, true);
+          a_written = done == 0;
         }
       }
     }
@@ -452,6 +457,11 @@ Status OthelloControl::add(uint64_t h, uint64_t value) {
   ++n_;
   if (!cycle) {
     link(e);
+    // Concurrency (othello.h): h erased earlier in this change list is a
+    // key present before and after it, and B[ib] may have been written
+    // (here or by an operation in between); readers of it retry only if
+    // A[ia]'s region is written.
+    if (!a_written && erased_in_list(h)) changes_.push_back({0, va, color(va)});
     return Status::Ok();
   }
   // Case I: reconstruct with the following seeds.
@@ -512,6 +522,7 @@ Status OthelloControl::erase(uint64_t h) {
   edges_[e].ea = kNone;
   free_.push_back(e);
   --n_;
+  if (erased_.size() < kErasedMax) erased_.push_back(h); else erased_all_ = true;  // for add()
   return Status::Ok();
 }
 

@@ -61,7 +61,8 @@
 //   alter       flips the entries of one part of k's tree (the tree minus
 //               edge k splits in two): both parts explored in lock step, the
 //               smaller flipped; O(size of the smaller part).
-//   erase       removes the edge; A and B are not touched (§IV-B4).
+//   erase       removes the edge; A and B are not touched (§IV-B4); h is
+//               remembered until clear_changes() (CONCURRENCY: a re-add).
 //   The BFS of add/alter keeps no visited marks: G is a forest, so a search
 //   that skips the edge it entered a vertex by never revisits one, and
 //   Case I is exactly "one search reaches the other's root" (the search that
@@ -89,8 +90,15 @@
 //   and after, A[i] and B[j] changing together (same xor delta) or not at
 //   all, except the key whose own value changes, and for that key the
 //   change list always includes A[i] (when alter flips k's B side it adds a
-//   no-op rewrite of A[i], which puts A[i]'s region in the guarded set). So
-//   a reader that saw no change of A[i]'s region saw a consistent pair.
+//   no-op rewrite of A[i], which puts A[i]'s region in the guarded set). A
+//   key erased and re-added in one list is present before and after too,
+//   and its B[j] may be written alone (by the re-add: isolated B end, or
+//   the B side re-coloured; or, while the edge was out, by another key's
+//   update): when the re-add does not write A[i] itself, add() appends the
+//   same no-op rewrite of A[i] (erase() remembers the hashes it erased since
+//   clear_changes(), up to 64; past that every add without an A write
+//   guards). So a reader that saw no change of A[i]'s region saw a
+//   consistent pair.
 //   A full reload (after a reconstruction: new seed, all entries) runs under
 //   one more version (the epoch), which readers check once per batch.
 //   Two ways to reload (reload()):
@@ -132,6 +140,7 @@
 // thread calling apply()/reload(); init()/deserialize() need exclusive access.
 #pragma once
 
+#include <algorithm>
 #include <atomic>
 #include <cstring>
 #include <cstddef>
@@ -534,7 +543,12 @@ class OthelloControl {
   // a receiver must reload (shape().seed, array_a(), array_b()) instead.
   const std::vector<OthelloChange>& changes() const { return changes_; }
   bool full_reload() const { return full_; }
-  void clear_changes() { changes_.clear(); full_ = false; }
+  void clear_changes() {
+    changes_.clear();
+    full_ = false;
+    erased_.clear();
+    erased_all_ = false;
+  }
   // Brings q up to date: reload or apply the pending list (then clears it).
   // q must have been init()'ed with this shape (or be empty: then it is).
   void publish(OthelloQuery* q);
@@ -601,6 +615,14 @@ class OthelloControl {
   OthelloArray a_, b_;
   std::vector<OthelloChange> changes_;
   bool full_ = false;
+  // Hashes erased since clear_changes() (CONCURRENCY: a re-add in the same
+  // list guards A[i]); erased_all_: more than kErasedMax, guard every add.
+  static constexpr size_t kErasedMax = 64;
+  std::vector<uint64_t> erased_;
+  bool erased_all_ = false;
+  bool erased_in_list(uint64_t h) const {
+    return erased_all_ || std::find(erased_.begin(), erased_.end(), h) != erased_.end();
+  }
   Stats stats_;
 };
 

@@ -521,3 +521,91 @@ TEST_CASE("othello control: a moved-from control can be reused, the target is un
     }
   }
 }
+
+// CONCURRENCY (othello.h): readers check only A[i]'s region, which is
+// sound because for every key present before and after a change list, the
+// list writes B[j] only together with A[i]. A key erased and re-added in
+// one list (changes() accumulates until clear_changes()) is such a key, but
+// the re-add wrote only B[j] when k's B end was left isolated (or the B
+// side was the one re-coloured): a reader held between the writes accepted
+// a value the key never had at either end of the list.
+TEST_CASE("othello change list: a key erased and re-added in one list keeps A guarded", "[othello]") {
+  const size_t n = 1000;
+  const auto h = make_hashes(n, 51);
+  std::vector<uint64_t> v(n);
+  for (size_t i = 0; i < n; ++i) v[i] = (i * 31) & 0xffff;
+  OthelloControl c;
+  REQUIRE(c.construct({2 * n, 16, 1, 64}, h.data(), v.data(), n).ok());
+  OthelloQuery q;
+  c.publish(&q);
+  const OthelloShape s = c.shape();
+  // The stated invariant, for erase + re-add of every key.
+  for (size_t i = 0; i < n; ++i) {
+    REQUIRE(c.erase(h[i]).ok());
+    REQUIRE(c.add(h[i], v[i] ^ 1).ok());
+    REQUIRE(!c.full_reload());
+    bool b_written = false, a_guarded = false;
+    for (const OthelloChange& ch : c.changes()) {
+      if (ch.side == 1 && ch.index == s.index_b(h[i])) b_written = true;
+      if (ch.side == 0 && OthelloQuery::region_of(ch.index) == OthelloQuery::region_of(s.index_a(h[i])))
+        a_guarded = true;
+    }
+    INFO("key " << i);
+    REQUIRE((!b_written || a_guarded));
+    v[i] ^= 1;
+    c.publish(&q);
+  }
+  // The same when the re-add itself writes nothing (it already reads its
+  // value) but an alter in between wrote B[j]: erase k, alter a key y on
+  // k's B vertex, re-add k with the value it now reads.
+  std::vector<std::vector<size_t>> on_b(s.m_b);
+  for (size_t i = 0; i < n; ++i) on_b[s.index_b(h[i])].push_back(i);
+  int tried = 0;
+  for (size_t i = 0; i < n; ++i) {
+    const auto& sib = on_b[s.index_b(h[i])];
+    if (sib.size() < 2) continue;
+    const size_t y = sib[0] == i ? sib[1] : sib[0];
+    REQUIRE(c.erase(h[i]).ok());
+    v[y] ^= 1;
+    REQUIRE(c.alter(h[y], v[y]).ok());
+    v[i] = c.lookup(h[i]);
+    REQUIRE(c.add(h[i], v[i]).ok());
+    REQUIRE(!c.full_reload());
+    bool b_written = false, a_guarded = false;
+    for (const OthelloChange& ch : c.changes()) {
+      if (ch.side == 1 && ch.index == s.index_b(h[i])) b_written = true;
+      if (ch.side == 0 && OthelloQuery::region_of(ch.index) == OthelloQuery::region_of(s.index_a(h[i])))
+        a_guarded = true;
+    }
+    INFO("key " << i << " (alter of key " << y << ")");
+    REQUIRE((!b_written || a_guarded));
+    ++tried;
+    c.publish(&q);
+  }
+  CHECK(tried > 100);
+  // A reader held mid-list: a key alone on its B vertex, erased and
+  // re-added twice (v0 -> v1 -> v2) in one list.
+  std::vector<int> deg_b(s.m_b);
+  for (size_t i = 0; i < n; ++i) ++deg_b[s.index_b(h[i])];
+  size_t k = 0;
+  while (deg_b[s.index_b(h[k])] != 1) ++k;
+  const uint64_t v0 = v[k], v1 = v0 ^ 0x00ff, v2 = v0 ^ 0xff00;
+  REQUIRE(c.erase(h[k]).ok());
+  REQUIRE(c.add(h[k], v1).ok());
+  REQUIRE(c.erase(h[k]).ok());
+  REQUIRE(c.add(h[k], v2).ok());
+  int stalls = 0, accepted_wrong = 0;
+  q.set_write_stall_hook([&] {
+    ++stalls;
+    const OthelloQuery::Batch b = q.batch_begin();
+    uint64_t x;
+    if (q.try_value(b, q.pos(b, h[k]), &x) && x != v0 && x != v2) ++accepted_wrong;
+  });
+  c.publish(&q);
+  q.set_write_stall_hook(nullptr);
+  CHECK(stalls == 1);
+  CHECK(accepted_wrong == 0);
+  CHECK(q.lookup(h[k]) == v2);
+  for (size_t i = 0; i < n; ++i)
+    if (i != k) REQUIRE(q.lookup(h[i]) == v[i]);
+}
