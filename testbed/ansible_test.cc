@@ -12,6 +12,7 @@
 #include <fstream>
 #include <string>
 #include <thread>
+#include <vector>
 
 #include "core/test_util.h"
 
@@ -329,5 +330,82 @@ TEST_CASE("ansible: a new sb-ctl alone does not restart sb-node, a new sb-node d
   INFO(r.out);
   REQUIRE(r.rc == 0);
   CHECK(has(r.out, handler));
+  sh("rm -rf " + d);
+}
+
+namespace {
+// "n1 : ok=14 changed=0 ..." -> 0 (-1: no recap line for the host)
+int changed_count(const std::string& out, const std::string& host) {
+  const std::string at = "\n" + host + " ";
+  size_t p = out.rfind(at);
+  if (p == std::string::npos) return -1;
+  p = out.find("changed=", p);
+  if (p == std::string::npos) return -1;
+  return std::atoi(out.c_str() + p + 8);
+}
+
+// A stand-in `sb-ctl keys gen --out FILE` (a fake keypair per call) in d.
+void fake_keygen(const std::string& d) {
+  REQUIRE(sh("cat > " + d + "/sb-ctl <<'EOF'\n#!/bin/sh\n"
+             "printf '# CURVE keypair\\npublic: \"PUBLIC-%s\"\\nsecret: \"SECRET-%s\"\\n' $$ $$ > \"$4\"\n"
+             "EOF\nchmod +x " + d + "/sb-ctl").rc == 0);
+}
+
+// The variables the config template needs, for local "hosts" n1..nN whose
+// files live under d/<host>/ (the key file at d/<host>/<key_file>).
+// `extra` is appended to the group vars and `host_extra[i]` to host
+// n(i+1)'s vars.
+std::string local_inventory(const std::string& d, int n, const std::string& extra = "",
+                            const std::vector<std::string>& host_extra = {},
+                            const std::string& key_file = "keys/node.key") {
+  std::string s = "all:\n  children:\n    sb_nodes:\n      hosts:\n";
+  for (int i = 1; i <= n; ++i) {
+    s += "        n" + std::to_string(i) + ":\n";
+    s += "          ansible_host: 127.0.0." + std::to_string(i) + "\n";
+    s += "          node_id: " + std::to_string(i) + "\n";
+    s += "          fabric_mac: \"02:00:00:00:02:0" + std::to_string(i) + "\"\n";
+    s += "          s1u_ip: 198.18.9." + std::to_string(10 + i) + "\n";
+    if (size_t(i - 1) < host_extra.size()) s += host_extra[size_t(i - 1)];
+  }
+  s += "  vars:\n    ansible_connection: local\n    keys_dir: " + d + "/keys\n    sb_ctl_local: " + d + "/sb-ctl\n"
+       "    data_dir: \"" + d + "/{{ inventory_hostname }}/data\"\n"
+       "    config_path: \"" + d + "/{{ inventory_hostname }}/etc/sb-node.yaml\"\n"
+       "    key_file: \"" + d + "/{{ inventory_hostname }}/" + key_file + "\"\n"
+       "    ports: {ext: net_null0, fabric: net_null1, enb: net_null2}\n"
+       "    ext_next_hop_mac: \"02:00:00:00:ee:01\"\n    enb_next_hop_mac: \"02:00:00:00:eb:01\"\n" + extra;
+  return s;
+}
+
+// A play of `roles` with a stand-in `restart sb-node` handler that only says
+// it ran; returns the command that runs it (extra ansible-playbook args after).
+std::string local_play(const std::string& d, const std::string& roles) {
+  std::ofstream(d + "/play.yml") << "- hosts: sb_nodes\n  gather_facts: false\n  roles: [" << roles << "]\n"
+                                    "  handlers:\n    - name: restart sb-node\n"
+                                    "      ansible.builtin.debug: {msg: marked}\n";
+  return "cd " + src() + "/ansible && ANSIBLE_CONFIG=ansible.cfg ANSIBLE_NOCOLOR=1 ANSIBLE_ROLES_PATH=" + src() +
+         "/ansible/roles ansible-playbook -i " + d + "/hosts.yml " + d + "/play.yml";
+}
+}  // namespace
+
+TEST_CASE("ansible: keys and config are idempotent when the key file and the config share a directory", "[ansible]") {
+  // example-hardware puts both in /etc/sb: a second run must change nothing
+  // (the keys role and the config role must not set the directory's mode
+  // back and forth).
+  const std::string d = tmpdir();
+  fake_keygen(d);
+  std::ofstream(d + "/hosts.yml") << local_inventory(d, 2, "", {}, "etc/node.key");
+  const std::string play = local_play(d, "keys, config");
+  const Run first = sh(play);
+  INFO(first.out);
+  REQUIRE(first.rc == 0);
+  CHECK(changed_count(first.out, "n1") > 0);
+  const Run second = sh(play);
+  INFO(second.out);
+  REQUIRE(second.rc == 0);
+  CHECK(changed_count(second.out, "n1") == 0);
+  CHECK(changed_count(second.out, "n2") == 0);
+  // The directory holding the secret key stays closed to group and others.
+  CHECK(sh("stat -c %a " + d + "/n1/etc").out == "700\n");
+  CHECK(sh("stat -c %a " + d + "/n1/etc/node.key").out == "600\n");
   sh("rm -rf " + d);
 }
