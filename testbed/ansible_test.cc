@@ -409,3 +409,30 @@ TEST_CASE("ansible: keys and config are idempotent when the key file and the con
   CHECK(sh("stat -c %a " + d + "/n1/etc/node.key").out == "600\n");
   sh("rm -rf " + d);
 }
+
+TEST_CASE("ansible: a member's control and publish ports are the member's own on every node", "[ansible]") {
+  // n2 binds other ports (a host variable, e.g. two nodes on one machine):
+  // every node's member list must say so, and the cluster sections, which
+  // every node must agree on, stay identical.
+  const std::string d = tmpdir();
+  std::ofstream(d + "/hosts.yml") << local_inventory(
+      d, 2, "    sb_ctl_local: " SB_BUILD_DIR "/bin/sb-ctl\n    sb_hugepages: false\n    sb_memory_mb: 256\n",
+      {"", "          sb_control_port: 7100\n          sb_publish_port: 7101\n"});
+  const Run r = sh(local_play(d, "keys, config"));
+  INFO(r.out);
+  REQUIRE(r.rc == 0);
+  const std::string c1 = sh("sed -n '/^cluster:/,/^node:/p' " + d + "/n1/etc/sb-node.yaml").out;
+  const std::string c2 = sh("sed -n '/^cluster:/,/^node:/p' " + d + "/n2/etc/sb-node.yaml").out;
+  INFO(c1);
+  CHECK(has(c1, "control: \"tcp://127.0.0.2:7100\""));
+  CHECK(has(c1, "publish: \"tcp://127.0.0.2:7101\""));
+  CHECK(has(c1, "control: \"tcp://127.0.0.1:7000\""));
+  CHECK(c1 == c2);
+  for (const char* h : {"n1", "n2"}) {
+    INFO(h);
+    const Run v = sh(SB_BUILD_DIR "/bin/sb-node --config " + d + "/" + h + "/etc/sb-node.yaml --print-eal");
+    INFO(v.out);
+    CHECK(v.rc == 0);
+  }
+  sh("rm -rf " + d);
+}
