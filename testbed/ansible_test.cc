@@ -484,3 +484,34 @@ TEST_CASE("ansible: a bad inventory fails clearly before anything is rendered or
     sh("rm -rf " + d);
   }
 }
+
+TEST_CASE("ansible: the ctl health check waits until every partition is resynced, not just for an answer", "[ansible]") {
+  // health_mode: ctl on one local "host": a stand-in sb-ctl answers `stats`
+  // at once (rc 0) but reports unsynced partitions for its first two calls,
+  // as a restarted --control-only node does while it resyncs.
+  const std::string d = tmpdir();
+  REQUIRE(sh("mkdir -p " + d + "/bin && cat > " + d + "/bin/sb-ctl <<'EOF'\n#!/bin/sh\n"
+             "echo call >> " + d + "/calls\n"
+             "n=$(wc -l < " + d + "/calls)\n"
+             "printf 'node 1\\n  unsynced_partitions       %s\\n  sessions_handled          0\\n' "
+             "$([ \"$n\" -le 2 ] && echo 3 || echo 0)\n"
+             "EOF\nchmod +x " + d + "/bin/sb-ctl").rc == 0);
+  std::ofstream(d + "/hosts.yml") << "all:\n  children:\n    sb_nodes:\n      hosts:\n        n1: {node_id: 1}\n"
+                                     "  vars:\n    ansible_connection: local\n    health_mode: ctl\n"
+                                     "    health_retries: 5\n    health_delay: 0\n    keys_dir: " << d << "\n"
+                                     "    install_dir: " << d << "/bin\n    config_path: " << d << "/sb-node.yaml\n";
+  std::ofstream(d + "/health.yml") << "- hosts: sb_nodes\n  gather_facts: false\n  roles: [health]\n";
+  const std::string play = "cd " + src() + "/ansible && ANSIBLE_CONFIG=ansible.cfg ANSIBLE_NOCOLOR=1 ANSIBLE_ROLES_PATH=" +
+                           src() + "/ansible/roles ansible-playbook -i " + d + "/hosts.yml " + d + "/health.yml";
+  Run r = sh(play);
+  INFO(r.out);
+  CHECK(r.rc == 0);
+  CHECK(sh("wc -l < " + d + "/calls").out == "3\n");  // ready only at the third answer
+  // A node that never resyncs fails the wait.
+  REQUIRE(sh("rm " + d + "/calls && seq 1 100 | sed 's/.*/call/' > " + d + "/calls0 && mv " + d + "/calls0 " + d +
+             "/calls && sed -i 's/-le 2/-ge 1/' " + d + "/bin/sb-ctl").rc == 0);
+  r = sh(play);
+  INFO(r.out);
+  CHECK(r.rc != 0);
+  sh("rm -rf " + d);
+}
