@@ -515,3 +515,40 @@ TEST_CASE("ansible: the ctl health check waits until every partition is resynced
   CHECK(r.rc != 0);
   sh("rm -rf " + d);
 }
+
+TEST_CASE("ansible: a rolling restart waits until every node has resynced before the next node", "[ansible]") {
+  // rolling-restart.yml on three local "hosts" (health_mode: ctl). A
+  // restarted node is ready at once, but its peers then resync its
+  // partitions (its stream has a new epoch): the stand-in sb-supervise makes
+  // every other node report unsynced partitions for its next two stats
+  // calls, and logs a violation if a restart begins while any node still does.
+  const std::string d = tmpdir();
+  REQUIRE(sh("mkdir -p " + d + "/bin " + d + "/unsynced && cat > " + d + "/bin/sb-supervise <<'EOF'\n#!/bin/sh\n"
+             "p=''; while [ $# -gt 0 ]; do case \"$1\" in --pidfile) p=$2; shift 2;; --) break;; *) shift;; esac; done\n"
+             "h=$(basename \"$p\" .pid)\n"
+             "for f in " + d + "/unsynced/*; do [ -e \"$f\" ] || continue; [ \"$(cat $f)\" -gt 0 ] && "
+             "echo \"violation: restart $h while $(basename $f) resyncs\" >> " + d + "/log; done\n"
+             "echo \"restart $h\" >> " + d + "/log\n"
+             "for o in n1 n2 n3; do [ $o = $h ] && echo 0 > " + d + "/unsynced/$o || echo 2 > " + d +
+             "/unsynced/$o; done\n"
+             "EOF\n"
+             "cat > " + d + "/bin/sb-ctl <<'EOF'\n#!/bin/sh\n"
+             "v=''; while [ $# -gt 0 ]; do case \"$1\" in --via) v=$2; shift 2;; *) shift;; esac; done\n"
+             "f=" + d + "/unsynced/n$v; c=$(cat $f 2>/dev/null || echo 0)\n"
+             "if [ \"$c\" -gt 0 ]; then echo $((c - 1)) > $f; u=4; else u=0; fi\n"
+             "printf 'node %s\\n  unsynced_partitions       %s\\n' $v $u\n"
+             "EOF\nchmod +x " + d + "/bin/*").rc == 0);
+  std::ofstream(d + "/hosts.yml") << "all:\n  children:\n    sb_nodes:\n      hosts:\n"
+                                     "        n1: {node_id: 1}\n        n2: {node_id: 2}\n        n3: {node_id: 3}\n"
+                                     "  vars:\n    ansible_connection: local\n    service_mode: supervised\n"
+                                     "    health_mode: ctl\n    health_retries: 10\n    health_delay: 0\n"
+                                     "    keys_dir: " << d << "\n    install_dir: " << d << "/bin\n"
+                                     "    config_path: " << d << "/sb-node.yaml\n    log_file: " << d << "/sb.log\n"
+                                     "    pid_file: \"" << d << "/{{ inventory_hostname }}.pid\"\n";
+  const Run r = sh("cd " + src() + "/ansible && ANSIBLE_CONFIG=ansible.cfg ANSIBLE_NOCOLOR=1 ansible-playbook -i " + d +
+                   "/hosts.yml rolling-restart.yml");
+  INFO(r.out);
+  CHECK(r.rc == 0);
+  CHECK(sh("cat " + d + "/log").out == "restart n1\nrestart n2\nrestart n3\n");
+  sh("rm -rf " + d);
+}
