@@ -552,3 +552,42 @@ TEST_CASE("ansible: a rolling restart waits until every node has resynced before
   CHECK(sh("cat " + d + "/log").out == "restart n1\nrestart n2\nrestart n3\n");
   sh("rm -rf " + d);
 }
+
+TEST_CASE("ansible: install_mode build builds sb-node and sb-ctl with the packages role's tools only", "[ansible]") {
+  // A stand-in source tree whose `make release` would run the project's
+  // tools/install-deps (the whole development, test and demo toolchain:
+  // ansible, clang, tshark, matplotlib, openssh-server ...), and a stand-in
+  // cmake on PATH. A host build must not run install-deps: its packages are
+  // the packages role's (sb_build_packages), which must name every library
+  // the CMake build finds.
+  const std::string d = tmpdir();
+  REQUIRE(sh("mkdir -p " + d + "/src/tools " + d + "/path && cd " + d + " && "
+             "printf 'release:\\n\\ttools/install-deps\\n\\tmkdir -p build-release/bin && echo m > "
+             "build-release/bin/sb-node && echo m > build-release/bin/sb-ctl\\n' > src/Makefile && "
+             "printf '#!/bin/sh\\ntouch " + d + "/install-deps-ran\\n' > src/tools/install-deps && "
+             "printf '#!/bin/sh\\necho \"cmake $*\" >> " + d + "/cmake.log\\n"
+             "if [ \"$1\" = --build ]; then mkdir -p \"$2/bin\" && echo c > \"$2/bin/sb-node\" && "
+             "echo c > \"$2/bin/sb-ctl\"; fi\\n' > path/cmake && chmod +x src/tools/install-deps path/cmake").rc == 0);
+  std::ofstream(d + "/hosts.yml") << "all:\n  children:\n    sb_nodes:\n      hosts:\n        n1:\n"
+                                     "  vars:\n    ansible_connection: local\n    install_mode: build\n"
+                                     "    install_dir: " << d << "/bin\n    sb_source_dir: " << d << "/src\n"
+                                     "    sb_src_dir: " << d << "/host-src\n";
+  const Run r = sh("export PATH=" + d + "/path:$PATH && " + local_play(d, "install"));
+  INFO(r.out);
+  REQUIRE(r.rc == 0);
+  CHECK(access((d + "/install-deps-ran").c_str(), F_OK) != 0);
+  CHECK(sh("cat " + d + "/bin/sb-node " + d + "/bin/sb-ctl").out == "c\nc\n");
+  const std::string cmake = sh("cat " + d + "/cmake.log").out;
+  INFO(cmake);
+  CHECK(has(cmake, "-DCMAKE_BUILD_TYPE=Release"));
+  CHECK(has(cmake, "-DSB_BUILD_TESTS=OFF"));  // a gateway builds no test suite
+  // Debian 12 packages of what cmake/SbDeps.cmake and the CMakeLists find.
+  const std::string pkgs = sh("cat " + src() + "/ansible/roles/packages/defaults/main.yml").out;
+  for (const char* p : {"g++", "cmake", "ninja-build", "pkg-config", "libdpdk-dev", "libzmq3-dev", "cppzmq-dev",
+                        "libprotobuf-dev", "protobuf-compiler", "libboost1.74-dev", "libyaml-cpp-dev",
+                        "libxxhash-dev", "nlohmann-json3-dev"}) {
+    INFO(p);
+    CHECK((has(pkgs, std::string("  - ") + p + "\n") || has(pkgs, std::string("  - ") + p + " ")));
+  }
+  sh("rm -rf " + d);
+}
