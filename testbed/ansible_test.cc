@@ -99,6 +99,12 @@ TEST_CASE("ansible: the systemd unit verifies", "[ansible]") {
   const std::string unit = sh("cat " + d + "/sb-node.service").out;
   CHECK(has(unit, "\nRestartPreventExitStatus=2 3\n"));  // usage, configuration: a restart cannot fix them
   CHECK(has(unit, "\nTimeoutStopSec=30\n"));
+  // A root daemon that parses packets from untrusted sides runs sandboxed.
+  for (const char* h : {"\nNoNewPrivileges=yes\n", "\nPrivateTmp=yes\n", "\nProtectSystem=full\n",
+                        "\nProtectHome=read-only\n", "\nUMask=0077\n"}) {
+    INFO(h);
+    CHECK(has(unit, h));
+  }
   // The role's one stop timeout, shared with sb-supervise.
   CHECK(has(sh("cat " + src() + "/ansible/roles/service/defaults/main.yml").out, "sb_stop_timeout_s: 30"));
   const Run v = sh("systemd-analyze verify " + d + "/sb-node.service");
