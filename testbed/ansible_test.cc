@@ -597,3 +597,33 @@ TEST_CASE("ansible: install_mode build builds sb-node and sb-ctl with the packag
   }
   sh("rm -rf " + d);
 }
+
+TEST_CASE("ansible: a changed sb_node_args restarts a supervised node, an unchanged one does not", "[ansible]") {
+  // systemd mode has the arguments in the unit (a change restarts the
+  // node); the supervised mode must notice a change too, or the node keeps
+  // running with its old command line. The service role on one local
+  // "host", the real sb-supervise, a stand-in sb-node that sleeps.
+  const std::string d = tmpdir();
+  REQUIRE(sh("mkdir -p " + d + "/bin && printf '#!/bin/sh\\nexec sleep 1002\\n' > " + d + "/bin/sb-node && chmod +x " +
+             d + "/bin/sb-node").rc == 0);
+  std::ofstream(d + "/hosts.yml") << "all:\n  children:\n    sb_nodes:\n      hosts:\n        n1:\n"
+                                     "  vars:\n    ansible_connection: local\n    service_mode: supervised\n"
+                                     "    install_dir: " << d << "/bin\n    config_path: " << d << "/sb-node.yaml\n"
+                                     "    log_file: " << d << "/sb.log\n    pid_file: " << d << "/sb-node.pid\n";
+  const std::string play = local_play(d, "service");
+  const std::string handler = "RUNNING HANDLER [restart sb-node]";
+  Run r = sh(play + " -e sb_node_args=--control-only");  // started with it: nothing to restart
+  INFO(r.out);
+  REQUIRE(r.rc == 0);
+  r = sh(play + " -e sb_node_args=--control-only");
+  INFO(r.out);
+  REQUIRE(r.rc == 0);
+  CHECK_FALSE(has(r.out, handler));
+  CHECK(changed_count(r.out, "n1") == 0);
+  r = sh(play + " -e sb_node_args=''");  // the data plane from now on
+  INFO(r.out);
+  REQUIRE(r.rc == 0);
+  CHECK(has(r.out, handler));
+  sh(d + "/bin/sb-supervise stop --pidfile " + d + "/sb-node.pid --stop-timeout 2");
+  sh("rm -rf " + d);
+}
