@@ -85,6 +85,18 @@ TEST_CASE("ansible: the example-hardware inventory is valid", "[ansible]") {
   for (const char* h : {"\"gw1\"", "\"gw4\"", "\"sb_nodes\"", "\"service_mode\": \"systemd\""}) CHECK(has(r.out, h));
 }
 
+TEST_CASE("ansible: the packages role installs DPDK with its recommended drivers", "[ansible]") {
+  // dpdk's PMDs and ring mempool driver are Recommends: a host with
+  // Install-Recommends off must still get them.
+  const std::string t = sh("cat " + src() + "/ansible/roles/packages/tasks/main.yml").out;
+  const size_t apt = t.find("ansible.builtin.apt:");
+  REQUIRE(apt != std::string::npos);
+  const size_t end = t.find("\n- name:", apt);
+  CHECK(has(t.substr(apt, end == std::string::npos ? std::string::npos : end - apt), "install_recommends: true"));
+  const Run c = sh("dpkg-query -W -f='${Recommends}' dpdk 2>/dev/null");
+  if (c.rc == 0) CHECK(has(c.out, "librte-mempool-ring"));  // why it matters, where dpdk is installed
+}
+
 TEST_CASE("ansible: the systemd unit verifies", "[ansible]") {
   const std::string d = tmpdir();
   // The unit names its ExecStart binary: give it one to find.
