@@ -100,6 +100,18 @@ Status parse_cluster(const YAML::Node& c, rib::ClusterSpec* out) {
                                 {"name", "hash_seed", "partitions", "capacity", "architecture",
                                  "gpt", "key_mode", "members", "ownership", "clients", "curve"}));
   SB_RETURN_IF_ERROR(get(c, "name", "cluster", &out->name, true));
+  // It names the DPDK runtime directory (--file-prefix sb-NAME-ID, under
+  // /var/run/dpdk) and the ansible key directory: a path component.
+  {
+    const std::string& n = out->name;
+    bool ok = !n.empty() && n.size() <= 32 && n[0] != '.' && n[0] != '-';
+    for (const char ch : n)
+      ok = ok && ((ch >= 'a' && ch <= 'z') || (ch >= 'A' && ch <= 'Z') || (ch >= '0' && ch <= '9') || ch == '.' ||
+                  ch == '_' || ch == '-');
+    if (!ok)
+      return bad("cluster.name", "'" + n + "': 1..32 letters, digits, '.', '_' or '-', not starting with '.' or '-'"
+                                 " (it names the DPDK runtime directory)");
+  }
   SB_RETURN_IF_ERROR(get(c, "hash_seed", "cluster", &out->hash_seed, true));
   SB_RETURN_IF_ERROR(get(c, "partitions", "cluster", &out->partitions, false));
   if (out->partitions == 0 || out->partitions > rib::kMaxPartitions ||

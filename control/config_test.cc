@@ -65,6 +65,11 @@ TEST_CASE("config: errors name the field") {
   CHECK(err("curve: false", "curve: true").find("curve_public") != std::string::npos);
   CHECK(err("members:", "members: [\n").find("t.yaml") != std::string::npos);
   CHECK(err("name: lab", "name: lab\n  - x").find("t.yaml") != std::string::npos);
+  // The name is a path component (DPDK's --file-prefix sb-NAME-ID).
+  for (const char* bad : {"\"\"", "\"a/b\"", "\"lab x\"", "\"..\"", "-lab", "\"abcdefghijklmnopqrstuvwxyz0123456\""}) {
+    INFO(bad);
+    CHECK(err("name: lab", std::string("name: ") + bad).find("cluster.name") != std::string::npos);
+  }
   // A repeated key is refused (yaml-cpp would silently use the first).
   CHECK(err("fsync: batch", "fsync: none\n  fsync: batch").find("node.fsync: appears twice") != std::string::npos);
   CHECK(err("fsync: batch", "fsync: batch\n  eal_args: [[\"-l\", \"0\"]]")

@@ -471,6 +471,8 @@ TEST_CASE("ansible: a bad inventory fails clearly before anything is rendered or
       {"loopback S1-U address", "s1u_ip: 198.18.9.12", "s1u_ip: 127.0.0.1", "n2: s1u_ip '127.0.0.1'"},
       {"duplicate fabric MAC", "\"02:00:00:00:02:02\"", "\"02-00-00-00-02-01\"",
        "fabric_mac used by more than one node: 02:00:00:00:02:01: n1, n2"},
+      {"cluster name that is no path component", "    ansible_connection: local\n",
+       "    ansible_connection: local\n    sb_cluster_name: \"lab/x\"\n", "sb_cluster_name 'lab/x'"},
   };
   for (const Bad& b : bad) {
     INFO(b.what);
