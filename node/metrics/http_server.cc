@@ -183,16 +183,22 @@ class Session : public std::enable_shared_from_this<Session> {
     return res;
   }
 
-  // Answers a request that could not be read, then closes.
+  // Answers a request that could not be read, then closes. Once its
+  // request line was parsed and said HEAD (a body over the limit, a broken
+  // field or chunked body), the answer has the Content-Length of the reason
+  // but no content, as every answer to HEAD (RFC 9110 9.3.2). Before that
+  // (431, garbage) the method is unknown and the reason is sent.
   void reply_error(http::status status) {
     ++srv_->errors;
+    const bool head = parser_ && parser_->get().method() == http::verb::head;
     res_ = Response{status, 11};
     res_.set(http::field::server, "sb-node");
     res_.set(http::field::content_type, beast::string_view(kTextContentType.data(), kTextContentType.size()));
-    res_.body() = std::string(http::obsolete_reason(status)) + "\n";
+    std::string body = std::string(http::obsolete_reason(status)) + "\n";
     close_after_ = true;
     res_.keep_alive(false);
-    res_.prepare_payload();
+    res_.content_length(body.size());
+    if (!head) res_.body() = std::move(body);
     write_response();
   }
 

@@ -138,6 +138,24 @@ class Client {
     return ::poll(&p, 1, static_cast<int>(limit.count())) == 0;
   }
 
+  // Everything still buffered or arriving until the peer closes (EOF or
+  // reset); nullopt if it stays open for `limit`.
+  std::optional<std::string> rest_until_close(std::chrono::milliseconds limit) {
+    std::string rest = std::move(pending_);
+    pending_.clear();
+    const auto deadline = Clock::now() + limit;
+    for (;;) {
+      const auto left = std::chrono::duration_cast<std::chrono::milliseconds>(deadline - Clock::now());
+      if (left.count() <= 0) return std::nullopt;
+      pollfd p{fd_, POLLIN, 0};
+      if (::poll(&p, 1, static_cast<int>(left.count())) <= 0) continue;
+      char buf[4096];
+      const ssize_t n = ::recv(fd_, buf, sizeof buf, 0);
+      if (n == 0 || (n < 0 && errno == ECONNRESET)) return rest;
+      if (n > 0) rest.append(buf, static_cast<size_t>(n));
+    }
+  }
+
  private:
   bool fill() {
     char buf[4096];
@@ -291,6 +309,42 @@ TEST_CASE("metrics http: HEAD sends the headers of GET and no body", "[metrics][
   REQUIRE(r);
   CHECK(r->status == 200);
   CHECK(r->body == kBody);
+}
+
+// RFC 9110 9.3.2: the answer to HEAD carries no content, whatever its
+// status; the errors answered before the handlers (413 for a body over the
+// limit, 400 for a broken body) too, once the request line said HEAD.
+TEST_CASE("metrics http: an error answer to a HEAD request carries no body either", "[metrics][http]") {
+  Backend b;
+  auto srv = start_server(b);
+  SECTION("413: a body over the limit") {
+    Client c(srv->port());
+    REQUIRE(c.send("HEAD /metrics HTTP/1.1\r\nHost: t\r\nContent-Length: 100000\r\n\r\n"));
+    auto r = c.response(true);
+    REQUIRE(r);
+    CHECK(r->status == 413);
+    const std::optional<std::string> rest = c.rest_until_close(2000ms);
+    REQUIRE(rest);
+    CHECK(*rest == "");
+  }
+  SECTION("400: a broken chunked body") {
+    Client c(srv->port());
+    REQUIRE(c.send("HEAD /health HTTP/1.1\r\nHost: t\r\nTransfer-Encoding: chunked\r\n\r\nzz\r\n"));
+    auto r = c.response(true);
+    REQUIRE(r);
+    CHECK(r->status == 400);
+    const std::optional<std::string> rest = c.rest_until_close(2000ms);
+    REQUIRE(rest);
+    CHECK(*rest == "");
+  }
+  SECTION("a GET with the same error still gets the reason") {
+    Client c(srv->port());
+    REQUIRE(c.send("GET /metrics HTTP/1.1\r\nHost: t\r\nContent-Length: 100000\r\n\r\n"));
+    auto r = c.response();
+    REQUIRE(r);
+    CHECK(r->status == 413);
+    CHECK(r->body == "Payload Too Large\n");
+  }
 }
 
 TEST_CASE("metrics http: keep-alive serves several requests on one connection", "[metrics][http]") {
