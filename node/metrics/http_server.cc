@@ -52,6 +52,27 @@ Result<tcp::endpoint> parse_listen(const std::string& listen) {
   return tcp::endpoint(a, static_cast<uint16_t>(port));
 }
 
+// The path of a request target without its query: origin-form
+// ("/metrics?x=1") or absolute-form ("http://host:9100/metrics", which
+// RFC 9112 3.2.2 says a server MUST accept; its empty path is "/").
+std::string_view target_path(std::string_view target) {
+  for (std::string_view scheme : {std::string_view("http://"), std::string_view("https://")}) {
+    if (target.size() < scheme.size()) continue;
+    bool match = true;
+    for (size_t i = 0; i < scheme.size() && match; ++i) {
+      const char c = target[i] >= 'A' && target[i] <= 'Z' ? char(target[i] - 'A' + 'a') : target[i];
+      match = c == scheme[i];
+    }
+    if (!match) continue;
+    target.remove_prefix(scheme.size());
+    const size_t p = target.find_first_of("/?");
+    if (p == std::string_view::npos || target[p] == '?') return "/";
+    target.remove_prefix(p);
+    break;
+  }
+  return target.substr(0, target.find('?'));
+}
+
 }  // namespace
 
 // ---- the server state, shared by the accept loop and the sessions ---------
@@ -140,8 +161,7 @@ class Session : public std::enable_shared_from_this<Session> {
   }
 
   Response route(const Request& req) {
-    std::string_view path(req.target().data(), req.target().size());
-    path = path.substr(0, path.find('?'));
+    const std::string_view path = target_path(std::string_view(req.target().data(), req.target().size()));
     const bool head = req.method() == http::verb::head;
     Response res{http::status::ok, req.version()};
     std::string_view content_type = kTextContentType;

@@ -9,8 +9,10 @@
 //                  has a body, the 400/413 below included
 //   other paths    404;  other methods on the two paths: 405 + "Allow: GET, HEAD"
 //   a handler that throws: 500 "internal error\n" (counted in errors)
-// A query string ("/metrics?x=1") is ignored. HTTP/1.1 keep-alive (and
-// HTTP/1.0 "Connection: keep-alive") is honoured.
+// A query string ("/metrics?x=1") is ignored; the absolute form of the
+// target ("http://host:9100/metrics", RFC 9112 3.2.2) is served as its
+// path. HTTP/1.1 keep-alive (and HTTP/1.0 "Connection: keep-alive") is
+// honoured.
 //
 // Contract
 //   - ONE background thread with its own io_context serves every

@@ -347,6 +347,44 @@ TEST_CASE("metrics http: an error answer to a HEAD request carries no body eithe
   }
 }
 
+// RFC 9112 3.2.2: a server MUST accept the absolute-form of the request
+// target ("GET http://host:port/metrics"), as a client sends it through a
+// proxy or a probe configured with the full URL does.
+TEST_CASE("metrics http: absolute-form request targets are served like origin-form ones", "[metrics][http]") {
+  Backend b;
+  auto srv = start_server(b);
+  Client c(srv->port());
+  const std::string authority = "127.0.0.1:" + std::to_string(srv->port());
+  auto r = c.request("GET", "http://" + authority + "/metrics");
+  REQUIRE(r);
+  CHECK(r->status == 200);
+  CHECK(r->header("content-type") == "text/plain; version=0.0.4; charset=utf-8");
+  CHECK(r->body == kBody);
+  r = c.request("GET", "HTTP://" + authority + "/health?verbose=1");  // the scheme is case-insensitive
+  REQUIRE(r);
+  CHECK(r->status == 200);
+  CHECK(r->body == "ready\n");
+  r = c.request("HEAD", "http://" + authority + "/metrics");
+  REQUIRE(r);
+  CHECK(r->status == 200);
+  CHECK(r->header("content-length") == std::to_string(std::string(kBody).size()));
+  CHECK(c.nothing_more_within(100ms));
+  r = c.request("POST", "http://" + authority + "/metrics");
+  REQUIRE(r);
+  CHECK(r->status == 405);
+  // Other paths stay 404, the authority's empty path is "/".
+  for (const std::string& t : std::vector<std::string>{"http://" + authority + "/nope", "http://" + authority,
+                               "http://" + authority + "?/metrics", std::string("http://x/metricsx"),
+                               std::string("ftp://x/metrics"), std::string("http:/metrics"),
+                               std::string("/http://x/metrics")}) {
+    INFO(t);
+    r = c.request("GET", t);
+    REQUIRE(r);
+    CHECK(r->status == 404);
+  }
+  CHECK(b.metrics_calls == 2);
+}
+
 TEST_CASE("metrics http: keep-alive serves several requests on one connection", "[metrics][http]") {
   Backend b;
   auto srv = start_server(b);
