@@ -140,6 +140,10 @@ class Session : public std::enable_shared_from_this<Session> {
   void on_read(const beast::error_code& ec) {
     if (ec) {
       if (ec == http::error::end_of_stream) return close_gracefully();  // closed between requests
+      // Reset between requests (no byte of a new one): a load balancer's
+      // health check closes so (SO_LINGER 0) after its answer, or right
+      // after connecting; as routine as the FIN above, not an error.
+      if (ec == asio::error::connection_reset && !parser_->got_some()) return;
       if (ec == beast::error::timeout) {
         // The stream has closed the socket. An idle keep-alive connection
         // that already got its answers is routine, not a slow client.
@@ -150,7 +154,7 @@ class Session : public std::enable_shared_from_this<Session> {
       if (ec == http::error::body_limit) return reply_error(http::status::payload_too_large);
       const bool parse_error = ec.category() == http::make_error_code(http::error::bad_method).category();
       if (parse_error && ec != http::error::partial_message) return reply_error(http::status::bad_request);
-      ++srv_->errors;  // reset, or closed mid-request: nobody to answer
+      ++srv_->errors;  // reset or closed mid-request: nobody to answer
       return;
     }
     ++srv_->requests;

@@ -82,7 +82,8 @@ struct HttpOptions {
 
 struct HttpStats {
   uint64_t requests = 0;              // requests parsed and answered (any status)
-  uint64_t errors = 0;                // 400/413/431/500 answers, I/O errors, caught exceptions
+  uint64_t errors = 0;                // 400/413/431/500 answers, I/O errors (a reset mid-request or
+                                      // mid-answer; not one between requests), caught exceptions
   uint64_t rejected_connections = 0;  // closed at accept: max_connections reached
   uint64_t timeouts = 0;              // half-read requests and slow writes cut off
 };

@@ -60,6 +60,15 @@ class Client {
   Client& operator=(const Client&) = delete;
 
   bool connected() const { return connected_; }
+
+  // Closes with a reset (SO_LINGER 0), as load balancers close their
+  // health-check connections to skip TIME_WAIT.
+  void reset() {
+    linger l{1, 0};
+    ::setsockopt(fd_, SOL_SOCKET, SO_LINGER, &l, sizeof l);
+    ::close(fd_);
+    fd_ = -1;
+  }
   int connect_errno() const { return connect_errno_; }
 
   bool send(const std::string& s) {
@@ -540,6 +549,46 @@ TEST_CASE("metrics http: at most 64 connections, further ones closed and counted
     return x && x->status == 200;
   });
   CHECK(served);
+}
+
+// A load balancer's HTTP check reads its answer and closes the connection
+// with a reset (SO_LINGER 0, no TIME_WAIT), a TCP check connects and resets:
+// routine closes between requests, like a FIN there, not errors (else
+// sb_http_errors_total grows with every check and is useless to alert on).
+// A reset in the middle of a request is still one.
+TEST_CASE("metrics http: a reset between requests is a close, not an error", "[metrics][http]") {
+  Backend b;
+  auto srv = start_server(b);
+  {
+    Client c(srv->port());
+    auto r = c.request("GET", "/health");
+    REQUIRE(r);
+    CHECK(r->status == 200);
+    c.reset();
+  }
+  {
+    Client c(srv->port());
+    REQUIRE(c.connected());
+    c.reset();
+  }
+  // Served after both resets were sent; then time for the server to see them.
+  Client after(srv->port());
+  auto r = after.request("GET", "/health");
+  REQUIRE(r);
+  CHECK(r->status == 200);
+  std::this_thread::sleep_for(200ms);
+  CHECK(srv->stats().errors == 0);
+  CHECK(srv->stats().timeouts == 0);
+
+  Client mid(srv->port());
+  r = mid.request("GET", "/health");
+  REQUIRE(r);
+  REQUIRE(mid.send("GET /metrics HTTP/1.1\r\nHo"));  // half of the next request
+  std::this_thread::sleep_for(50ms);
+  mid.reset();
+  CHECK(eventually([&] { return srv->stats().errors == 1; }));
+  std::this_thread::sleep_for(100ms);
+  CHECK(srv->stats().errors == 1);
 }
 
 TEST_CASE("metrics http: a throwing handler gets a 500, the server keeps serving", "[metrics][http]") {
