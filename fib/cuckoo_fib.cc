@@ -262,10 +262,11 @@ Status CuckooFibT<L>::insert_hashed(const FlowKey& key, uint64_t h, uint32_t val
 
 template <class L>
 Status CuckooFibT<L>::update_hashed(const FlowKey& key, uint64_t h, uint32_t value) {
+  if (!key.canonical()) return Status::InvalidArgument("cuckoo fib: key bytes 13..15 must be zero");
   if (value == kFibMiss) return Status::InvalidArgument("cuckoo fib: value 0xffffffff is the miss marker");
   uint64_t b;
   int s;
-  if (!key.canonical() || !find(key, h, &b, &s)) return Status::NotFound("cuckoo fib: key not present");
+  if (!find(key, h, &b, &s)) return Status::NotFound("cuckoo fib: key not present");
   write_begin(b);
   seq_store32(value_ptr(b, unsigned(s)), value);
   write_end(b);
@@ -274,9 +275,10 @@ Status CuckooFibT<L>::update_hashed(const FlowKey& key, uint64_t h, uint32_t val
 
 template <class L>
 Status CuckooFibT<L>::erase_hashed(const FlowKey& key, uint64_t h) {
+  if (!key.canonical()) return Status::InvalidArgument("cuckoo fib: key bytes 13..15 must be zero");
   uint64_t b;
   int s;
-  if (!key.canonical() || !find(key, h, &b, &s)) return Status::NotFound("cuckoo fib: key not present");
+  if (!find(key, h, &b, &s)) return Status::NotFound("cuckoo fib: key not present");
   write_begin(b);
   store_slot(b, unsigned(s), kEmpty, kEmpty, kFibMiss);
   write_end(b);

@@ -18,7 +18,8 @@
 //     insert of a present key: kAlreadyExists; update/erase of an absent
 //     key: kNotFound; a full table: kCapacity (the entry is NOT inserted and
 //     nothing else is dropped). Non-canonical keys (bytes 13..15 != 0):
-//     kInvalidArgument; lookups of such keys miss.
+//     kInvalidArgument for insert, update and erase alike (checked first);
+//     lookups of such keys miss.
 //   - num_bits(): everything a data-plane lookup touches (including
 //     versions and fallback tables), at the structure's capacity.
 //   - serialize(): magic, format version, backend kind, hash seed, the

@@ -360,6 +360,29 @@ TEST_CASE("fib: table-full and invalid input are clear errors", "[fib]") {
   }
 }
 
+// fib.h CONTRACT: a non-canonical key is kInvalidArgument for insert,
+// update and erase alike (update/erase used to answer kNotFound, which a
+// caller cannot tell from "absent"); the FIB is left unchanged.
+TEST_CASE("fib: update and erase of a non-canonical key are kInvalidArgument", "[fib]") {
+  for (Backend kind : kKinds) {
+    INFO(kind_name(kind));
+    Env e = make_env(kind, 100, 1);
+    const FlowKey good = make_keys(1, 1)[0];
+    const uint32_t s = e.table->add({good, 0, 0, 0}).value();
+    REQUIRE(e.fib->insert(good, s).ok());
+    FlowKey bad = good;
+    bad.bytes[13] = 1;
+    FlowKey poison;
+    std::memset(poison.bytes, 0xff, 16);
+    for (const FlowKey& k : {bad, poison}) {
+      CHECK(e.fib->update(k, s).code() == StatusCode::kInvalidArgument);
+      CHECK(e.fib->erase(k).code() == StatusCode::kInvalidArgument);
+    }
+    CHECK(e.fib->size() == 1);
+    CHECK(e.fib->lookup(good) == s);
+  }
+}
+
 // One writer (inserts, erases, make-before-break updates) and two readers
 // doing bulk lookups. Stable keys must always hit their session, toggled
 // keys one of their two sessions, absent keys must miss. The stall hook

@@ -242,6 +242,7 @@ Status OthelloFib::update_hashed(const FlowKey& key, uint64_t h, uint32_t value)
 }
 
 Status OthelloFib::erase_hashed(const FlowKey& key, uint64_t h) {
+  if (!key.canonical()) return Status::InvalidArgument("othello fib: key bytes 13..15 must be zero");
   ctl_.prefetch(h);
   if (fallback_n_.load(std::memory_order_relaxed) != 0) {
     const int s = fallback_find(key);
