@@ -40,8 +40,10 @@
 //   and a tag byte inside the line would cost a slot.
 //
 // EMPTY SLOT: the all-0xff key (canonical keys have bytes 13..15 zero, so
-// none equals it) with value kFibMiss; lookups of non-canonical keys are
-// rejected up front.
+// none equals it) with value kFibMiss. The bulk lookup does not test a
+// query for canonical form: a non-canonical query can match only an empty
+// slot, whose value is kFibMiss (the single-key slow path rejects it up
+// front). insert/update/erase refuse non-canonical keys (kInvalidArgument).
 //
 // INDEXES: b1 = reduce(remix(h, kCuckooB1 ^ seed_salt(s)), nb),
 // b2 = reduce(remix(h, kCuckooB2 ^ seed_salt(s)), nb), b2 := b1 + 1 (mod

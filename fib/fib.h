@@ -4,8 +4,10 @@
 //
 //   OthelloFib  (fib/othello_fib.h)  Othello query arrays -> candidate index,
 //               confirmed by comparing the full key in the session record.
-//   CuckooFib   (fib/cuckoo_fib.h)   (2,4) cuckoo buckets of full keys and a
-//               separate value array indexed by slot number.
+//   CuckooFib   (fib/cuckoo_fib.h)   cuckoo buckets of full keys: the default
+//               (2,3) layout with the values and a version in each bucket's
+//               line; CuckooFib4 the (2,4) layout with a separate value
+//               array indexed by slot number.
 //
 // CONTRACT
 //   - lookup_bulk() takes the keys AND their precomputed hashes

@@ -517,12 +517,13 @@ TEST_CASE("fib: prefetch_lookup is a hint only, on an empty and a filled FIB", "
 }
 
 // Index reuse under lookups: a lookup verifies the key, but the control
-// thread may free that record and hand its index to another session (LIFO
-// free list) before the data plane reads the tunnel. The writer removes
-// pairs of sessions and re-adds them in the same order, so every index
-// changes owner every round (and passes through the free state: tunnel
-// word 0, live bit clear); readers look up and read the tunnel the way the
-// pipeline does. A tunnel that is not the looked-up key's own is counted.
+// thread may free that record and hand its index to another session
+// before the data plane reads the tunnel. The writer removes all sessions
+// and re-adds them in the same order; the free queue (FIFO, 8 spare
+// indexes) hands them indexes shifted by the spares, so indexes keep
+// changing owner (and pass through the free state: tunnel word 0, live bit
+// clear); readers look up and read the tunnel the way the pipeline does. A
+// tunnel that is not the looked-up key's own is counted.
 TEST_CASE("fib: index reuse under lookups never yields another session's tunnel", "[fib][tsan]") {
   const uint64_t seed = test_seed(26);
   for (Backend kind : kKinds) {
@@ -573,11 +574,11 @@ TEST_CASE("fib: index reuse under lookups never yields another session's tunnel"
     const auto t0 = std::chrono::steady_clock::now();
     uint64_t rounds = 0, moved = 0;
     while (std::chrono::steady_clock::now() - t0 < std::chrono::milliseconds(400)) {
-      for (size_t k = 0; k < n; ++k) {  // remove all (the free list's top is the last freed)
+      for (size_t k = 0; k < n; ++k) {  // remove all (they queue behind the free ones)
         REQUIRE(e.fib->erase(keys[k]).ok());
         REQUIRE(e.table->remove(at[k]).ok());
       }
-      for (size_t k = 0; k < n; ++k) {  // re-add in the same order: key k takes key n-1-k's index
+      for (size_t k = 0; k < n; ++k) {  // re-add in the same order: key k takes another key's index
         const uint32_t s = e.table->add({keys[k], teid_of(k), enb_of(k), 5}).value();
         moved += s != at[k];
         at[k] = s;

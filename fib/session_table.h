@@ -58,7 +58,8 @@
 // stale entry is reused from that entry's place in the queue, earlier
 // than FIFO order would give). Each add_at() leaves at most one stale
 // entry, so add() stays O(1) amortized. size_ counts live records;
-// free_count_ counts ring entries (free or stale), >= capacity - size_.
+// free_count_ counts ring entries (free or stale), >= capacity - size_ -
+// unusable_ (the index "TEID 0" never hands out has no entry).
 //
 // SPACE: capacity x (32 + 16 x lcores) bytes + 32 KiB of versions. The
 // counters dominate with several lcores (16M sessions x 4 lcores: 1 GiB of
