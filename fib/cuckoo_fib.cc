@@ -18,8 +18,11 @@ Result<std::unique_ptr<CuckooFibT<L>>> CuckooFibT<L>::create(uint64_t capacity, 
                                                              uint32_t seed) {
   if (capacity == 0) return Status::InvalidArgument("cuckoo fib: capacity must be >= 1");
   std::unique_ptr<CuckooFibT> f(new CuckooFibT(hash_seed));
+  // nb_ <= 2^64 / 2.55 fits uint64; the bound is tested on nb_ itself:
+  // nb_ * kSlots (and nb_ * 64 bytes) wrap for capacities near 2^64.
   f->nb_ = std::max<uint64_t>(2, uint64_t(std::ceil(double(capacity) / (kSlots * L::kDesignLoad))));
-  if (f->nb_ * kSlots >= (1ULL << 32)) return Status::InvalidArgument("cuckoo fib: capacity too large");
+  if (f->nb_ > ((1ULL << 32) - 1) / kSlots)  // slot numbers and values are 32-bit
+    return Status::InvalidArgument("cuckoo fib: capacity too large");
   f->salt1_ = salt::kCuckooB1 ^ seed_salt(seed);
   f->salt2_ = salt::kCuckooB2 ^ seed_salt(seed);
   try {

@@ -78,3 +78,20 @@ TEST_CASE("cuckoo fib: space accounting", "[fib][cuckoo]") {
   CHECK(per_slot < 171.0);  // 512 bits per 3 slots
   CHECK(fib->capacity() >= (1u << 20));
 }
+
+// Capacities whose slot count does not fit 32 bits are refused before
+// anything is mapped. The bound used to be tested on nb * kSlots, which
+// wraps: 16602069666353696768 gives Layout4 2^62 + 2^22 buckets, whose
+// slot count wrapped to 2^24 (accepted) and whose byte size wrapped to
+// 256 MiB (mapped), and the initialisation then wrote past the mapping.
+TEMPLATE_TEST_CASE("cuckoo fib: huge capacities are refused, never wrapped", "[fib][cuckoo]", Layout3, Layout4) {
+  for (uint64_t cap : {uint64_t(16602069666353696768ull), ~uint64_t(0), uint64_t(1) << 40,
+                       uint64_t(0xfffffffful) * 2}) {
+    INFO("capacity " << cap);
+    auto r = CuckooFibT<TestType>::create(cap, 1);
+    REQUIRE_FALSE(r.ok());
+    CHECK(r.status().code() == StatusCode::kInvalidArgument);
+  }
+  // The largest accepted table still has fewer than 2^32 slots.
+  CHECK(CuckooFibT<TestType>::create(1000, 1).value()->capacity() < (uint64_t(1) << 32));
+}
