@@ -61,14 +61,16 @@
 // free_count_ counts ring entries (free or stale), >= capacity - size_ -
 // unusable_ (the index "TEID 0" never hands out has no entry).
 //
-// SPACE: capacity x (32 + 16 x lcores) bytes + 32 KiB of versions. The
+// SPACE: capacity x (32 + 16 x lcores) bytes + 32 KiB of versions (+ the
+// control thread's free ring, 4 bytes and a bit per index). The
 // counters dominate with several lcores (16M sessions x 4 lcores: 1 GiB of
 // counters next to 512 MiB of records).
 //
 // THREAD SAFETY: one control thread calls add/modify/remove; any number of
 // data-plane threads call read/key_equals/read_verified/prefetch/...; lcore
-// c is the only caller of count(c, ...). counters() may run anywhere (sums
-// relaxed loads; a concurrent increment may or may not be included).
+// c is the only caller of count(c, ...). counters() may run anywhere (per
+// slot: tag, bytes, tag, acquire loads, see count(); a concurrent
+// increment may or may not be included).
 //
 // INDEX REUSE: a removed index goes to the back of the free queue, so it
 // is reused only after every index freed before it. teid_ul holds only
