@@ -416,6 +416,25 @@ struct Client {
     while (owner_of(pool[i]) != owner) ++i;
     return pool[i];
   }
+  // Adds k handled by `node` (k's owner must be up) and returns the
+  // teid_ul its owner learnt from the handler's ack.
+  uint32_t add_handled(const FlowKey& k, uint32_t node, uint32_t teid_dl) {
+    const uint64_t ok0 = ok;
+    run_op(make_op(OpKind::kAdd, k, node, teid_dl));
+    REQUIRE(ok == ok0 + 1);
+    const SessionRec* r = sim.owners[owner_of(k)]->find(k);
+    REQUIRE(r != nullptr);
+    REQUIRE(r->teid_ul >> (32 - fib::SessionTable::kNodeBits) == node);
+    return r->teid_ul;
+  }
+  // Hands op to its owner (its reply token = its request id) and pumps the
+  // owner once, without running the rest of the simulation.
+  void submit_pumped(ClientOp op) {
+    op.token = op.request_id;
+    Owner& o = *sim.owners[owner_of(op.s.key)];
+    o.submit(std::move(op));
+    REQUIRE(o.pump(sim.now).ok());
+  }
   // Submits op and runs the simulation until idle, the reply applied to
   // the model.
   void run_op(const ClientOp& op) {
@@ -2017,10 +2036,7 @@ TEST_CASE("rib owner: no RIB snapshot after a log failure", "[owner]") {
   c.run_op(c.make_op(OpKind::kAdd, mine[1], 0, 2));
   REQUIRE(sim.owners[0]->wal_stats().snapshots == 0);
   sim.down[1] = true;  // the third op's install is never acked
-  ClientOp op = c.make_op(OpKind::kAdd, mine[2], 1, 3);
-  op.token = op.request_id;
-  sim.owners[0]->submit(std::move(op));
-  REQUIRE(sim.owners[0]->pump(sim.now).ok());
+  c.submit_pumped(c.make_op(OpKind::kAdd, mine[2], 1, 3));
   REQUIRE(sim.owners[0]->groups_in_flight() == 1);  // 3 records since the last snapshot: one is due
   auto logs = [&] {
     size_t n = 0;
@@ -2163,10 +2179,7 @@ TEST_CASE("rib owner: a re-push batch acked by a node it was not sent to is a st
   Client c(sim, 86, 100);
   sim.run_until_idle();
   const FlowKey k = c.key_owned_by(0);
-  c.run_op(c.make_op(OpKind::kAdd, k, 1, 0x77));
-  REQUIRE(c.ok == 1);
-  const uint32_t teid = sim.owners[0]->find(k)->teid_ul;
-  REQUIRE(teid_node(teid) == 1);
+  const uint32_t teid = c.add_handled(k, 1, 0x77);
   sim.kill(0);
   sim.restart(0);
   REQUIRE(sim.owners[0]->find(k)->teid_ul == 0);  // not logged: relearnt from the re-push
@@ -2382,15 +2395,9 @@ TEST_CASE("rib owner: a failed move's undo keeps the logged teid_ul of the resto
   Client c(sim, 100, 100);
   sim.run_until_idle();
   const FlowKey k = c.key_owned_by(0);
-  c.run_op(c.make_op(OpKind::kAdd, k, 1, 0x55));
-  REQUIRE(c.ok == 1);
-  const uint32_t teid = sim.owners[0]->find(k)->teid_ul;
-  REQUIRE(teid_node(teid) == 1);
+  const uint32_t teid = c.add_handled(k, 1, 0x55);
   sim.down[2] = true;  // the move's install is never acked
-  ClientOp op = c.make_op(OpKind::kMove, k, 2);
-  op.token = op.request_id;
-  sim.owners[0]->submit(std::move(op));
-  REQUIRE(sim.owners[0]->pump(sim.now).ok());
+  c.submit_pumped(c.make_op(OpKind::kMove, k, 2));
   REQUIRE(sim.owners[0]->groups_in_flight() == 1);
   sim.now += 1000000;  // past fib_timeout_ms: the move fails and is undone
   REQUIRE(sim.owners[0]->pump(sim.now).ok());
@@ -2676,10 +2683,7 @@ TEST_CASE("rib owner: op batches, compensations and in-flight snapshot entries n
   Client c(sim, 108, 100);
   sim.run_until_idle();
   const FlowKey k = c.key_owned_by(0);
-  c.run_op(c.make_op(OpKind::kAdd, k, 1, 0x55));
-  REQUIRE(c.ok == 1);
-  const uint32_t teid = sim.owners[0]->find(k)->teid_ul;
-  REQUIRE(teid_node(teid) == 1);
+  const uint32_t teid = c.add_handled(k, 1, 0x55);
   auto sent_to = [&](uint32_t node) {
     std::vector<FibEntry> out;
     for (auto& [ch, q] : sim.chans)
@@ -2689,10 +2693,7 @@ TEST_CASE("rib owner: op batches, compensations and in-flight snapshot entries n
             if (e.key == k) out.push_back(e);
     return out;
   };
-  ClientOp mod = c.make_op(OpKind::kModify, k, 1, 0x66);
-  mod.token = mod.request_id;
-  sim.owners[0]->submit(std::move(mod));
-  REQUIRE(sim.owners[0]->pump(sim.now).ok());
+  c.submit_pumped(c.make_op(OpKind::kModify, k, 1, 0x66));
   auto e1 = sent_to(1);
   REQUIRE(e1.size() == 1);
   CHECK(e1[0].teid_ul == teid);
@@ -2715,10 +2716,7 @@ TEST_CASE("rib owner: op batches, compensations and in-flight snapshot entries n
   // A move to node 2, which never acks: the undo reinstalls the old entry
   // at node 1 with its teid_ul.
   sim.down[2] = true;
-  ClientOp mv = c.make_op(OpKind::kMove, k, 2);
-  mv.token = mv.request_id;
-  sim.owners[0]->submit(std::move(mv));
-  REQUIRE(sim.owners[0]->pump(sim.now).ok());
+  c.submit_pumped(c.make_op(OpKind::kMove, k, 2));
   sim.chans.clear();
   sim.now += 1000000;  // past fib_timeout_ms
   REQUIRE(sim.owners[0]->pump(sim.now).ok());
@@ -2851,15 +2849,9 @@ TEST_CASE("rib owner: a failed delete's undo keeps the logged teid_ul of the res
   Client c(sim, 102, 100);
   sim.run_until_idle();
   const FlowKey k = c.key_owned_by(0);
-  c.run_op(c.make_op(OpKind::kAdd, k, 1, 0x56));
-  REQUIRE(c.ok == 1);
-  const uint32_t teid = sim.owners[0]->find(k)->teid_ul;
-  REQUIRE(teid_node(teid) == 1);
+  const uint32_t teid = c.add_handled(k, 1, 0x56);
   sim.down[1] = true;  // the delete's remove is never acked: node 1 keeps the entry
-  ClientOp op = c.make_op(OpKind::kDelete, k);
-  op.token = op.request_id;
-  sim.owners[0]->submit(std::move(op));
-  REQUIRE(sim.owners[0]->pump(sim.now).ok());
+  c.submit_pumped(c.make_op(OpKind::kDelete, k));
   REQUIRE(sim.owners[0]->groups_in_flight() == 1);
   sim.now += 1000000;  // past fib_timeout_ms: the delete fails and is undone
   REQUIRE(sim.owners[0]->pump(sim.now).ok());
