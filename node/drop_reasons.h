@@ -29,7 +29,7 @@ namespace sb::node {
   X(stale_teid, "uplink TEID of an older generation of the session slot")                     \
   X(ue_spoofed, "uplink inner source address is not the UE address of the TEID's session")   \
   X(ecn_ce_not_ect, "outer ECN CE over a Not-ECT inner packet at decapsulation (RFC 6040 4.2)") \
-  X(too_big, "encapsulated packet exceeds the MTU and the policy is drop")                    \
+  X(too_big, "encapsulated packet exceeds the MTU and the policy is drop, or a decapsulated one the ext port's 1500") \
   X(tx_full, "transmit queue full")                                                           \
   X(no_mbuf, "no buffer for a reply or a fragment")
 

@@ -31,6 +31,7 @@ inline constexpr uint8_t kGtpEchoResponse = 2;
 // Outer headers added by encapsulation: Ethernet + IPv4 + UDP + GTP-U.
 inline constexpr uint32_t kEncapHdr = 14 + 20 + 8 + 8;
 inline constexpr uint32_t kGtpOverhead = 20 + 8 + 8;  // over the inner IP packet
+inline constexpr uint32_t kExtMtu = 1500;  // IPv4 bytes the ext port carries (docs/config.md)
 
 struct Mac {
   uint8_t b[6];

@@ -526,6 +526,13 @@ void Worker::upstream(rte_mbuf* m, bool steered) {
     }
     ipv4_set_ecn(inner, ecn);
   }
+  // The ext port carries 1500-byte IPv4 packets (docs/config.md): with
+  // node.mtu above 1536 an eNodeB can tunnel a longer one, which the ext
+  // side would drop unseen. Counted here instead (not fragmented).
+  if (u.inner_len > kExtMtu) [[unlikely]] {
+    drop(m, Drop::k_too_big);
+    return;
+  }
   ipv4_dec_ttl(inner);
   st.count(lcore_, idx, meta, u.inner_len);
   // New Ethernet header right before the inner packet; drop the rest.

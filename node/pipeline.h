@@ -28,7 +28,8 @@
 //              against the session's UE address (ue_spoofed; off with
 //              node.ue_source_check: false), decapsulated (outer ECN
 //              CE/ECT(1) onto an ECN-capable inner packet; CE over a
-//              Not-ECT one: ecn_ce_not_ect, RFC 6040 4.2) -> ext.
+//              Not-ECT one: ecn_ce_not_ect, RFC 6040 4.2; an inner
+//              packet over the ext port's 1500 bytes: too_big) -> ext.
 //
 // IPv4 header checksums (RFC 1812 5.2.2): the ingress header downstream and
 // the outer header upstream (the NIC's verdict when it gives one, else

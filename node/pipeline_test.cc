@@ -774,6 +774,38 @@ TEST_CASE("pipeline: decapsulation propagates congestion marks of the outer head
   CHECK(d.count("drop_ecn_ce_not_ect") == 1);
 }
 
+TEST_CASE("pipeline: an uplink packet longer than the ext port's 1500 bytes is counted too_big, not sent") {
+  // node.mtu above 1536 lets an eNodeB tunnel inner packets over 1500;
+  // the ext side (1500, docs/config.md) would drop them unseen.
+  RingClusterOptions o;
+  o.name = "bigup";
+  o.nodes = 2;
+  o.ring_size = 256;
+  o.capacity = 4096;
+  o.mtu = 9000;
+  auto r = RingCluster::create(o, sessions(2), pool());
+  INFO(r.status().to_string());
+  REQUIRE(r.ok());
+  RingCluster& c = *r.value();
+  const uint32_t idx = c.state(0).fib_lookup(key_of(kUe1));  // handled by node 0
+  fib::SessionRecord rec;
+  REQUIRE(c.state(0).read_session(idx, &rec));
+  auto up = [&](uint32_t inner_payload) {
+    return PacketBuilder().eth(rc_mac(0, kEnb), rc_enb_next_hop()).ipv4(kEnb1, o.s1u_base + 1, 17).udp(2152, 2152)
+        .gtpu(0x30, kGtpGpdu, rec.teid_ul).ipv4(kUe1, kInternet, 17, 64).udp(40000, 80).payload(inner_payload).build();
+  };
+  auto before = totals(c);
+  auto out = run(c, 0, kEnb, up(1500 - 28));  // exactly 1500: sent
+  REQUIRE(out.size() == 1);
+  CHECK(out[0].frame.size() == 14 + 1500);
+  before = totals(c);
+  CHECK(run(c, 0, kEnb, up(1501 - 28)).empty());
+  const auto d = delta(before, totals(c));
+  CHECK(drops(d) == 1);
+  CHECK(d.count("drop_too_big") == 1);
+  CHECK(c.state(0).sessions().counters(idx).packets == 1);  // the dropped one is not billed
+}
+
 TEST_CASE("pipeline: node.ue_source_check false forwards an uplink packet from any inner source") {
   RingClusterOptions o;
   o.name = "nospoof";
