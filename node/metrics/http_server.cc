@@ -282,7 +282,20 @@ void HttpServer::Impl::on_accept(const beast::error_code& ec, tcp::socket s) {
   try {
     if (active >= opts.max_connections) {
       ++rejected;
+      // Say why before closing (a prober then sees "busy", not a dead
+      // node): one short write that never blocks the server's thread;
+      // bytes the client already sent are read first, so the close is a
+      // FIN, not a reset that could discard the answer. Best effort.
+      static constexpr char k503[] =
+          "HTTP/1.1 503 Service Unavailable\r\nContent-Type: text/plain\r\nContent-Length: 21\r\n"
+          "Retry-After: 1\r\nConnection: close\r\n\r\ntoo many connections\n";
       beast::error_code ignored;
+      s.non_blocking(true, ignored);
+      char sink[1024];
+      while (s.read_some(asio::buffer(sink), ignored) > 0) {
+      }
+      s.write_some(asio::buffer(k503, sizeof k503 - 1), ignored);
+      s.shutdown(tcp::socket::shutdown_send, ignored);
       s.close(ignored);
     } else {
       std::make_shared<Session>(this, std::move(s))->start();

@@ -46,7 +46,9 @@
 //     connection closed after at least one response does not. Writing a
 //     response has its own write_timeout (5 s), counted in `timeouts` too.
 //   - at most max_connections (64) connections at once: further ones are
-//     accepted and closed at once, counted in rejected_connections. A
+//     accepted, answered 503 "too many connections" (Retry-After: 1, one
+//     non-blocking write: best effort) and closed at once, counted in
+//     rejected_connections. A
 //     failing accept() (EMFILE, ...) is counted in errors and retried
 //     after 100 ms.
 //   - IPv4 only, plain HTTP (no TLS, no authentication): bind it to a
@@ -84,7 +86,7 @@ struct HttpStats {
   uint64_t requests = 0;              // requests parsed and answered (any status)
   uint64_t errors = 0;                // 400/413/431/500 answers, I/O errors (a reset mid-request or
                                       // mid-answer; not one between requests), caught exceptions
-  uint64_t rejected_connections = 0;  // closed at accept: max_connections reached
+  uint64_t rejected_connections = 0;  // answered 503 and closed at accept: max_connections reached
   uint64_t timeouts = 0;              // half-read requests and slow writes cut off
 };
 

@@ -520,7 +520,7 @@ TEST_CASE("metrics http: a slow client is cut off after the read timeout", "[met
   CHECK(r->status == 200);
 }
 
-TEST_CASE("metrics http: at most 64 connections, further ones closed and counted", "[metrics][http]") {
+TEST_CASE("metrics http: at most 64 connections, further ones answered 503, closed and counted", "[metrics][http]") {
   Backend b;
   HttpOptions opts;
   opts.read_timeout = 30000ms;  // the 64 idle clients must not time out
@@ -531,9 +531,13 @@ TEST_CASE("metrics http: at most 64 connections, further ones closed and counted
     held.push_back(std::make_unique<Client>(srv->port()));
     REQUIRE(held.back()->connected());
   }
-  // Accepted in order: the 65th finds the table full.
+  // Accepted in order: the 65th finds the table full, and is told so.
   Client extra(srv->port());
-  CHECK(extra.closed_within(3000ms));
+  const auto said = extra.rest_until_close(3000ms);
+  REQUIRE(said);
+  CHECK(said->rfind("HTTP/1.1 503 Service Unavailable\r\n", 0) == 0);
+  CHECK(said->find("\r\nRetry-After: 1\r\n") != std::string::npos);
+  CHECK(said->find("\r\n\r\ntoo many connections\n") != std::string::npos);
   CHECK(eventually([&] { return srv->stats().rejected_connections == 1; }));
 
   // The held ones are served.
