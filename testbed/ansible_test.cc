@@ -2,6 +2,9 @@
 // passes --syntax-check against both inventories, the example inventory
 // parses, the systemd unit verifies, and sb-supervise (the testbed's
 // supervisor) starts, restarts, reports and stops a process by PID file.
+#include <arpa/inet.h>
+#include <netinet/in.h>
+#include <sys/socket.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
@@ -533,6 +536,36 @@ TEST_CASE("ansible: the ctl health check waits until every partition is resynced
   r = sh(play);
   INFO(r.out);
   CHECK(r.rc != 0);
+  sh("rm -rf " + d);
+}
+
+TEST_CASE("ansible: a /health request that gets no answer gives up after health_timeout, not 30 s", "[ansible]") {
+  // A node whose port accepts connections but never answers (a hung
+  // process, a listen queue nobody serves): each probe must end at
+  // health_timeout, else a retry holds for the uri module's default 30 s.
+  const int ls = ::socket(AF_INET, SOCK_STREAM, 0);
+  REQUIRE(ls >= 0);
+  sockaddr_in a{};
+  a.sin_family = AF_INET;
+  a.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+  REQUIRE(::bind(ls, reinterpret_cast<sockaddr*>(&a), sizeof a) == 0);
+  REQUIRE(::listen(ls, 8) == 0);  // never accepted: the kernel completes the handshakes
+  socklen_t al = sizeof a;
+  REQUIRE(::getsockname(ls, reinterpret_cast<sockaddr*>(&a), &al) == 0);
+  const std::string d = tmpdir();
+  std::ofstream(d + "/hosts.yml") << "all:\n  children:\n    sb_nodes:\n      hosts:\n        n1: {node_id: 1}\n"
+                                     "  vars:\n    ansible_connection: local\n    health_mode: http\n"
+                                     "    health_url: http://127.0.0.1:" << ntohs(a.sin_port) << "/health\n"
+                                     "    health_retries: 2\n    health_delay: 0\n    health_timeout: 2\n";
+  std::ofstream(d + "/health.yml") << "- hosts: sb_nodes\n  gather_facts: false\n  roles: [health]\n";
+  const auto t0 = std::chrono::steady_clock::now();
+  const Run r = sh("cd " + src() + "/ansible && ANSIBLE_CONFIG=ansible.cfg ANSIBLE_NOCOLOR=1 ANSIBLE_ROLES_PATH=" + src() +
+                   "/ansible/roles ansible-playbook -i " + d + "/hosts.yml " + d + "/health.yml");
+  const double s = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+  ::close(ls);
+  INFO(r.out);
+  CHECK(r.rc != 0);  // never ready
+  CHECK(s < 25.0);   // 3 probes of 2 s and ansible's start-up; one default-timeout probe alone is 30 s
   sh("rm -rf " + d);
 }
 
