@@ -167,11 +167,13 @@ Verdict parse_s1u(const uint8_t* f, uint32_t len, const Mac& mine, bool any_mac,
   const uint32_t end = 8 + gl;  // GTP message end, from g
   out->gtp_type = g[1];
   out->teid = rd32(g + 4);
-  out->has_seq = (flags & 0x07) != 0;
+  // E, S or PN: the 4 optional bytes are there; the sequence number in
+  // them means something only with S (TS 29.281 5.1; Echo messages need S).
+  out->has_seq = (flags & 0x02) != 0;
   uint32_t o = 8;
-  if (out->has_seq) {
+  if ((flags & 0x07) != 0) {
     if (gl < 4) return Verdict::kBad;
-    out->gtp_seq = rd16(g + 8);
+    out->gtp_seq = out->has_seq ? rd16(g + 8) : 0;
     uint8_t next = g[11];
     o = 12;
     if (flags & 0x04) {

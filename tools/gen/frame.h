@@ -112,7 +112,7 @@ struct Rx {
   uint16_t outer_sport = 0;
   uint8_t gtp_type = 0;
   uint32_t teid = 0;
-  bool has_seq = false;
+  bool has_seq = false;     // S flag: gtp_seq is meaningful (E or PN alone: the field is there, not valid)
   uint16_t gtp_seq = 0;
   bool recovery = false;   // Echo Response carries the Recovery IE (type 14)
   FlowKey inner{};         // G-PDU: the inner packet's 5-tuple (ports 0 for port-less protocols)

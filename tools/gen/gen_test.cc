@@ -221,6 +221,26 @@ TEST_CASE("echo request and upstream frames, echo response from the node respond
   CHECK(r.seq == 5);
 }
 
+TEST_CASE("sink parser: an Echo Response counts as sequenced only with the S flag", "[gen]") {
+  // TS 29.281: Echo messages carry S = 1. With only PN (0x31) or E (0x34)
+  // the sequence field is present but meaningless: the sink must not take
+  // such a response for a valid one (README: "type 2, S flag, TEID 0").
+  const uint32_t gw = 0xc6120901, enb = 0xc6130005;
+  const std::vector<uint8_t> recovery = {14, 0};
+  for (uint8_t flags : {uint8_t(0x32), uint8_t(0x31), uint8_t(0x34), uint8_t(0x33)}) {
+    INFO(int(flags));
+    std::vector<std::pair<uint8_t, uint8_t>> exts;
+    if (flags & 0x04) exts = {{0x20, 1}};
+    auto f = PacketBuilder().eth(kEnb, kSrc).ipv4(gw, enb, 17).udp(2152, 2152).gtpu(flags, 2, 0, 9, exts)
+                 .raw(recovery).build();
+    Rx rx;
+    REQUIRE(parse_s1u(f.data(), uint32_t(f.size()), kEnb, false, &rx) == Verdict::kEchoResponse);
+    CHECK(rx.recovery);
+    CHECK(rx.has_seq == ((flags & 0x02) != 0));
+    if (rx.has_seq) CHECK(rx.gtp_seq == 9);
+  }
+}
+
 TEST_CASE("session files: CSV and JSONL, errors carry line numbers", "[gen]") {
   std::vector<Session> v;
   {
