@@ -4,6 +4,7 @@
 #include <rte_ethdev.h>
 #include <rte_mbuf.h>
 
+#include <sys/stat.h>
 #include <unistd.h>
 
 #include <cstdio>
@@ -133,6 +134,20 @@ Status write_text(const std::string& path, const std::string& text) {
   const bool ok = std::fprintf(f, "%s\n", text.c_str()) >= 0;
   if (std::fclose(f) != 0 || !ok || std::rename(tmp.c_str(), path.c_str()) != 0)
     return Status::Io(path + ": write failed");
+  return Status::Ok();
+}
+
+Status check_output(const std::string& path) {
+  if (path.empty() || path == "-") return Status::Ok();
+  struct stat sb;
+  if (stat(path.c_str(), &sb) == 0 && S_ISDIR(sb.st_mode)) return Status::Io(path + ": is a directory");
+  // write_text writes path.tmp, then renames it: try creating that file.
+  const std::string tmp = path + ".tmp";
+  const bool existed = access(tmp.c_str(), F_OK) == 0;
+  FILE* f = std::fopen(tmp.c_str(), "a");
+  if (f == nullptr) return Status::Io(path + ": cannot create: " + std::strerror(errno));
+  std::fclose(f);
+  if (!existed) std::remove(tmp.c_str());
   return Status::Ok();
 }
 

@@ -97,6 +97,10 @@ std::string boot_id();
 std::string mac_str(const Mac& m);
 // Writes text to path ("-" = stdout), with a trailing newline.
 Status write_text(const std::string& path, const std::string& text);
+// Before a run: fails (with the message write_text would give at its end)
+// when path ("" and "-" pass) cannot be written: a directory, a missing
+// directory, no permission. The run's counts would otherwise be lost.
+Status check_output(const std::string& path);
 
 // One status line per second on stderr: \r-updated on a tty, plain lines otherwise.
 class StatusLine {

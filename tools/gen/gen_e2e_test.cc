@@ -427,3 +427,32 @@ TEST_CASE("sb-gen send: --count alone runs until that many are sent, past the de
   CHECK(u(s, "sent") == 1575);
   CHECK(s.at("stopped_by") == "count");
 }
+
+TEST_CASE("sb-gen send and sink: an --out that cannot be written is refused before the run", "[gen]") {
+  // It used to be found only when the report was written, after the whole
+  // run (exit 1): the run's counts were lost.
+  TempDir d;
+  {
+    std::ofstream o(d.path + "/s.csv");
+    o << "src_ip,dst_ip,src_port,dst_port,proto,node,teid_dl,enb_ip,bearer\n"
+      << "198.18.0.1,198.19.0.1,1024,80,udp,choose,16,198.19.0.200,5\n";
+  }
+  const std::string out = d.path + "/no-such-dir/out.json";
+  for (const std::string& cmd : std::vector<std::string>
+       {" send --quiet --sessions " + d.path + "/s.csv --port net_null0 --dst-mac 02:00:00:00:00:01 --rate 100 " +
+            "--duration 2 --file-prefix sbgt-out-s-" + std::to_string(getpid()),
+        " sink --quiet --sessions " + d.path + "/s.csv --port net_null0 --duration 2 --file-prefix sbgt-out-k-" +
+            std::to_string(getpid())}) {
+    test::Run r = test::sh(kBin + cmd + " --out " + out);
+    INFO(cmd << "\n" << r.out);
+    CHECK(r.rc == 2);
+    CHECK(test::has(r.out, out + ": cannot create"));
+  }
+  // A directory is not a file to write either.
+  test::Run r = test::sh(kBin + " send --quiet --sessions " + d.path + "/s.csv --port net_null0 --dst-mac " +
+                         "02:00:00:00:00:01 --count 1 --out " + d.path + " --file-prefix sbgt-out-d-" +
+                         std::to_string(getpid()));
+  INFO(r.out);
+  CHECK(r.rc == 2);
+  CHECK(test::has(r.out, "is a directory"));
+}

@@ -130,6 +130,11 @@ int run_send(const SendOptions& o) {
   uint32_t run_id = o.run_id;
   if (run_id == 0) run_id = uint32_t(fmix64(real_ns() ^ (uint64_t(getpid()) << 32))) | 1u;
 
+  st = check_output(o.out);
+  if (!st.ok()) {
+    std::fprintf(stderr, "sb-gen send: --out %s\n", st.message().c_str());
+    return 2;
+  }
   PcapWriter pcap;
   if (!o.pcap.empty()) {
     st = pcap.open(o.pcap);

@@ -110,6 +110,11 @@ int run_sink(const SinkOptions& o) {
   bool learning = false;
   for (const auto& p : peers) learning |= !p.has_mac;
 
+  st = check_output(o.out);
+  if (!st.ok()) {
+    std::fprintf(stderr, "sb-gen sink: --out %s\n", st.message().c_str());
+    return 2;
+  }
   PcapWriter pcap;
   if (!o.pcap.empty()) {
     st = pcap.open(o.pcap);
