@@ -456,3 +456,24 @@ TEST_CASE("sb-gen send and sink: an --out that cannot be written is refused befo
   CHECK(r.rc == 2);
   CHECK(test::has(r.out, "is a directory"));
 }
+
+TEST_CASE("sb-gen send: send.json states a small --rate and --unknown as given, not rounded to 0", "[gen]") {
+  // rate_target_pps had one decimal (--rate 0.001 read 0.0, which means "as
+  // fast as the ports take") and unknown_fraction four (--unknown 0.00001
+  // read 0.0000: no unknown flows).
+  TempDir d;
+  {
+    std::ofstream o(d.path + "/s.csv");
+    o << "src_ip,dst_ip,src_port,dst_port,proto,node,teid_dl,enb_ip,bearer\n"
+      << "198.18.0.1,198.19.0.1,1024,80,udp,choose,16,198.19.0.200,5\n";
+  }
+  test::Run r = test::sh(kBin + " send --quiet --sessions " + d.path + "/s.csv --port net_null0 --dst-mac " +
+                         "02:00:00:00:00:01 --rate 0.001 --unknown 0.00001 --duration 0.2 --out " + d.path +
+                         "/send.json --file-prefix sbgt-prec-" + std::to_string(getpid()));
+  INFO(r.out);
+  REQUIRE(r.rc == 0);
+  auto s = json_file(d.path + "/send.json");
+  INFO(s.at("rate_target_pps") << " " << s.at("unknown_fraction"));
+  CHECK(std::stod(s.at("rate_target_pps")) == 0.001);
+  CHECK(std::stod(s.at("unknown_fraction")) == 0.00001);
+}

@@ -4,6 +4,8 @@
 // report merge math.
 #include <catch2/catch.hpp>
 
+#include <map>
+
 #include <algorithm>
 #include <set>
 #include <sstream>
@@ -417,4 +419,31 @@ TEST_CASE("report merge: lost, misdelivered, duplicates, latency only with a sha
   SinkSummary k2;
   CHECK(!read_sink_json(sj.str(), &k2).ok());  // a send.json is not a sink.json
   CHECK(!read_send_json("{\"mode\":\"send\",\"sent\":1}", &s2).ok());
+}
+
+TEST_CASE("report JSON: delivered_correct_fraction is never rounded up to 1", "[gen]") {
+  // 1 misdelivered packet in 10 million printed as 1.000000 (six decimals):
+  // a report that says every packet was correct when one was not.
+  SendSummary s;
+  s.run_id = 3;
+  s.sent = 10000000;
+  SinkSummary k;
+  k.run_id = 3;
+  k.run_id_known = true;
+  k.delivered = 10000000;
+  k.delivered_correct = 9999999;
+  k.misdelivered = 1;
+  const Report r = merge(s, k);
+  std::vector<std::pair<std::string, std::string>> v;
+  REQUIRE(parse_json_object(report_json(r), &v).ok());
+  std::map<std::string, std::string> f(v.begin(), v.end());
+  REQUIRE(f.count("delivered_correct_fraction"));
+  INFO(f["delivered_correct_fraction"]);
+  CHECK(std::stod(f["delivered_correct_fraction"]) < 1.0);
+  CHECK(std::stod(f["delivered_correct_fraction"]) == 0.9999999);
+  // Exact fractions stay short.
+  k.delivered_correct = 10000000;
+  v.clear();
+  REQUIRE(parse_json_object(report_json(merge(s, k)), &v).ok());
+  CHECK(std::map<std::string, std::string>(v.begin(), v.end())["delivered_correct_fraction"] == "1");
 }

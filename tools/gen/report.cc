@@ -143,7 +143,7 @@ std::string report_json(const Report& r) {
   j.u("misdelivered", r.misdelivered).i("lost", r.lost).u("duplicates", r.duplicates);
   j.u("unknown_sent", r.unknown_sent).u("unknown_delivered", r.unknown_delivered);
   j.d("duration_s", r.duration_s).d("rate_pps", r.rate_pps, 1);
-  j.d("delivered_correct_fraction", r.delivered_correct_fraction, 6);
+  j.g("delivered_correct_fraction", r.delivered_correct_fraction);
   if (r.latency_us_p50) j.d("latency_us_p50", *r.latency_us_p50, 1);
   if (r.latency_us_p99) j.d("latency_us_p99", *r.latency_us_p99, 1);
   j.u("tx_failed", r.tx_failed).u("other_run", r.other_run).b("run_id_match", r.run_id_match);

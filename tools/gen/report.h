@@ -20,6 +20,8 @@
 //   duration_s, rate_pps  the generator's measured sending time and sent / duration_s
 #pragma once
 
+#include <charconv>
+#include <cmath>
 #include <cstdint>
 #include <cstdio>
 #include <optional>
@@ -38,6 +40,15 @@ class JsonWriter {
     char b[64];
     std::snprintf(b, sizeof b, "%.*f", prec, v);
     return raw(k, b);
+  }
+  // The shortest text that reads back as exactly v (0.001, 1e-05,
+  // 0.9999999, 1): for values a fixed precision would round to something
+  // else (a fraction just below 1 to 1, a small rate to 0). null if not finite.
+  JsonWriter& g(const char* k, double v) {
+    if (!std::isfinite(v)) return raw(k, "null");
+    char b[64];
+    const auto r = std::to_chars(b, b + sizeof b, v);
+    return raw(k, std::string(b, r.ptr));
   }
   JsonWriter& b(const char* k, bool v) { return raw(k, v ? "true" : "false"); }
   JsonWriter& s(const char* k, const std::string& v) { return raw(k, quote(v)); }

@@ -290,9 +290,9 @@ int run_send(const SendOptions& o) {
   JsonWriter j;
   j.s("mode", "send").u("run_id", run_id).u("sent", sent).u("unknown_sent", unknown_sent);
   j.d("duration_s", dur, 3).d("rate_pps", dur > 0 ? double(sent) / dur : 0.0, 1);
-  j.d("rate_target_pps", o.rate_pps, 1).u("sessions", sessions.size()).u("tx_failed", tx_failed);
+  j.g("rate_target_pps", o.rate_pps).u("sessions", sessions.size()).u("tx_failed", tx_failed);
   j.u("size", o.size).s("popularity", o.zipf_s > 0 ? zipf_name(o.zipf_s) : std::string("uniform"));
-  j.d("unknown_fraction", o.unknown, 4).u("seed", o.seed).u("ecmp_seed", o.ecmp_seed);
+  j.g("unknown_fraction", o.unknown).u("seed", o.seed).u("ecmp_seed", o.ecmp_seed);
   j.s("stopped_by", stopped_by).s("boot_id", boot_id());
   if (o.count_upstream) j.u("upstream_received", upstream_rx);
   std::string pj = "[";
