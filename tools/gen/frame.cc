@@ -221,7 +221,8 @@ uint32_t write_echo_request(uint8_t* out, const Mac& src_mac, const Mac& dst_mac
   wr16(g + 8, seq);
   g[10] = 0;
   g[11] = 0;
-  return 14 + 20 + 8 + 12;
+  std::memset(out + 54, 0, kEchoRequestFrame - 54);  // Ethernet padding (IPv4 length stays 40)
+  return kEchoRequestFrame;
 }
 
 uint32_t write_upstream(uint8_t* out, const Mac& src_mac, const Mac& dst_mac, uint32_t enb_ip, uint32_t gw_ip,

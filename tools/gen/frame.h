@@ -136,8 +136,11 @@ bool parse_inner(const uint8_t* ip, uint32_t avail, FlowKey* key, uint8_t* ttl, 
 // ---- what the sink sends ------------------------------------------------------
 
 // A GTP-U Echo Request (flags 0x32, type 1, TEID 0, sequence number seq,
-// UDP 2152 -> 2152) from src_ip to dst_ip. REQUIRES out has 14+20+8+12 = 54
-// bytes. Returns the frame length.
+// UDP 2152 -> 2152) from src_ip to dst_ip: 14+20+8+12 = 54 bytes of
+// headers, zero-padded to the Ethernet minimum (kEchoRequestFrame = 60; the
+// IPv4 total length stays 40). REQUIRES out has kEchoRequestFrame bytes.
+// Returns kEchoRequestFrame.
+inline constexpr uint32_t kEchoRequestFrame = kMinFrame;
 uint32_t write_echo_request(uint8_t* out, const Mac& src_mac, const Mac& dst_mac, uint32_t src_ip, uint32_t dst_ip,
                             uint16_t seq);
 

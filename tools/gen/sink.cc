@@ -201,9 +201,9 @@ int run_sink(const SinkOptions& o) {
         if (!p.has_mac) { ++c.echo_no_mac; continue; }
         rte_mbuf* m = rte_pktmbuf_alloc(pool);
         if (m == nullptr) continue;
-        uint8_t* d = reinterpret_cast<uint8_t*>(rte_pktmbuf_append(m, 54));
-        write_echo_request(d, mine, p.mac, src_ip, p.ip, ++echo_seq);
-        if (pcap.is_open()) pcap.write(d, 54, real_ns());
+        uint8_t* d = reinterpret_cast<uint8_t*>(rte_pktmbuf_append(m, kEchoRequestFrame));
+        const uint32_t len = write_echo_request(d, mine, p.mac, src_ip, p.ip, ++echo_seq);
+        if (pcap.is_open()) pcap.write(d, len, real_ns());
         if (send_frames(&m, 1)) {
           ++p.echo_sent;
           ++c.echo_requests;
