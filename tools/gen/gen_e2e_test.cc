@@ -477,3 +477,22 @@ TEST_CASE("sb-gen send: send.json states a small --rate and --unknown as given, 
   CHECK(std::stod(s.at("rate_target_pps")) == 0.001);
   CHECK(std::stod(s.at("unknown_fraction")) == 0.00001);
 }
+
+TEST_CASE("sb-gen report: run ids that differ exit 1 with a message, no loss figure", "[gen]") {
+  TempDir d;
+  {
+    std::ofstream o(d.path + "/send.json");
+    o << "{\"mode\":\"send\",\"run_id\":9,\"sent\":1000,\"unknown_sent\":0,\"sessions\":1,"
+         "\"duration_s\":1.0,\"rate_pps\":1000.0}\n";
+    std::ofstream k(d.path + "/sink.json");
+    k << "{\"mode\":\"sink\",\"run_id\":8,\"received\":1000,\"delivered\":0,\"delivered_correct\":0,"
+         "\"misdelivered\":0,\"duplicates\":0,\"unknown_delivered\":0,\"other_run\":1000}\n";
+  }
+  for (const std::string& fmt : std::vector<std::string>{" --json", ""}) {
+    test::Run r = test::sh(kBin + " report " + d.path + "/send.json " + d.path + "/sink.json" + fmt);
+    INFO(fmt << "\n" << r.out);
+    CHECK(r.rc == 1);
+    CHECK(test::has(r.out, "--run-id"));
+    CHECK(!test::has(r.out, "\"lost\""));
+  }
+}

@@ -453,3 +453,38 @@ TEST_CASE("report JSON: delivered_correct_fraction is never rounded up to 1", "[
   REQUIRE(parse_json_object(report_json(merge(s, k)), &v).ok());
   CHECK(std::map<std::string, std::string>(v.begin(), v.end())["delivered_correct_fraction"] == "1");
 }
+
+TEST_CASE("report: no lost or delivered fraction when the sink counted another run", "[gen]") {
+  // The sink's delivered count is of the run it latched: against another
+  // run's sent it made up a loss (here 900 'lost' of packets that all
+  // arrived, counted other_run by the sink).
+  SendSummary s;
+  s.run_id = 9;
+  s.sent = 1000;
+  s.unknown_sent = 100;
+  SinkSummary k;
+  k.run_id = 8;
+  k.run_id_known = true;
+  k.other_run = 1000;
+  Report r = merge(s, k);
+  CHECK(!r.run_id_match);
+  CHECK(!r.lost);
+  const std::string j = report_json(r);
+  INFO(j);
+  CHECK(!test::has(j, "\"lost\""));
+  CHECK(!test::has(j, "delivered_correct_fraction"));
+  CHECK(test::has(j, "\"run_id_match\":false"));
+  CHECK(test::has(report_table(r), "WARNING"));
+  // Same run: both there.
+  k.run_id = 9;
+  k.delivered = 900;
+  k.delivered_correct = 900;
+  r = merge(s, k);
+  CHECK(r.lost == 0);
+  CHECK(r.delivered_correct_fraction == 1.0);
+  // No marker seen at all: every known packet lost, a measured figure.
+  k = SinkSummary{};
+  r = merge(s, k);
+  CHECK(r.lost == 900);
+  CHECK(test::has(report_json(r), "\"lost\":900"));
+}

@@ -24,9 +24,11 @@ Report merge(const SendSummary& s, const SinkSummary& k) {
   r.unknown_delivered = k.unknown_delivered;
   r.other_run = k.other_run;
   const uint64_t known_sent = s.sent >= s.unknown_sent ? s.sent - s.unknown_sent : 0;
-  r.lost = int64_t(known_sent) - int64_t(k.delivered);
-  r.delivered_correct_fraction = known_sent ? double(k.delivered_correct) / double(known_sent) : 0.0;
   r.run_id_match = !k.run_id_known || k.run_id == s.run_id;
+  if (r.run_id_match) {
+    r.lost = int64_t(known_sent) - int64_t(k.delivered);
+    r.delivered_correct_fraction = known_sent ? double(k.delivered_correct) / double(known_sent) : 0.0;
+  }
   r.clock_shared = !s.boot_id.empty() && s.boot_id == k.boot_id;
   if (r.clock_shared && k.latency_samples > 0) {
     r.latency_us_p50 = k.latency_us_p50;
@@ -140,10 +142,12 @@ std::string report_json(const Report& r) {
   JsonWriter j;
   j.u("run_id", r.run_id).u("sessions", r.sessions);
   j.u("sent", r.sent).u("delivered", r.delivered).u("delivered_correct", r.delivered_correct);
-  j.u("misdelivered", r.misdelivered).i("lost", r.lost).u("duplicates", r.duplicates);
+  j.u("misdelivered", r.misdelivered);
+  if (r.lost) j.i("lost", *r.lost);
+  j.u("duplicates", r.duplicates);
   j.u("unknown_sent", r.unknown_sent).u("unknown_delivered", r.unknown_delivered);
   j.d("duration_s", r.duration_s).d("rate_pps", r.rate_pps, 1);
-  j.g("delivered_correct_fraction", r.delivered_correct_fraction);
+  if (r.run_id_match) j.g("delivered_correct_fraction", r.delivered_correct_fraction);
   if (r.latency_us_p50) j.d("latency_us_p50", *r.latency_us_p50, 1);
   if (r.latency_us_p99) j.d("latency_us_p99", *r.latency_us_p99, 1);
   j.u("tx_failed", r.tx_failed).u("other_run", r.other_run).b("run_id_match", r.run_id_match);
@@ -175,7 +179,7 @@ std::string report_table(const Report& r) {
   line("delivered", pct(r.delivered, known));
   line("delivered_correct", pct(r.delivered_correct, known));
   line("misdelivered", pct(r.misdelivered, known));
-  line("lost", std::to_string(r.lost));
+  line("lost", r.lost ? std::to_string(*r.lost) : std::string("- (the sink counted another run)"));
   line("duplicates", std::to_string(r.duplicates));
   line("unknown_delivered", pct(r.unknown_delivered, r.unknown_sent));
   if (r.latency_us_p50) {

@@ -10,7 +10,9 @@
 //                      destination == its enb_ip and the inner 5-tuple its key
 //   misdelivered       delivered - delivered_correct
 //   lost               (sent - unknown_sent) - delivered  (negative only if the
-//                      sink saw packets the generator did not count: reported as is)
+//                      sink saw packets the generator did not count: reported as is);
+//                      absent, like delivered_correct_fraction, when the sink's run id
+//                      is not the generator's (run_id_match false: `sb-gen report` exits 1)
 //   duplicates         received frames whose sequence number was already seen
 //   unknown_delivered  unknown-flow packets that reached the sink (each once)
 //   latency_us_p50/p99 sink clock - embedded timestamp: present only when
@@ -93,7 +95,9 @@ struct Report {
   uint64_t run_id = 0, sessions = 0;
   uint64_t sent = 0, delivered = 0, delivered_correct = 0, misdelivered = 0, duplicates = 0, unknown_sent = 0,
            unknown_delivered = 0, other_run = 0, tx_failed = 0;
-  int64_t lost = 0;
+  // Absent (lost) / not reported (the fraction) when the sink counted
+  // another run than the generator sent: then they would compare two runs.
+  std::optional<int64_t> lost;
   double duration_s = 0, rate_pps = 0;
   double delivered_correct_fraction = 0;  // delivered_correct / known packets sent
   std::optional<double> latency_us_p50, latency_us_p99;

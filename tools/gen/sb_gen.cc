@@ -2,8 +2,9 @@
 // the merge of their outputs into the BENCHMARKS.md report (report).
 // tools/gen/README.md documents the commands; `sb-gen --help` summarises.
 //
-// Exit codes: 0 ok, 1 runtime failure (EAL, ports, output files),
-// 2 usage error (bad option, bad session file).
+// Exit codes: 0 ok, 1 runtime failure (EAL, ports, output files; report:
+// the sink counted another run than the generator sent), 2 usage error
+// (bad option, bad session file).
 #include <csignal>
 #include <cstdio>
 #include <cstdlib>
@@ -331,6 +332,13 @@ int cmd_report(int argc, char** argv) {
   const Report r = merge(ss, ks);
   if (a.has("--json")) std::printf("%s\n", report_json(r).c_str());
   else std::printf("%s", report_table(r).c_str());
+  if (!r.run_id_match) {
+    std::fprintf(stderr,
+                 "sb-gen report: the sink counted run %llu, the generator sent run %llu: no loss figure "
+                 "(start the sink before send, or give both the same --run-id)\n",
+                 (unsigned long long)ks.run_id, (unsigned long long)ss.run_id);
+    return 1;
+  }
   return 0;
 }
 
