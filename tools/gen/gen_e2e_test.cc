@@ -496,3 +496,23 @@ TEST_CASE("sb-gen report: run ids that differ exit 1 with a message, no loss fig
     CHECK(!test::has(r.out, "\"lost\""));
   }
 }
+
+TEST_CASE("sb-gen send: a closed stderr pipe does not kill the run before its JSON", "[gen]") {
+  // `sb-gen send ... 2>&1 | head -1`, or a tee that died: the next status
+  // line raised SIGPIPE and the process died without writing send.json.
+  TempDir d;
+  {
+    std::ofstream o(d.path + "/s.csv");
+    o << "src_ip,dst_ip,src_port,dst_port,proto,node,teid_dl,enb_ip,bearer\n"
+      << "198.18.0.1,198.19.0.1,1024,80,udp,choose,16,198.19.0.200,5\n";
+  }
+  test::Run r = test::sh("bash -c '" + kBin + " send --sessions " + d.path + "/s.csv --port net_null0 --dst-mac " +
+                         "02:00:00:00:00:01 --rate 100 --duration 2.5 --out " + d.path + "/send.json --file-prefix " +
+                         "sbgt-pipe-" + std::to_string(getpid()) +
+                         " 2>&1 | head -c 1 >/dev/null; echo rc=${PIPESTATUS[0]}'");
+  INFO(r.out);
+  CHECK(test::has(r.out, "rc=0"));
+  auto s = json_file(d.path + "/send.json");
+  CHECK(s.at("stopped_by") == "duration");
+  CHECK(u(s, "sent") >= 200);
+}

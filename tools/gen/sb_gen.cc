@@ -181,6 +181,9 @@ void install_signals() {
   sigemptyset(&sa.sa_mask);
   sigaction(SIGINT, &sa, nullptr);
   sigaction(SIGTERM, &sa, nullptr);
+  // A status line to a closed pipe (`2>&1 | head`, a tee that exited) must
+  // not kill the run before its JSON is written: the write fails instead.
+  std::signal(SIGPIPE, SIG_IGN);
 }
 
 int cmd_send(int argc, char** argv) {
