@@ -107,11 +107,12 @@ uint32_t write_downstream(uint8_t* out, uint32_t size, const Tuple& t, const Mac
   return len;
 }
 
-bool parse_inner(const uint8_t* ip, uint32_t avail, FlowKey* key, uint8_t* ttl, Marker* m) {
+bool parse_inner(const uint8_t* ip, uint32_t avail, FlowKey* key, uint8_t* ttl, Marker* m, bool* csum_ok) {
   if (avail < 20 || (ip[0] >> 4) != 4) return false;
   const uint32_t ihl = uint32_t(ip[0] & 0x0f) * 4;
   const uint32_t tl = rd16(ip + 2);
   if (ihl < 20 || tl < ihl || tl > avail) return false;
+  if (csum_ok != nullptr) *csum_ok = fold(sum16(ip, ihl)) == 0;
   if ((rd16(ip + 6) & 0x1fff) != 0) return false;  // a non-first fragment has no marker
   const uint8_t proto = ip[9];
   *ttl = ip[8];
@@ -157,6 +158,7 @@ Verdict parse_s1u(const uint8_t* f, uint32_t len, const Mac& mine, bool any_mac,
   if (ulen < 8 + 8 || ulen > tl - ihl) return Verdict::kBad;
   out->outer_src = rd32(ip + 12);
   out->outer_dst = rd32(ip + 16);
+  const bool outer_csum_ok = fold(sum16(ip, ihl)) == 0;
   out->outer_sport = rd16(udp);
   const uint8_t* g = udp + 8;
   const uint32_t glen = ulen - 8;
@@ -187,11 +189,13 @@ Verdict parse_s1u(const uint8_t* f, uint32_t len, const Mac& mine, bool any_mac,
     }
   }
   switch (out->gtp_type) {
-    case node::kGtpGpdu:
-      return parse_inner(g + o, end - o, &out->inner, &out->inner_ttl, &out->marker) &&
-                     out->marker.magic == kMagicDown
-                 ? Verdict::kGpduMarker
-                 : Verdict::kGpduOther;
+    case node::kGtpGpdu: {
+      bool inner_csum_ok = false;
+      const bool ours = parse_inner(g + o, end - o, &out->inner, &out->inner_ttl, &out->marker, &inner_csum_ok) &&
+                        out->marker.magic == kMagicDown;
+      out->ip_csum_ok = outer_csum_ok && inner_csum_ok;
+      return ours ? Verdict::kGpduMarker : Verdict::kGpduOther;
+    }
     case node::kGtpEchoRequest:
       return Verdict::kEchoRequest;
     case node::kGtpEchoResponse:

@@ -117,6 +117,7 @@ struct Rx {
   bool recovery = false;   // Echo Response carries the Recovery IE (type 14)
   FlowKey inner{};         // G-PDU: the inner packet's 5-tuple (ports 0 for port-less protocols)
   uint8_t inner_ttl = 0;
+  bool ip_csum_ok = true;  // G-PDU: the outer and the inner IPv4 header checksums verify
   Marker marker{};
 };
 
@@ -130,8 +131,9 @@ Verdict parse_s1u(const uint8_t* f, uint32_t len, const Mac& mine, bool any_mac,
 
 // Finds the marker in an IPv4 packet at ip (avail bytes): the generator's
 // layout (after TCP's data offset, UDP's 8 bytes, or the IPv4 header).
-// Fills key and ttl. False when the packet is malformed or has no marker.
-bool parse_inner(const uint8_t* ip, uint32_t avail, FlowKey* key, uint8_t* ttl, Marker* m);
+// Fills key and ttl (and *csum_ok: the IPv4 header checksum verifies).
+// False when the packet is malformed or has no marker.
+bool parse_inner(const uint8_t* ip, uint32_t avail, FlowKey* key, uint8_t* ttl, Marker* m, bool* csum_ok = nullptr);
 
 // ---- what the sink sends ------------------------------------------------------
 

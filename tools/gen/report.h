@@ -7,7 +7,8 @@
 //   unknown_sent       of those, packets of flows absent from the session file
 //   delivered          known-flow packets the sink received, each sequence number once
 //   delivered_correct  of those, with TEID == the session's teid_dl, outer IPv4
-//                      destination == its enb_ip and the inner 5-tuple its key
+//                      destination == its enb_ip, the inner 5-tuple its key and
+//                      valid outer and inner IPv4 header checksums
 //   misdelivered       delivered - delivered_correct
 //   lost               (sent - unknown_sent) - delivered  (negative only if the
 //                      sink saw packets the generator did not count: reported as is);

@@ -6,7 +6,8 @@
 // numbers; no logging): parse_s1u -> verdict -> counters. A G-PDU with a
 // marker of this run is first checked against the bitmap (duplicates), then
 // unknown-flow / known: correct iff TEID == teid_dl, outer IPv4 dst ==
-// enb_ip and the inner 5-tuple is the session's; latency = CLOCK_MONOTONIC
+// enb_ip, the inner 5-tuple is the session's and both IPv4 header checksums
+// verify; latency = CLOCK_MONOTONIC
 // now (read once per burst) - the embedded timestamp.
 //
 // The MAC to send echo/upstream frames to is --gw-mac (one for all, or one
@@ -48,7 +49,7 @@ struct Counters {
            seq_out_of_range = 0, ttl_not_decremented = 0, latency_negative = 0, gpdu_other = 0, gtp_other = 0,
            echo_requests_received = 0, echo_responses = 0, echo_responses_bad = 0, echo_requests = 0,
            echo_no_mac = 0, upstream_sent = 0, upstream_no_mac = 0, tx_failed = 0, l2_not_mine = 0, not_gtpu = 0,
-           malformed = 0, segmented = 0;
+           malformed = 0, segmented = 0, bad_ip_checksum = 0;
 };
 
 }  // namespace
@@ -255,7 +256,8 @@ int run_sink(const SinkOptions& o) {
       Rx r;
       Verdict v;
       if (o.plain && len > 14 && (o.any_mac || std::memcmp(d, mine.b, 6) == 0) && rd16(d + 12) == node::kEthIpv4 &&
-          parse_inner(d + 14, len - 14, &r.inner, &r.inner_ttl, &r.marker) && r.marker.magic == kMagicDown) {
+          parse_inner(d + 14, len - 14, &r.inner, &r.inner_ttl, &r.marker, &r.ip_csum_ok) &&
+          r.marker.magic == kMagicDown) {
         v = Verdict::kGpduMarker;  // --plain: the generator's frame itself, no tunnel to check
       } else {
         v = parse_s1u(d, len, mine, o.any_mac, &r);
@@ -289,13 +291,14 @@ int run_sink(const SinkOptions& o) {
           ++c.delivered;
           const bool teid_ok = o.plain || r.teid == s.teid_dl, enb_ok = o.plain || r.outer_dst == s.enb_ip;
           const bool inner_ok = r.inner == s.t.key();
-          if (teid_ok && enb_ok && inner_ok) {
+          if (teid_ok && enb_ok && inner_ok && r.ip_csum_ok) {
             ++c.delivered_correct;
           } else {
             ++c.misdelivered;
             c.wrong_teid += !teid_ok;
             c.wrong_enb += !enb_ok;
             c.wrong_inner += !inner_ok;
+            c.bad_ip_checksum += !r.ip_csum_ok;
           }
           break;
         }
@@ -334,6 +337,7 @@ int run_sink(const SinkOptions& o) {
   j.u("delivered_correct", c.delivered_correct).u("misdelivered", c.misdelivered).u("duplicates", c.duplicates);
   j.u("unknown_delivered", c.unknown_delivered).u("other_run", c.other_run);
   j.u("wrong_teid", c.wrong_teid).u("wrong_enb", c.wrong_enb).u("wrong_inner", c.wrong_inner);
+  j.u("bad_ip_checksum", c.bad_ip_checksum);
   j.u("bad_flow_index", c.bad_flow_index).u("seq_out_of_range", c.seq_out_of_range);
   j.u("ttl_not_decremented", c.ttl_not_decremented);
   j.u("latency_samples", hist->count()).u("latency_negative", c.latency_negative);
