@@ -102,12 +102,15 @@ bool parse_args(int argc, char** argv, int from, const std::vector<std::string>&
   return true;
 }
 
-bool num_u(const Args& a, const char* k, uint64_t max, uint64_t* v, std::string* err) {
+// lo only names the range in the message (the caller checks it with its
+// own reason): "--size: expected a whole number in [60, 2000]", not [0, ...].
+bool num_u(const Args& a, const char* k, uint64_t max, uint64_t* v, std::string* err, uint64_t lo = 0) {
   if (!a.has(k)) return true;
   Result<uint64_t> r = parse_uint(a.get(k), max);
   if (!r.ok()) {
     *err = std::string(k) + ": expected a whole number" +
-           (max == ~0ULL ? std::string() : " in [0, " + std::to_string(max) + "]") + ", got '" + a.get(k) + "'";
+           (max == ~0ULL ? std::string() : " in [" + std::to_string(lo) + ", " + std::to_string(max) + "]") +
+           ", got '" + a.get(k) + "'";
     return false;
   }
   *v = r.value();
@@ -166,7 +169,7 @@ bool eal_opts(const Args& a, EalOptions* e, std::string* err) {
   if (!num_u(a, "--lcore", 1023, &v, err)) return false;
   e->lcore = unsigned(v);
   v = e->mem_mb;
-  if (!num_u(a, "--mem", 1u << 20, &v, err)) return false;
+  if (!num_u(a, "--mem", 1u << 20, &v, err, 64)) return false;
   e->mem_mb = unsigned(v);
   if (e->mem_mb < 64) { *err = "--mem: at least 64 MB"; return false; }
   return true;
@@ -209,7 +212,7 @@ int cmd_send(int argc, char** argv) {
                        "), or one for all");
   uint64_t size = o.size, rid = 0;
   if (!num_d(a, "--rate", 0, 1e9, &o.rate_pps, &err) || !num_d(a, "--duration", 0, 1e7, &o.duration_s, &err) ||
-      !num_u(a, "--count", ~0ULL, &o.count, &err) || !num_u(a, "--size", kMaxFrame, &size, &err) ||
+      !num_u(a, "--count", ~0ULL, &o.count, &err) || !num_u(a, "--size", kMaxFrame, &size, &err, kMinFrame) ||
       !num_d(a, "--unknown", 0, 1, &o.unknown, &err) || !num_u(a, "--seed", ~0ULL, &o.seed, &err) ||
       !num_u(a, "--ecmp-seed", ~0ULL, &o.ecmp_seed, &err) || !num_u(a, "--run-id", 0xffffffffULL, &rid, &err))
     return usage_error("send: " + err);
