@@ -123,8 +123,12 @@ bool num_d(const Args& a, const char* k, double lo, double hi, double* v, std::s
   char* end = nullptr;
   const double d = std::strtod(s.c_str(), &end);
   if (s.empty() || *end != '\0' || !(d >= lo && d <= hi)) {
-    *err = std::string(k) + ": expected a number in [" + std::to_string(lo) + ", " + std::to_string(hi) + "], got '" +
-           s + "'";
+    auto g = [](double x) {  // 0, 0.001, 1000000000: not std::to_string's 0.000000
+      char b[32];
+      std::snprintf(b, sizeof b, "%.15g", x);
+      return std::string(b);
+    };
+    *err = std::string(k) + ": expected a number in [" + g(lo) + ", " + g(hi) + "], got '" + s + "'";
     return false;
   }
   *v = d;
