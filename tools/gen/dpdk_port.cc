@@ -124,8 +124,9 @@ std::string mac_str(const Mac& m) {
 Status write_text(const std::string& path, const std::string& text) {
   if (path.empty()) return Status::Ok();
   if (path == "-") {
-    std::printf("%s\n", text.c_str());
-    std::fflush(stdout);
+    const bool ok = std::printf("%s\n", text.c_str()) >= 0;
+    if (std::fflush(stdout) != 0 || !ok || std::ferror(stdout))
+      return Status::Io(std::string("stdout: write failed: ") + std::strerror(errno));
     return Status::Ok();
   }
   const std::string tmp = path + ".tmp";

@@ -557,3 +557,18 @@ TEST_CASE("sb-gen sink: a G-PDU with a broken IPv4 header checksum is not delive
   CHECK(u(k, "misdelivered") == 2);
   CHECK(u(k, "bad_ip_checksum") == 2);
 }
+
+TEST_CASE("sb-gen send: --out - to a closed stdout fails, not exit 0 with the JSON gone", "[gen]") {
+  TempDir d;
+  {
+    std::ofstream o(d.path + "/s.csv");
+    o << "src_ip,dst_ip,src_port,dst_port,proto,node,teid_dl,enb_ip,bearer\n"
+      << "198.18.0.1,198.19.0.1,1024,80,udp,choose,16,198.19.0.200,5\n";
+  }
+  test::Run r = test::sh("bash -c '" + kBin + " send --quiet --sessions " + d.path + "/s.csv --port net_null0 " +
+                         "--dst-mac 02:00:00:00:00:01 --rate 0 --count 5 --out - --file-prefix sbgt-stdout-" +
+                         std::to_string(getpid()) + " | true; echo rc=${PIPESTATUS[0]}'");
+  INFO(r.out);
+  CHECK(test::has(r.out, "rc=1"));
+  CHECK(test::has(r.out, "stdout: write failed"));
+}
