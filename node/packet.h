@@ -50,14 +50,6 @@ inline void wr32(uint8_t* p, uint32_t v) {
 // RFC 1071 checksum of an IPv4 header (len bytes, even).
 uint16_t ipv4_checksum(const uint8_t* hdr, uint32_t len);
 
-// True when the IPv4 header at ip, options included, carries a valid
-// header checksum (it sums to 0xffff). REQUIRES the IHL bytes readable
-// (the parsers below check that).
-// The one's complement sum of 16-bit words folded from 32-bit words read
-// in host order (RFC 1071 4.1: byte order and word size do not matter for a
-// sum that must come to 0xffff); per packet on the data path, so inline and
-// without the byte swaps of ipv4_checksum(). An all-zero header sums to 0:
-// invalid, as it should be.
 // A sum of host-order 32-bit words, folded to 16 bits (one's complement):
 // true when it comes to 0xffff, i.e. the checksum verifies.
 inline bool sum32_verifies(uint64_t sum) {
@@ -69,6 +61,14 @@ inline bool sum32_verifies(uint64_t sum) {
   return s == 0xffffu;
 }
 
+// True when the IPv4 header at ip, options included, carries a valid
+// header checksum (it sums to 0xffff). REQUIRES the IHL bytes readable
+// (the parsers below check that).
+// The one's complement sum of 16-bit words folded from 32-bit words read
+// in host order (RFC 1071 4.1: byte order and word size do not matter for a
+// sum that must come to 0xffff); per packet on the data path, so inline and
+// without the byte swaps of ipv4_checksum(). An all-zero header sums to 0:
+// invalid, as it should be.
 inline bool ipv4_header_valid(const uint8_t* ip) {
   const uint32_t words = ip[0] & 0x0fu;
   uint64_t sum = 0;
