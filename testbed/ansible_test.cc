@@ -476,6 +476,10 @@ TEST_CASE("ansible: a bad inventory fails clearly before anything is rendered or
        "fabric_mac used by more than one node: 02:00:00:00:02:01: n1, n2"},
       {"cluster name that is no path component", "    ansible_connection: local\n",
        "    ansible_connection: local\n    sb_cluster_name: \"lab/x\"\n", "sb_cluster_name 'lab/x'"},
+      {"multicast ext port MAC", "ports: {ext: net_null0,", "ports: {ext: {device: net_null0, mac: \"03:00:00:00:10:01\"},",
+       "mac (a unicast MAC"},
+      {"all-zero enb port MAC", "enb: net_null2}", "enb: {device: net_null2, mac: \"00:00:00:00:00:00\"}}",
+       "mac (a unicast MAC"},
   };
   for (const Bad& b : bad) {
     INFO(b.what);
