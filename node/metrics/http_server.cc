@@ -208,10 +208,11 @@ class Session : public std::enable_shared_from_this<Session> {
   }
 
   // Answers a request that could not be read, then closes. Once its
-  // request line was parsed and said HEAD (a body over the limit, a broken
-  // field or chunked body), the answer has the Content-Length of the reason
-  // but no content, as every answer to HEAD (RFC 9110 9.3.2). Before that
-  // (431, garbage) the method is unknown and the reason is sent.
+  // request line was parsed and said HEAD (a body over the limit, header
+  // fields past the header limit, a broken field or chunked body), the
+  // answer has the Content-Length of the reason but no content, as every
+  // answer to HEAD (RFC 9110 9.3.2). Before that (a garbage or overlong
+  // request line) the method is unknown and the reason is sent.
   void reply_error(http::status status) {
     ++srv_->errors;
     const bool head = parser_ && parser_->get().method() == http::verb::head;

@@ -6,7 +6,7 @@
 //                  503 with body why + "\n" ("not ready\n" if why is empty)
 //   HEAD on both   the same status and headers (Content-Length of the body
 //                  GET would return), no body; no answer to a HEAD request
-//                  has a body, the 400/413 below included
+//                  has a body, the 400/413/431 below included
 //   other paths    404;  other methods on the two paths: 405 + "Allow: GET, HEAD"
 //   a handler that throws: 500 "internal error\n" (counted in errors)
 // A query string ("/metrics?x=1") is ignored; the absolute form of the
