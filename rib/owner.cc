@@ -74,7 +74,10 @@ gpt::SetSepConfig setsep_config(const ClusterSpec& spec) {
 // A failed write removes its temp file.
 Status write_file_durably(const std::string& dir, const std::string& name, const std::string& content) {
   const std::string path = dir + "/" + name, tmp = path + ".tmp";
-  const int fd = ::open(tmp.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0600);
+  // A temp file a crash left behind keeps its mode through O_TRUNC (an
+  // older version's 0644): start from a new file, created 0600.
+  (void)::unlink(tmp.c_str());
+  const int fd = ::open(tmp.c_str(), O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, 0600);
   if (fd < 0) return Status::Io(tmp + ": open: " + std::strerror(errno));
   const char* step = nullptr;
   std::string why;
@@ -112,7 +115,7 @@ Result<int> lock_data_dir(const std::string& dir) {
   std::filesystem::create_directories(dir, ec);
   if (ec) return Status::Io(dir + ": " + ec.message());
   const std::string path = dir + "/LOCK";
-  const int fd = ::open(path.c_str(), O_RDWR | O_CREAT | O_CLOEXEC, 0644);
+  const int fd = ::open(path.c_str(), O_RDWR | O_CREAT | O_CLOEXEC, 0600);  // as every data dir file
   if (fd < 0) return Status::Io(path + ": open: " + std::strerror(errno));
   if (::flock(fd, LOCK_EX | LOCK_NB) != 0) {
     const int e = errno;

@@ -2879,9 +2879,9 @@ TEST_CASE("owner: data dir files are owner-only, and a failed durable write is a
   c.drain(nullptr);
   REQUIRE(sim.owners[0]->sessions() > 0);
   const std::string dir = sim.dir + "/n0";
-  std::vector<std::string> files = {dir + "/epoch", dir + "/identity"};
+  std::vector<std::string> files = {dir + "/epoch", dir + "/identity", dir + "/LOCK"};
   for (const auto& e : fs::directory_iterator(dir + "/wal")) files.push_back(e.path().string());
-  REQUIRE(files.size() > 2);
+  REQUIRE(files.size() > 3);
   for (const std::string& f : files) {
     INFO(f);
     struct stat st;
@@ -2897,7 +2897,14 @@ TEST_CASE("owner: data dir files are owner-only, and a failed durable write is a
   CHECK(st.message().find("rename") != std::string::npos);
   CHECK_FALSE(fs::exists(dir + "/weights.tmp"));
   fs::remove_all(dir + "/weights");
+  // A temp file an older version left behind (a crash before its rename)
+  // with its 0644: the new file is not written into it with that mode.
+  {
+    std::ofstream(dir + "/weights.tmp") << "stale\n";
+    REQUIRE(::chmod((dir + "/weights.tmp").c_str(), 0644) == 0);
+  }
   REQUIRE(sim.owners[0]->set_weights({{0, 1.0}, {1, 2.0}}).ok());
+  CHECK_FALSE(fs::exists(dir + "/weights.tmp"));
   struct stat ws;
   REQUIRE(::stat((dir + "/weights").c_str(), &ws) == 0);
   CHECK((ws.st_mode & 0777) == 0600);
