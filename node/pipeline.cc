@@ -37,12 +37,15 @@ inline bool ipv4_ok(const rte_mbuf* m, const uint8_t* ip) {
 
 // The S1-U UDP checksum (RFC 768: a receiver verifies a non-zero one): the
 // NIC's verdict when it gave one, else summed. A zero field means "none"
-// whatever the flags say (some devices flag it bad).
+// whatever the flags say (some devices flag it bad). GOOD and NONE (both
+// bits: the data's integrity verified, the field itself not filled in, as
+// a virtio host leaves a partial checksum) pass: summing the field again
+// would drop a good packet.
 inline bool udp_ok(const rte_mbuf* m, const uint8_t* f, const Upstream& u) {
   const uint8_t* udp = f + u.udp_off;
   if (udp[6] == 0 && udp[7] == 0) return true;
   const uint64_t fl = m->ol_flags & RTE_MBUF_F_RX_L4_CKSUM_MASK;
-  if (fl == RTE_MBUF_F_RX_L4_CKSUM_GOOD) [[likely]]
+  if ((fl & RTE_MBUF_F_RX_L4_CKSUM_GOOD) != 0) [[likely]]  // GOOD or NONE
     return true;
   if (fl == RTE_MBUF_F_RX_L4_CKSUM_BAD) return false;
   return udp4_checksum_ok(f + u.outer_ip_off, udp, u.udp_len);

@@ -738,6 +738,46 @@ TEST_CASE("pipeline: an S1-U UDP checksum that is present and wrong is dropped w
   }
 }
 
+TEST_CASE("pipeline: the NIC's L4 checksum verdict decides, NONE (data verified) included") {
+  // RTE_MBUF_F_RX_L4_CKSUM_NONE: the checksum field in the data is not
+  // right (a virtio host left it partial) but the data's integrity was
+  // verified: the packet is good and must not be summed again.
+  ClusterFixture fx(rib::Architecture::kScaleBricks);
+  const uint32_t t1 = fx.teid_ul(0, key_of(kUe1));  // handled by node 0
+  const auto good = PacketBuilder().eth(rc_mac(0, kEnb), rc_enb_next_hop()).ipv4(kEnb1, fx.s1u(0), 17)
+                        .udp(2152, 2152, true).gtpu(0x30, kGtpGpdu, t1)
+                        .ipv4(kUe1, kInternet, 17, 64).udp(40000, 80).payload(12).build();
+  auto partial = good;
+  partial[14 + 20 + 6] ^= 0x5a;  // the checksum field no longer verifies
+  struct Case {
+    const char* desc;
+    const std::vector<uint8_t>* frame;
+    uint64_t flags;
+    const char* counter;
+  };
+  const std::vector<Case> cases = {
+      {"NONE, field not right: forwarded", &partial, RTE_MBUF_F_RX_L4_CKSUM_NONE, "gtpu_in"},
+      {"GOOD, field not right: forwarded (the NIC's verdict)", &partial, RTE_MBUF_F_RX_L4_CKSUM_GOOD, "gtpu_in"},
+      {"BAD, field right: dropped (the NIC's verdict)", &good, RTE_MBUF_F_RX_L4_CKSUM_BAD, "drop_udp_checksum"},
+      {"UNKNOWN, field not right: summed, dropped", &partial, RTE_MBUF_F_RX_L4_CKSUM_UNKNOWN, "drop_udp_checksum"},
+      {"UNKNOWN, field right: summed, forwarded", &good, RTE_MBUF_F_RX_L4_CKSUM_UNKNOWN, "gtpu_in"},
+  };
+  for (const Case& k : cases) {
+    INFO(k.desc);
+    const auto before = totals(*fx.c);
+    rte_mbuf* m = mbuf_of(*k.frame);
+    m->ol_flags = (m->ol_flags & ~RTE_MBUF_F_RX_L4_CKSUM_MASK) | k.flags;
+    REQUIRE(fx.c->inject(0, kEnb, &m, 1) == 1);
+    fx.c->run_until_idle();
+    const auto d = delta(before, totals(*fx.c));
+    CHECK(d.count(k.counter) == 1);
+    rte_mbuf* b[64];
+    const uint32_t n = fx.c->drain(0, kExt, b, 64);
+    for (uint32_t i = 0; i < n; ++i) rte_pktmbuf_free(b[i]);
+    CHECK(n == (std::string(k.counter) == "gtpu_in" ? 1u : 0u));
+  }
+}
+
 TEST_CASE("pipeline: decapsulation propagates congestion marks of the outer header (RFC 6040)") {
   // Encapsulation copies DSCP and ECN to the outer header (normal mode),
   // so routers on S1-U mark the outer header: a CE mark (or ECT(1)) there
