@@ -318,14 +318,15 @@ class LudoTable final : public GptTable {
   uint64_t fallback_keys() const override { return fallback_.size(); }
   // The most fallback entries a replica accepts from its peers (deltas and
   // snapshots; over it they are refused with kCapacity, the table
-  // untouched): 4096 + 1/16 of the buckets. A builder keeps its fallback
-  // table near empty (colliding hashes, failed BFS and seedless buckets
-  // are ~never; Othello-cycle keys trigger a shard rebuild past
-  // max(64, keys/4096)), so only a broken owner reaches it; it bounds the
-  // memory such an owner can make every node spend (SetSep's are bounded
-  // per group by its record format).
+  // untouched): 4096 + 64 per shard + 1/16 of the buckets. A builder keeps
+  // its fallback table near empty: colliding hashes, failed BFS and
+  // seedless buckets are ~never, and Othello-cycle keys make it rebuild a
+  // shard past max(64, keys/4096) <= 64 + buckets/1024 of them, so a
+  // legitimate table stays far below; only a broken owner reaches it. It
+  // bounds the memory such an owner can make every node spend (SetSep's
+  // are bounded per group by its record format).
   uint64_t fallback_limit() const { return fallback_limit(total_nb_); }
-  static uint64_t fallback_limit(uint64_t buckets) { return 4096 + buckets / 16; }
+  uint64_t fallback_limit(uint64_t buckets) const { return 4096 + 64 * uint64_t(nshards_) + buckets / 16; }
 
   // ---- Ludo specifics -----------------------------------------------------
   uint32_t shape() const { return shape_; }

@@ -990,7 +990,7 @@ TEST_CASE("ludo: a replica refuses fallback entries past its limit, from deltas 
   REQUIRE(t.ok());
   LudoTable& T = **t;
   const uint64_t limit = T.fallback_limit();
-  REQUIRE(limit == 4096 + (T.shard(0).nb + T.shard(1).nb) / 16);
+  REQUIRE(limit == 4096 + 2 * 64 + (T.shard(0).nb + T.shard(1).nb) / 16);
   // Keys of shard 0 (partition 0) and of shard 1.
   std::vector<FlowKey> in0, in1;
   for (const FlowKey& k : make_keys(4 * limit, 31))
