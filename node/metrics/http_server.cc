@@ -293,8 +293,8 @@ void HttpServer::Impl::on_accept(const beast::error_code& ec, tcp::socket s) {
       beast::error_code ignored;
       s.non_blocking(true, ignored);
       char sink[1024];
-      while (s.read_some(asio::buffer(sink), ignored) > 0) {
-      }
+      for (int i = 0; i < 16 && s.read_some(asio::buffer(sink), ignored) > 0; ++i) {
+      }  // at most 16 KiB: a client that keeps sending cannot hold the thread
       s.write_some(asio::buffer(k503, sizeof k503 - 1), ignored);
       s.shutdown(tcp::socket::shutdown_send, ignored);
       s.close(ignored);
