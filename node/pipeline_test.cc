@@ -575,6 +575,27 @@ std::vector<uint8_t> uplink(uint32_t node, uint32_t s1u, uint8_t flags, uint32_t
   if (type == kGtpGpdu) b.ipv4(ue, kInternet, 17, 64).udp(40000, 80).payload(12);
   return b.build();
 }
+
+// A 2-node ring cluster of sessions(2) with options o (name, and what the
+// test changes), and node 0's session record of kUe1 (it handles it).
+struct TwoNodes {
+  std::unique_ptr<RingCluster> c;
+  uint32_t idx = 0;
+  fib::SessionRecord rec;
+};
+TwoNodes two_nodes(RingClusterOptions o) {
+  o.nodes = 2;
+  o.ring_size = 256;
+  o.capacity = 4096;
+  auto r = RingCluster::create(o, sessions(2), pool());
+  INFO(r.status().to_string());
+  REQUIRE(r.ok());
+  TwoNodes t;
+  t.c = std::move(r.value());
+  t.idx = t.c->state(0).fib_lookup(key_of(kUe1));
+  REQUIRE(t.c->state(0).read_session(t.idx, &t.rec));
+  return t;
+}
 }  // namespace
 
 TEST_CASE("pipeline: upstream G-PDUs are validated, decapsulated, steered to the node their TEID names") {
@@ -819,26 +840,19 @@ TEST_CASE("pipeline: an uplink packet longer than the ext port's 1500 bytes is c
   // the ext side (1500, docs/config.md) would drop them unseen.
   RingClusterOptions o;
   o.name = "bigup";
-  o.nodes = 2;
-  o.ring_size = 256;
-  o.capacity = 4096;
   o.mtu = 9000;
-  auto r = RingCluster::create(o, sessions(2), pool());
-  INFO(r.status().to_string());
-  REQUIRE(r.ok());
-  RingCluster& c = *r.value();
-  const uint32_t idx = c.state(0).fib_lookup(key_of(kUe1));  // handled by node 0
-  fib::SessionRecord rec;
-  REQUIRE(c.state(0).read_session(idx, &rec));
+  TwoNodes t = two_nodes(o);
+  RingCluster& c = *t.c;
+  const uint32_t idx = t.idx;
+  const fib::SessionRecord& rec = t.rec;
   auto up = [&](uint32_t inner_payload) {
     return PacketBuilder().eth(rc_mac(0, kEnb), rc_enb_next_hop()).ipv4(kEnb1, o.s1u_base + 1, 17).udp(2152, 2152)
         .gtpu(0x30, kGtpGpdu, rec.teid_ul).ipv4(kUe1, kInternet, 17, 64).udp(40000, 80).payload(inner_payload).build();
   };
-  auto before = totals(c);
   auto out = run(c, 0, kEnb, up(1500 - 28));  // exactly 1500: sent
   REQUIRE(out.size() == 1);
   CHECK(out[0].frame.size() == 14 + 1500);
-  before = totals(c);
+  const auto before = totals(c);
   CHECK(run(c, 0, kEnb, up(1501 - 28)).empty());
   const auto d = delta(before, totals(c));
   CHECK(drops(d) == 1);
@@ -849,17 +863,10 @@ TEST_CASE("pipeline: an uplink packet longer than the ext port's 1500 bytes is c
 TEST_CASE("pipeline: node.ue_source_check false forwards an uplink packet from any inner source") {
   RingClusterOptions o;
   o.name = "nospoof";
-  o.nodes = 2;
-  o.ring_size = 256;
-  o.capacity = 4096;
   o.ue_source_check = false;
-  auto r = RingCluster::create(o, sessions(2), pool());
-  INFO(r.status().to_string());
-  REQUIRE(r.ok());
-  RingCluster& c = *r.value();
-  const uint32_t idx = c.state(0).fib_lookup(key_of(kUe1));  // handled by node 0
-  fib::SessionRecord rec;
-  REQUIRE(c.state(0).read_session(idx, &rec));
+  TwoNodes t = two_nodes(o);
+  RingCluster& c = *t.c;
+  const fib::SessionRecord& rec = t.rec;
   rte_mbuf* m = mbuf_of(uplink(0, o.s1u_base + 1, 0x30, rec.teid_ul, kGtpGpdu, {}, kUe0));
   REQUIRE(c.inject(0, kEnb, &m, 1) == 1);
   c.run_until_idle();
