@@ -156,7 +156,7 @@ TEST_CASE("agent: every field of the owner's, the WAL's and the node state's cou
   // needs, exported since the lists (before, these fields were not), and
   // the names that differ from their field's.
   for (const char* c : {"buffered", "buffer_overflow", "fib_reconciled", "fib_batches", "stray_acks",
-                        "compensations", "owner_wrong_owner", "repush_batches", "wal_bytes",
+                        "compensations", "owner_wrong_owner", "repush_batches", "repush_timeouts", "wal_bytes",
                         "wal_truncated_tail_bytes", "wal_recovery_syncs", "us_group_start", "us_group_finish"}) {
     INFO(c);
     CHECK(counters.count(c) == 1);

@@ -739,11 +739,10 @@ void Owner::repush() {
   auto send = [&](uint32_t n, FibBatch& fb) {
     fb.batch_id = next_batch_++;
     fb.owner = opt_.self;
-    repush_batches_.emplace(fb.batch_id, n);
-    std::vector<FlowKey> keys;
-    keys.reserve(fb.install.size());
-    for (const FibEntry& e : fb.install) keys.push_back(e.key);
-    repush_keys_[fb.batch_id] = std::move(keys);
+    RepushWait& w = repush_[fb.batch_id];
+    w.node = n;
+    w.keys.reserve(fb.install.size());
+    for (const FibEntry& e : fb.install) w.keys.push_back(e.key);
     ++stats_.repush_batches;
     io_->send_fib(n, std::move(fb));
     fb = FibBatch{};
@@ -768,7 +767,12 @@ Status Owner::pump(uint64_t now_us) {
   if (!fatal_.ok()) return fatal_;
   if (!repushed_) {
     repushed_ = true;
+    repush_deadline_us_ = now_us + kRepushAckWait * opt_.fib_timeout_ms * 1000;
     repush();
+  }
+  if (!repush_.empty() && now_us >= repush_deadline_us_) {
+    stats_.repush_timeouts += repush_.size();
+    repush_.clear();
   }
   while (!flight_.empty() && now_us - flight_.front().t0_us > uint64_t(opt_.fib_timeout_ms) * 1000)
     fail_timeouts(now_us);
@@ -1018,28 +1022,25 @@ void Owner::finish_ready(uint64_t now_us) {
 }
 
 void Owner::on_fib_ack(const FibAckMsg& ack, uint64_t now_us) {
-  if (const auto rb = repush_batches_.find(ack.batch_id); rb != repush_batches_.end()) {
+  if (const auto rb = repush_.find(ack.batch_id); rb != repush_.end()) {
     // Batch ids are sequential: another node's ack of this batch would use
     // it up, and the real ack would be a stray (its teid_ul never learnt).
-    if (rb->second != ack.node) {
+    if (rb->second.node != ack.node) {
       ++stats_.stray_acks;
       return;
     }
-    repush_batches_.erase(rb);
-    auto it = repush_keys_.find(ack.batch_id);
-    if (it != repush_keys_.end()) {
-      for (size_t i = 0; i < it->second.size() && i < ack.teid_ul.size(); ++i) {
-        const uint32_t p = partition_of_key(it->second[i]);
-        SessionRec* r = recs_[p].find(it->second[i]);
-        if (r == nullptr || r->node != ack.node || ack.teid_ul[i] == 0) continue;
-        if (!teid_names(ack.teid_ul[i], ack.node)) {
-          ++stats_.bad_teid_acks;  // the record keeps what it had
-          continue;
-        }
-        if (r->teid_ul != ack.teid_ul[i]) note_teid(r->key, ack.node, ack.teid_ul[i]);
-        r->teid_ul = ack.teid_ul[i];
+    const std::vector<FlowKey> keys = std::move(rb->second.keys);
+    repush_.erase(rb);
+    for (size_t i = 0; i < keys.size() && i < ack.teid_ul.size(); ++i) {
+      const uint32_t p = partition_of_key(keys[i]);
+      SessionRec* r = recs_[p].find(keys[i]);
+      if (r == nullptr || r->node != ack.node || ack.teid_ul[i] == 0) continue;
+      if (!teid_names(ack.teid_ul[i], ack.node)) {
+        ++stats_.bad_teid_acks;  // the record keeps what it had
+        continue;
       }
-      repush_keys_.erase(it);
+      if (r->teid_ul != ack.teid_ul[i]) note_teid(r->key, ack.node, ack.teid_ul[i]);
+      r->teid_ul = ack.teid_ul[i];
     }
     return;
   }

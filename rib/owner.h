@@ -175,6 +175,8 @@ struct OwnerOptions {
   X(wrong_owner, owner_wrong_owner, kCounter,                                                           \
     "session ops the owner refused for a partition this node does not own")                             \
   X(repush_batches, repush_batches, kCounter, "reconciling FIB batches sent after a restart")           \
+  X(repush_timeouts, repush_timeouts, kCounter,                                                         \
+    "re-push batches not acked within 10 x fib_timeout_ms (forgotten: a late ack is a stray)")         \
   X(us_wal, us_wal, kCounter, "microseconds groups spent writing the WAL (sum)")                        \
   X(us_fib_wait, us_fib_wait, kCounter, "microseconds groups spent waiting for FIB acks (sum)")         \
   X(us_finish, us_group_finish, kCounter, "microseconds groups spent finishing (sum)")                  \
@@ -366,8 +368,19 @@ class Owner {
   uint64_t next_batch_ = 1;
   bool repushed_ = false;
   Status fatal_;  // a log failure outside pump(): returned by every pump()
-  std::unordered_map<uint64_t, uint32_t> repush_batches_;  // batch id -> the node it was sent to
-  std::unordered_map<uint64_t, std::vector<FlowKey>> repush_keys_;
+  // Re-push batches waiting for their ack, by batch id: the node it was
+  // sent to and its keys in order (the ack's teid_ul are by position).
+  // Kept until repush_deadline_us_ at most (kRepushAckWait x
+  // fib_timeout_ms after the re-push): a node that never acks (down at the
+  // time; it resyncs from snapshots when it returns) must not pin a copy of
+  // every key it handles for the owner's lifetime.
+  struct RepushWait {
+    uint32_t node = 0;
+    std::vector<FlowKey> keys;
+  };
+  static constexpr uint64_t kRepushAckWait = 10;
+  std::unordered_map<uint64_t, RepushWait> repush_;
+  uint64_t repush_deadline_us_ = 0;
   // TEID records waiting for the next commit (a group's, or pump()'s when
   // no group starts): learning a teid_ul costs no commit of its own.
   std::vector<WalRecord> teid_log_;

@@ -740,6 +740,40 @@ TEST_CASE("rib sim: a failed op's request id runs again on retry, also after the
   CHECK(sim.owners[0]->sessions() == 1);
 }
 
+TEST_CASE("rib sim: re-push batches a down member never acks are forgotten after 10 x fib_timeout_ms") {
+  const uint64_t seed = test_seed(31);
+  Sim sim(4, Architecture::kScaleBricks, seed);
+  Client c(sim, seed + 1, 400);
+  sim.run_until_idle();
+  run_workload(sim, c, 10, 30, false);
+  REQUIRE(c.outstanding.empty());
+  // Node 3 is down while node 2 restarts: node 2's re-push to node 3 is
+  // lost (as an outbox expiry loses it), the others' come back acked.
+  sim.kill(3);
+  sim.kill(2);
+  sim.restart(2);
+  sim.owners[2]->set_live(3, false, sim.now);
+  const uint64_t t0 = sim.now;
+  for (int s = 0; s < 2000 && sim.step(); ++s) {}
+  const OwnerStats& st = sim.owners[2]->stats();
+  REQUIRE(st.repush_batches > 3);
+  CHECK(st.repush_timeouts == 0);
+  // Just before the deadline nothing is forgotten; at it, every batch sent
+  // to node 3 (one per member at least: its reconcile list) is.
+  sim.now = t0 + 10 * 50000 - 100;
+  REQUIRE(sim.owners[2]->pump(sim.now).ok());
+  CHECK(sim.owners[2]->stats().repush_timeouts == 0);
+  sim.now = t0 + 10 * 50000 + 10;
+  REQUIRE(sim.owners[2]->pump(sim.now).ok());
+  const uint64_t lost = sim.owners[2]->stats().repush_timeouts;
+  CHECK(lost >= 1);
+  CHECK(lost < st.repush_batches);
+  // Counted once: later pumps find nothing left.
+  sim.now += 10 * 50000;
+  REQUIRE(sim.owners[2]->pump(sim.now).ok());
+  CHECK(sim.owners[2]->stats().repush_timeouts == lost);
+}
+
 TEST_CASE("rib sim: kill -9 of an owner mid-stream keeps every acked op and nodes resync") {
   const uint64_t seed = test_seed(13);
   Sim sim(4, Architecture::kScaleBricks, seed);
