@@ -3,6 +3,8 @@
 #include <atomic>
 #include <cassert>
 #include <charconv>
+#include <cstdio>
+#include <ctime>
 #include <exception>
 #include <mutex>
 #include <optional>
@@ -71,6 +73,20 @@ std::string_view target_path(std::string_view target) {
     break;
   }
   return target.substr(0, target.find('?'));
+}
+
+// RFC 9110 5.6.7 IMF-fixdate of `t` ("Sun, 06 Nov 1994 08:49:37 GMT"),
+// spelled out rather than strftime'd so no locale can change the names.
+std::string imf_fixdate(std::time_t t) {
+  static constexpr const char* kDays[] = {"Sun", "Mon", "Tue", "Wed", "Thu", "Fri", "Sat"};
+  static constexpr const char* kMonths[] = {"Jan", "Feb", "Mar", "Apr", "May", "Jun",
+                                            "Jul", "Aug", "Sep", "Oct", "Nov", "Dec"};
+  std::tm tm{};
+  if (gmtime_r(&t, &tm) == nullptr) return "Thu, 01 Jan 1970 00:00:00 GMT";
+  char buf[40];
+  std::snprintf(buf, sizeof buf, "%s, %02d %s %04d %02d:%02d:%02d GMT", kDays[tm.tm_wday % 7], tm.tm_mday,
+                kMonths[tm.tm_mon % 12], tm.tm_year + 1900, tm.tm_hour, tm.tm_min, tm.tm_sec);
+  return buf;
 }
 
 }  // namespace
@@ -228,6 +244,8 @@ class Session : public std::enable_shared_from_this<Session> {
   }
 
   void write_response() {
+    // RFC 9110 6.6.1: an origin server with a clock MUST send Date.
+    res_.set(http::field::date, imf_fixdate(std::time(nullptr)));
     stream_.expires_after(srv_->opts.write_timeout);
     http::async_write(stream_, res_,
                       [self = shared_from_this()](beast::error_code ec, size_t) { self->on_write(ec); });

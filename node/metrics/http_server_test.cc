@@ -14,6 +14,7 @@
 #include <cctype>
 #include <cerrno>
 #include <chrono>
+#include <ctime>
 #include <map>
 #include <optional>
 #include <stdexcept>
@@ -237,6 +238,17 @@ TEST_CASE("metrics http: GET /metrics serves the handler's text", "[metrics][htt
   CHECK(r->header("content-length") == std::to_string(std::string(kBody).size()));
   CHECK(r->body == kBody);
   CHECK(b.metrics_calls == 1);
+  // RFC 9110 6.6.1: Date, as IMF-fixdate, of about now.
+  const std::string date = r->header("date");
+  INFO("Date: " << date);
+  REQUIRE(date.size() == 29);
+  std::tm tm{};
+  const char* end = strptime(date.c_str(), "%a, %d %b %Y %H:%M:%S GMT", &tm);
+  REQUIRE(end != nullptr);
+  CHECK(*end == '\0');
+  const long skew = long(timegm(&tm)) - long(std::time(nullptr));
+  CHECK(skew <= 1);
+  CHECK(skew >= -5);
 
   auto q = c.request("GET", "/metrics?name[]=sb_up");  // query strings are ignored
   REQUIRE(q);
@@ -268,6 +280,7 @@ TEST_CASE("metrics http: unknown paths 404, other methods 405 with Allow", "[met
   auto r = c.request("GET", "/nope");
   REQUIRE(r);
   CHECK(r->status == 404);
+  CHECK(r->header("date").size() == 29);  // error answers are dated too
   r = c.request("GET", "/");
   REQUIRE(r);
   CHECK(r->status == 404);
