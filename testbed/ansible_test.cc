@@ -114,6 +114,12 @@ TEST_CASE("ansible: the systemd unit verifies", "[ansible]") {
   const std::string unit = sh("cat " + d + "/sb-node.service").out;
   CHECK(has(unit, "\nRestartPreventExitStatus=2 3\n"));  // usage, configuration: a restart cannot fix them
   CHECK(has(unit, "\nTimeoutStopSec=30\n"));
+  // Restarted without a start limit (in [Unit], where systemd reads it):
+  // five quick crashes must not leave the gateway stopped for good.
+  const size_t svc = unit.find("\n[Service]\n");
+  REQUIRE(svc != std::string::npos);
+  CHECK(has(unit.substr(0, svc), "\nStartLimitIntervalSec=0\n"));
+  CHECK(has(unit, "\nRestart=on-failure\n"));
   // A root daemon that parses packets from untrusted sides runs sandboxed.
   for (const char* h : {"\nNoNewPrivileges=yes\n", "\nPrivateTmp=yes\n", "\nProtectSystem=full\n",
                         "\nProtectHome=read-only\n", "\nUMask=0077\n"}) {
