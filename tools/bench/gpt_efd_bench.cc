@@ -10,10 +10,12 @@
 // 22.11.11 build answers wrongly on this machine (tools/bench/dpdk_env.h).
 //
 // bits_per_key counts the online table a data-plane node holds (the offline
-// key store stays on the control side, like our builders):
-//   num_chunks = align32pow2(max_rules / (64 groups * 22 rules))
+// key store stays on the control side, like our builders), as rte_efd_create
+// allocates it in lib/efd/rte_efd.c of DPDK 22.11:
+//   num_chunks = align32pow2(ceil(max_rules / (64 groups * 22 rules)))
 //   chunk      = 64 B bin choices + 64 groups * (8 hash idx + 8 lookup tables) * 2 B
-// from lib/efd/rte_efd.c of DPDK 22.11 (struct efd_online_chunk).
+//   online     = num_chunks * chunk + 256 B padding (EFD_NUM_CHUNK_PADDING_BYTES)
+// (struct efd_online_chunk). The division rounds UP: 2K keys take 2 chunks.
 #include <rte_efd.h>
 #include <rte_errno.h>
 #include <rte_lcore.h>
@@ -27,6 +29,7 @@ namespace {
 
 constexpr uint64_t kEfdChunkBytes = 64 + 64 * (RTE_EFD_VALUE_NUM_BITS * 2 + RTE_EFD_VALUE_NUM_BITS * 2);
 constexpr uint64_t kEfdRulesPerChunk = 64 * EFD_TARGET_GROUP_NUM_RULES;
+constexpr uint64_t kEfdPaddingBytes = 256;
 
 uint64_t align_pow2(uint64_t x) {
   uint64_t p = 1;
@@ -74,8 +77,8 @@ class EfdBench final : public GptBenchImpl {
   uint8_t lookup_one(const FlowKey& key) override { return uint8_t(rte_efd_lookup(t_, socket_, &key)); }
 
   double bits_per_key() const override {
-    const uint64_t chunks = align_pow2(std::max<uint64_t>(1, cap_ / kEfdRulesPerChunk));
-    return double(chunks * kEfdChunkBytes * 8) / double(std::max<uint64_t>(1, n_));
+    const uint64_t chunks = align_pow2(std::max<uint64_t>(1, (cap_ + kEfdRulesPerChunk - 1) / kEfdRulesPerChunk));
+    return double((chunks * kEfdChunkBytes + kEfdPaddingBytes) * 8) / double(std::max<uint64_t>(1, n_));
   }
   uint64_t capacity() const override { return cap_; }
 

@@ -213,3 +213,20 @@ TEST_CASE("cluster-updates --mix: a phase's line holds that phase's figures", "[
   CHECK_FALSE(has(mix_line, "\"converge_p99_us\""));
   CHECK(has(mix_line, "\"converge_p99_us_since_start\""));
 }
+
+TEST_CASE("efd bits_per_key counts the chunks rte_efd allocates", "[bench][dpdk]") {
+  // rte_efd_create (lib/efd/rte_efd.c): num_chunks = align32pow2(ceil(rules /
+  // (64 groups * 22 rules))), online table = num_chunks * 2112 B + 256 B of
+  // padding. 2K keys: ceil(2048 / 1408) = 2 chunks, i.e. (2 * 2112 + 256) * 8
+  // bits / 2048 keys = 17.5, not the 8.25 of one chunk (a floor undercounts
+  // the baseline by up to half).
+  const Run g = run("gpt --impl efd --keys 2K --value-bits 8 --queries 4K --updates 0 --reps 1 --json");
+  INFO(g.out);
+  REQUIRE(g.rc == 0);
+  CHECK(json_number(g.out, "bits_per_key") == Approx(17.5));
+  // 7 keys: one chunk, (2112 + 256) * 8 / 7.
+  const Run s = run("gpt --impl efd --keys 7 --value-bits 8 --queries 64 --updates 0 --reps 1 --json");
+  INFO(s.out);
+  REQUIRE(s.rc == 0);
+  CHECK(json_number(s.out, "bits_per_key") == Approx((2112.0 + 256.0) * 8.0 / 7.0));
+}
