@@ -216,6 +216,10 @@ int cmd_pipeline(int argc, char** argv) {
       std::fprintf(stderr, "sb-bench pipeline: %s\n", st.message().c_str());
       return 2;
     }
+  if (secs_r.value() < 0) {
+    std::fprintf(stderr, "sb-bench pipeline: --seconds: must be >= 0 (0 = the minimum of 3 passes)\n");
+    return 2;
+  }
   const uint32_t N = uint32_t(nodes_r.value());
   const uint64_t S = sess_r.value();
   const unsigned cores = unsigned(cores_r.value());

@@ -81,6 +81,8 @@ TEST_CASE("argument errors name the problem and exit 2", "[bench][cli]") {
       // 16 full-duplication nodes x 64M sessions: ~180 GiB, refused before
       // anything is built (not killed by the OOM killer half-way)
       {"pipeline --arch full-duplication --fib othello --nodes 16 --sessions 64M", "not enough memory"},
+      // a negative minimum time is a typo, not "3 passes"
+      {"pipeline --sessions 1K --packets 64 --seconds -1", "--seconds: must be >= 0"},
   };
   for (const auto& c : cases) {
     INFO("sb-bench " << c.args);
