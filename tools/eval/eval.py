@@ -525,7 +525,10 @@ def section_fig8_9(r, md):
         md.append(miss)
         return
     for fig in ("fig8", "fig9"):
-        tasks = sorted(n for n in r.lines if n.startswith(fig + "_"))
+        # In session order (then FIB): task names sort as text (16M before
+        # 1M), and the plot joins its points in the order given.
+        tasks = sorted((n for n in r.lines if n.startswith(fig + "_") and r.lines[n]),
+                       key=lambda n: (r.lines[n][0][1].get("sessions", 0), n))
         md.append(f"\n**{'Figure 8' if fig == 'fig8' else 'Figure 9 (bubble)'}**\n")
         if fig == "fig9":
             cpn = sorted({str(o.get("cores_per_node")) for n in tasks for _, o in r.lines[n]})

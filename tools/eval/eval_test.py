@@ -1,0 +1,81 @@
+#!/usr/bin/python3
+"""Tests of tools/eval/eval.py's report: it reads the right results and
+draws them in the right order. Run: /usr/bin/python3 tools/eval/eval_test.py
+(CTest: eval_report_tests). Hermetic: results in a temp dir, plots captured
+instead of written to docs/eval/."""
+import json
+import os
+import sys
+import tempfile
+import unittest
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+sys.path.insert(0, HERE)
+import eval as ev  # noqa: E402
+
+
+def write_results(d, files, grid_tasks):
+    for name, rows in files.items():
+        with open(os.path.join(d, name + ".jsonl"), "w") as f:
+            for o in rows:
+                f.write(json.dumps(o) + "\n")
+    with open(os.path.join(d, "grid.json"), "w") as f:
+        json.dump({"quick": False, "have": {}, "tasks": grid_tasks}, f)
+
+
+class CapturePlots:
+    """Replaces eval.plot: records the series instead of drawing them."""
+
+    def __init__(self):
+        self.calls = {}
+
+    def __enter__(self):
+        self.saved = ev.plot
+
+        def fake(name, series, *a, **k):
+            self.calls[name] = [(label, list(xs), list(ys)) for label, xs, ys in series]
+            return "eval/" + name
+        ev.plot = fake
+        return self
+
+    def __exit__(self, *exc):
+        ev.plot = self.saved
+
+
+def pipeline_rows(sessions, fib, sb, fd):
+    common = {"bench": "pipeline", "sessions": sessions, "fib": fib, "correct_fraction": 1,
+              "cores_per_node": 2}
+    return [dict(common, impl="scalebricks", arch="scalebricks", mpps_per_core=sb, mpps_per_node=sb),
+            dict(common, impl="full-duplication", arch="full-duplication", mpps_per_core=fd, mpps_per_node=fd)]
+
+
+class Fig8Test(unittest.TestCase):
+    def test_rows_and_curves_in_session_order(self):
+        # Task names sort as text (16M < 1M < 4M); the figure's x axis is the
+        # session count, so its points and the table's rows must follow it.
+        sizes = [("1M", 1 << 20), ("4M", 4 << 20), ("16M", 16 << 20)]
+        with tempfile.TemporaryDirectory() as d:
+            files, tasks = {}, []
+            for i, (label, n) in enumerate(sizes):
+                for fig in ("fig8", "fig9"):
+                    name = f"{fig}_{label}_cuckoo"
+                    files[name] = pipeline_rows(n, "cuckoo", 10.0 - i, 9.0 - i)
+                    tasks.append([name, fig, []])
+            write_results(d, files, tasks)
+            r = ev.Results(d)
+            md = []
+            with CapturePlots() as cap:
+                ev.section_fig8_9(r, md)
+            for fig in ("fig8", "fig9"):
+                series = cap.calls[f"{fig}_forwarding.png"]
+                self.assertTrue(series)
+                for label, xs, ys in series:
+                    self.assertEqual(xs, sorted(xs), f"{fig} {label}: points out of session order")
+                    self.assertEqual(xs, [n for _, n in sizes])
+            text = "\n".join(md)
+            rows = [ln for ln in text.splitlines() if ln.startswith("| ") and "cuckoo" in ln]
+            self.assertEqual([ln.split(" | ")[0][2:] for ln in rows], ["1M", "4M", "16M"] * 2)
+
+
+if __name__ == "__main__":
+    unittest.main()
