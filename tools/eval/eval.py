@@ -328,7 +328,7 @@ def keys_label(n):
 
 def section_table1(r, md):
     md.append("## 1. Table 1: SetSep construction\n")
-    md.append("Paper: Table 1, 64 M keys, Xeon E5-2697 v2 (2.7 GHz). Ours: one run per row, "
+    md.append(f"Paper: Table 1, 64 M keys, {paper.MICRO_MACHINE}. Ours: one run per row, "
               "`sb-bench gpt --impl setsep --updates 0`; keys as given in the row.\n")
     miss = unavailable(r, "table1", "this build has no setsep implementation.")
     if miss:
@@ -419,8 +419,9 @@ def section_fig7(r, md):
             txt += (f" At batch 32 that is {b32[1]['lookup_mops'] / o['two_line_lookups_mps']:.2f}x this machine's "
                     f"bound for two dependent random lines ({r.cite('mem', ln, o['two_line_lookups_mps'])} M/s, "
                     "`sb-bench mem`); the rest is hashing and evaluating the l hash functions.")
-    txt += (" The paper's 16 threads shared one socket's memory bandwidth and 30 MiB L3; our core has the memory "
-            "system to itself but the other core of this 2-core VM is not idle.\n")
+    txt += (" The paper's 16 threads ran on two sockets (" + paper.MICRO_MACHINE + ": two L3s, each socket with "
+            "its own memory bandwidth); our core has the memory system to itself but the other core of this 2-core "
+            "VM is not idle.\n")
     md.append(txt)
 
 
@@ -758,8 +759,9 @@ def cmd_report(a):
                   f"(`conditions.json`) |")
         if busy:
             md.append(f"| tasks run on a busy machine (load > 2.5) | {', '.join(busy)} |")
-    md.append("\nThe paper's servers: 2x Xeon E5-2697 v2 (12 cores each, 2.7 GHz, 30 MiB L3), 128 GiB DDR3, "
-              "Intel 82599ES 10GbE. This machine has 2 cores shared with other work: timings are noisy, which "
+    md.append("\nThe paper's cluster servers (§6.2, Figures 8-10): 2x Xeon E5-2697 v2 (12 cores each, 2.7 GHz, "
+              "30 MiB L3), 128 GiB DDR3, Intel 82599ES 10GbE; its SetSep micro-benchmarks (§6.1, Table 1 and "
+              "Figure 7) ran on " + paper.MICRO_MACHINE + ". This machine has 2 cores shared with other work: timings are noisy, which "
               "is why implementations are compared in one process on the same keys.\n")
     for f in (section_table1, section_fig7, section_gpt, section_fib, section_fig8_9, section_fig10,
               section_updates, section_fig11):

@@ -77,5 +77,28 @@ class Fig8Test(unittest.TestCase):
             self.assertEqual([ln.split(" | ")[0][2:] for ln in rows], ["1M", "4M", "16M"] * 2)
 
 
+class PaperMachineTest(unittest.TestCase):
+    """Table 1 and Figure 7 are the paper's SetSep micro-benchmarks (§6.1):
+    two Xeon E5-2680 with a 20 MiB L3 each; the E5-2697 v2 servers with a
+    30 MiB L3 are the cluster of §6.2 (Figures 8-10)."""
+
+    def test_table1_and_fig7_name_the_micro_benchmark_machine(self):
+        with tempfile.TemporaryDirectory() as d:
+            rows = [{"bench": "gpt", "impl": "setsep", "keys": 1 << 20, "batch": b, "lookup_mops": 10.0 + b}
+                    for b in (1, 17, 32)]
+            write_results(d, {"fig7_1M": rows}, [["fig7_1M", "fig7", []], ["table1_16p8_l1_t1", "table1", []]])
+            r = ev.Results(d)
+            t1, f7 = [], []
+            with CapturePlots():
+                ev.section_table1(r, t1)
+                ev.section_fig7(r, f7)
+            for name, md in (("table1", t1), ("fig7", f7)):
+                text = "\n".join(md)
+                self.assertNotIn("E5-2697", text, name)
+                self.assertNotIn("30 MiB", text, name)
+            self.assertIn("E5-2680", "\n".join(t1))
+            self.assertIn("20 MiB", "\n".join(f7))
+
+
 if __name__ == "__main__":
     unittest.main()

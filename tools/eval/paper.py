@@ -5,6 +5,12 @@ Source: ../shared/papers/scalebricks-sigcomm15.md (SIGCOMM 2015). Figures
 transcribed (with the sentence they come from); no value is read off a plot.
 """
 
+# §6.1 (Table 1, Figure 7), the SetSep micro-benchmarks: "a moderately fast
+# dual-socket server with two Intel Xeon E5-2680 CPUs (HT disabled), each
+# with a 20 MiB L3 cache. The machine has 64 GiB of DDR3 RAM." (The
+# E5-2697 v2 servers with a 30 MiB L3 are the cluster of §6.2.)
+MICRO_MACHINE = "2x Xeon E5-2680 (HT disabled, 20 MiB L3 each), 64 GiB DDR3"
+
 # Table 1: construction of SetSep for 64 M keys (one row per setting).
 # (setting, value_bits, threads) -> (Mkeys/s, fallback %, total MB, bits/key)
 TABLE1 = [
