@@ -25,6 +25,7 @@ import json
 import math
 import os
 import platform
+import statistics
 import subprocess
 import sys
 import time
@@ -755,7 +756,7 @@ def cmd_report(a):
         busy = sorted(n for n, c in r.cond.items() if max(c["load_before"], c["load_after"]) > 2.5)
         secs = sum(c["seconds"] for c in r.cond.values())
         md.append(f"| run time | {secs / 60:.0f} min over {len(r.cond)} tasks |")
-        md.append(f"| 1-min load average around the tasks | median {loads[len(loads) // 2]:.1f}, max {loads[-1]:.1f} "
+        md.append(f"| 1-min load average around the tasks | median {statistics.median(loads):.1f}, max {loads[-1]:.1f} "
                   f"(`conditions.json`) |")
         if busy:
             md.append(f"| tasks run on a busy machine (load > 2.5) | {', '.join(busy)} |")

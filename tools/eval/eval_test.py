@@ -100,5 +100,27 @@ class PaperMachineTest(unittest.TestCase):
             self.assertIn("20 MiB", "\n".join(f7))
 
 
+class ReportHeaderTest(unittest.TestCase):
+    def test_load_median_of_an_even_count(self):
+        # conditions.json: the 1-minute load around each task; the header's
+        # "median" of 1.0 and 3.0 is 2.0 (not the upper of the two).
+        with tempfile.TemporaryDirectory() as root, tempfile.TemporaryDirectory() as d:
+            os.makedirs(os.path.join(root, "docs"))
+            write_results(d, {}, [])
+            with open(os.path.join(d, "conditions.json"), "w") as f:
+                json.dump({"a": {"load_before": 1.0, "load_after": 0.5, "seconds": 60},
+                           "b": {"load_before": 3.0, "load_after": 2.0, "seconds": 60}}, f)
+            saved = ev.ROOT
+            ev.ROOT = root
+            try:
+                with CapturePlots():
+                    ev.cmd_report(type("A", (), {"results": d})())
+            finally:
+                ev.ROOT = saved
+            with open(os.path.join(root, "docs", "EVALUATION.md")) as f:
+                text = f.read()
+            self.assertIn("median 2.0, max 3.0", text)
+
+
 if __name__ == "__main__":
     unittest.main()
