@@ -3,6 +3,7 @@
 // are relied on by reviewers and scripts: keep them stable).
 #include <cstdio>
 #include <cstring>
+#include <new>
 #include <string>
 
 #include "tools/bench/commands.h"
@@ -46,12 +47,28 @@ int main(int argc, char** argv) {
     std::printf("gpt %s\nfib %s\n", g.c_str(), f.c_str());
     return 0;
   }
-  if (cmd == "mem") return sb::bench::cmd_mem(argc - 2, argv + 2);
-  if (cmd == "hash") return sb::bench::cmd_hash(argc - 2, argv + 2);
-  if (cmd == "gpt") return sb::bench::cmd_gpt(argc - 2, argv + 2);
-  if (cmd == "fib") return sb::bench::cmd_fib(argc - 2, argv + 2);
-  if (cmd == "cluster-updates") return sb::bench::cmd_cluster_updates(argc - 2, argv + 2);
-  if (cmd == "pipeline") return sb::bench::cmd_pipeline(argc - 2, argv + 2);
-  std::fprintf(stderr, "sb-bench: unknown command '%s'\n\n%s", cmd.c_str(), kUsage);
-  return 2;
+  using Cmd = int (*)(int, char**);
+  Cmd run = nullptr;
+  if (cmd == "mem") run = sb::bench::cmd_mem;
+  else if (cmd == "hash") run = sb::bench::cmd_hash;
+  else if (cmd == "gpt") run = sb::bench::cmd_gpt;
+  else if (cmd == "fib") run = sb::bench::cmd_fib;
+  else if (cmd == "cluster-updates") run = sb::bench::cmd_cluster_updates;
+  else if (cmd == "pipeline") run = sb::bench::cmd_pipeline;
+  if (run == nullptr) {
+    std::fprintf(stderr, "sb-bench: unknown command '%s'\n\n%s", cmd.c_str(), kUsage);
+    return 2;
+  }
+  // Sizes that parse (--keys, --queries, --ops up to 2^64) may still not fit
+  // in memory: the workload's vectors throw std::bad_alloc. That is a failed
+  // run with a reason (exit 1), not std::terminate (exit 134, no reason).
+  try {
+    return run(argc - 2, argv + 2);
+  } catch (const std::bad_alloc&) {
+    std::fprintf(stderr,
+                 "sb-bench %s: out of memory: this run needs more memory than the machine gives "
+                 "(use fewer keys, queries or ops)\n",
+                 cmd.c_str());
+    return 1;
+  }
 }

@@ -232,3 +232,18 @@ TEST_CASE("efd bits_per_key counts the chunks rte_efd allocates", "[bench][dpdk]
   REQUIRE(s.rc == 0);
   CHECK(json_number(s.out, "bits_per_key") == Approx((2112.0 + 256.0) * 8.0 / 7.0));
 }
+
+TEST_CASE("a run too large for memory fails with a message and no abort", "[bench][cli]") {
+  // Sizes that parse but cannot be allocated (2^40 keys, queries or ops):
+  // exit 1 naming the problem, not std::terminate from an uncaught
+  // std::bad_alloc (exit 134, no line out, no reason given).
+  for (const char* args : {"hash --keys 1024G --reps 1", "gpt --impl setsep --keys 1K --queries 1024G --updates 0",
+                           "mem --mib 1 --ops 1024G"}) {
+    INFO("sb-bench " << args);
+    const Run r = run(args);
+    CHECK(r.rc == 1);
+    CHECK(has(r.out, "out of memory"));
+    CHECK_FALSE(has(r.out, "terminate called"));
+  }
+}
+
