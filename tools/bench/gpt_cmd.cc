@@ -39,7 +39,8 @@ int cmd_gpt(int argc, char** argv) {
             {{"--impl", "A,B,..", "implementations to run, in this order, in one process", "setsep"},
              {"--keys", "N", "number of keys (suffixes K, M, G = 2^10, 2^20, 2^30)", "1M"},
              {"--value-bits", "L", "value width in bits, 1..8 (node id: ceil(log2 nodes))", "2"},
-             {"--threads", "T", "build threads (implementations that build in parallel)", "1"},
+             {"--threads", "T", "build threads; each line's `threads` is what its build used (efd: 1, "
+                                "ludo: at most one per shard)", "1"},
              {"--batch", "B[,B2..]", "lookup batch size, 1..64 (1 = one key per bulk call); a list "
                                      "measures each batch on the same structure and prints one line per batch", "32"},
              {"--index-bits", "X", "SetSep hash-index bits x of the x+y setting, 2..16", "16"},
@@ -174,6 +175,8 @@ int cmd_gpt(int argc, char** argv) {
       exit_code = 1;
       continue;
     }
+    // The threads the build ran on, not the ones asked for (rte_efd: one).
+    rec.set("threads", impl->build_threads(cfg));
     rec.set("capacity", impl->capacity())
         .set("load_factor", double(n) / double(std::max<uint64_t>(1, impl->capacity())))
         .set("bits_per_key", impl->bits_per_key())

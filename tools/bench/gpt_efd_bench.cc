@@ -43,6 +43,8 @@ class EfdBench final : public GptBenchImpl {
     if (t_ != nullptr) rte_efd_free(t_);
   }
   unsigned value_bits_stored(const GptBenchConfig&) const override { return RTE_EFD_VALUE_NUM_BITS; }
+  // rte_efd_update inserts one key at a time on the calling thread.
+  unsigned build_threads(const GptBenchConfig&) const override { return 1; }
 
   Status build(const FlowKey* keys, const uint8_t* values, size_t n, const GptBenchConfig&) override {
     // Capacity: the number of keys (rte_efd sizes its chunks from it).

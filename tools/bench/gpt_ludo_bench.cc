@@ -74,6 +74,10 @@ class LudoBench final : public GptBenchImpl {
   double bits_per_key() const override { return double(table()->num_bits()) / double(std::max<size_t>(1, n_)); }
   uint64_t capacity() const override { return table()->capacity(); }
   uint64_t fallback_keys() const override { return table()->fallback_keys(); }
+  // LudoBuilder::build runs at most one worker per shard (one shard by default).
+  unsigned build_threads(const GptBenchConfig& c) const override {
+    return std::max(1u, std::min<unsigned>(c.threads, table()->num_shards()));
+  }
 
   bool supports_updates() const override { return true; }
   void prefetch_update(const FlowKey& key, unsigned stage) override { builder_->prefetch_update(key, stage); }

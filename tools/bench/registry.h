@@ -71,6 +71,10 @@ class GptBenchImpl {
   virtual double bits_per_key() const = 0;
   virtual uint64_t capacity() const = 0;  // keys the structure is sized for
   virtual uint64_t fallback_keys() const { return 0; }
+  // Threads the build actually ran on (the line's `threads`, the T of
+  // build_mkeys_per_s), called after a successful build(). Default: all of
+  // --threads; an impl that builds on fewer says so.
+  virtual unsigned build_threads(const GptBenchConfig& c) const { return c.threads; }
 
   // Updates (optional). update() applies one change to the builder side and
   // produces the delta a remote node applies (queued inside the impl);

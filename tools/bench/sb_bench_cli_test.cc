@@ -247,3 +247,22 @@ TEST_CASE("a run too large for memory fails with a message and no abort", "[benc
   }
 }
 
+TEST_CASE("gpt lines say how many threads each build used", "[bench][dpdk]") {
+  // build_mkeys_per_s is "with T threads": a line must not claim threads its
+  // build did not use. rte_efd builds on one thread whatever --threads
+  // says, Ludo with at most one thread per shard (one shard by default);
+  // SetSep uses them all.
+  const Run g = run("gpt --impl setsep,ludo,efd --keys 4K --threads 2 --queries 4K --updates 0 --reps 1 --json");
+  INFO(g.out);
+  REQUIRE(g.rc == 0);
+  auto line_of = [&](const std::string& impl) {
+    const size_t at = g.out.find("\"impl\": \"" + impl + "\"");
+    if (at == std::string::npos) return std::string();
+    const size_t b = g.out.rfind('{', at), e = g.out.find('\n', at);
+    return g.out.substr(b, e - b);
+  };
+  CHECK(json_number(line_of("setsep"), "threads") == 2);
+  CHECK(json_number(line_of("ludo"), "threads") == 1);
+  CHECK(json_number(line_of("efd"), "threads") == 1);
+}
+
