@@ -24,11 +24,20 @@ inline void write_eth(uint8_t* p, const Mac& dst, const Mac& src, uint16_t type)
 // cannot be.
 inline bool contiguous(rte_mbuf* m) { return m->nb_segs == 1 || rte_pktmbuf_linearize(m) == 0; }
 
+// A NIC that recognized a tunnel in the frame (packet_type names one: GTP-U
+// with ice's GTP profile, VXLAN, GRE, ...) gives RX_IP_CKSUM and
+// RX_L4_CKSUM about the INNER headers; its verdicts about the outer ones
+// are RX_OUTER_IP_CKSUM_BAD and RX_OUTER_L4_CKSUM.
+inline bool tunnel_parsed(const rte_mbuf* m) { return (m->packet_type & RTE_PTYPE_TUNNEL_MASK) != 0; }
+
 // The header checksum of the frame's first IPv4 header at ip (RFC 1812
 // 5.2.2: a router discards a header that fails it): the NIC's verdict when
-// it gave one, else summed here.
+// it gave one, else summed here. Of a tunnel the NIC parsed, only a "bad"
+// is about this header (there is no outer "good"): else summed.
 inline bool ipv4_ok(const rte_mbuf* m, const uint8_t* ip) {
   const uint64_t f = m->ol_flags & RTE_MBUF_F_RX_IP_CKSUM_MASK;
+  if (tunnel_parsed(m)) [[unlikely]]
+    return (m->ol_flags & RTE_MBUF_F_RX_OUTER_IP_CKSUM_BAD) == 0 && ipv4_header_valid(ip);
   if (f == RTE_MBUF_F_RX_IP_CKSUM_GOOD) [[likely]]
     return true;
   if (f == RTE_MBUF_F_RX_IP_CKSUM_BAD) return false;
@@ -41,9 +50,17 @@ inline bool ipv4_ok(const rte_mbuf* m, const uint8_t* ip) {
 // bits: the data's integrity verified, the field itself not filled in, as
 // a virtio host leaves a partial checksum) pass: summing the field again
 // would drop a good packet.
+// Of a tunnel the NIC parsed (GTP-U itself), the outer verdict decides:
+// RX_OUTER_L4_CKSUM GOOD or BAD, else summed.
 inline bool udp_ok(const rte_mbuf* m, const uint8_t* f, const Upstream& u) {
   const uint8_t* udp = f + u.udp_off;
   if (udp[6] == 0 && udp[7] == 0) return true;
+  if (tunnel_parsed(m)) [[unlikely]] {
+    const uint64_t o = m->ol_flags & RTE_MBUF_F_RX_OUTER_L4_CKSUM_MASK;
+    if (o == RTE_MBUF_F_RX_OUTER_L4_CKSUM_GOOD) return true;
+    if (o == RTE_MBUF_F_RX_OUTER_L4_CKSUM_BAD) return false;
+    return udp4_checksum_ok(f + u.outer_ip_off, udp, u.udp_len);
+  }
   const uint64_t fl = m->ol_flags & RTE_MBUF_F_RX_L4_CKSUM_MASK;
   if ((fl & RTE_MBUF_F_RX_L4_CKSUM_GOOD) != 0) [[likely]]  // GOOD or NONE
     return true;

@@ -799,6 +799,74 @@ TEST_CASE("pipeline: the NIC's L4 checksum verdict decides, NONE (data verified)
   }
 }
 
+TEST_CASE("pipeline: a NIC that parsed a tunnel gave its checksum verdicts about the inner headers") {
+  // A NIC that recognizes the tunnel (packet_type with a tunnel type: ice
+  // with its GTP-U profile, VXLAN on many NICs) reports RX_IP_CKSUM and
+  // RX_L4_CKSUM for the INNER headers and the outer ones in RX_OUTER_*.
+  // The outer IPv4 header and the S1-U UDP checksum must not be judged by
+  // the inner verdicts.
+  ClusterFixture fx(rib::Architecture::kScaleBricks);
+  const uint32_t t1 = fx.teid_ul(0, key_of(kUe1));  // handled by node 0
+  const uint32_t gtpu = RTE_PTYPE_L2_ETHER | RTE_PTYPE_L3_IPV4 | RTE_PTYPE_L4_UDP | RTE_PTYPE_TUNNEL_GTPU |
+                        RTE_PTYPE_INNER_L3_IPV4 | RTE_PTYPE_INNER_L4_UDP;
+  const uint64_t inner_good = RTE_MBUF_F_RX_IP_CKSUM_GOOD | RTE_MBUF_F_RX_L4_CKSUM_GOOD;
+  auto up = [&](bool outer_csum, const std::vector<uint8_t>& inner) {
+    return PacketBuilder().eth(rc_mac(0, kEnb), rc_enb_next_hop()).ipv4(kEnb1, fx.s1u(0), 17)
+        .udp(2152, 2152, outer_csum).gtpu(0x30, kGtpGpdu, t1).raw(inner).build();
+  };
+  const auto inner = PacketBuilder().ipv4(kUe1, kInternet, 17, 64).udp(40000, 80, true).payload(12).build();
+  auto inner_bad_l4 = inner;
+  inner_bad_l4.back() ^= 0x10;  // the inner UDP checksum fails (end to end: not the gateway's to verify)
+  auto bad_outer_ip = up(true, inner);
+  bad_outer_ip[14 + 10] ^= 0x01;
+  auto bad_outer_udp = up(true, inner);
+  bad_outer_udp[14 + 20 + 6] ^= 0x01;
+  auto down_bad = downstream_frame(0, kUe1);
+  down_bad[14 + 10] ^= 0x01;
+  struct Case {
+    const char* desc;
+    Role at;
+    std::vector<uint8_t> frame;
+    uint32_t ptype;
+    uint64_t flags;
+    const char* counter;
+  };
+  const std::vector<Case> cases = {
+      {"outer IPv4 checksum wrong, inner verdicts good", kEnb, bad_outer_ip, gtpu, inner_good, "drop_parse"},
+      {"outer IPv4 flagged bad by the NIC", kEnb, up(true, inner), gtpu, inner_good | RTE_MBUF_F_RX_OUTER_IP_CKSUM_BAD,
+       "drop_parse"},
+      {"outer UDP checksum wrong, inner verdicts good", kEnb, bad_outer_udp, gtpu, inner_good, "drop_udp_checksum"},
+      {"outer UDP flagged bad by the NIC", kEnb, up(true, inner), gtpu, inner_good | RTE_MBUF_F_RX_OUTER_L4_CKSUM_BAD,
+       "drop_udp_checksum"},
+      {"inner UDP checksum bad, outer headers right: forwarded", kEnb, up(true, inner_bad_l4), gtpu,
+       RTE_MBUF_F_RX_IP_CKSUM_GOOD | RTE_MBUF_F_RX_L4_CKSUM_BAD, "gtpu_in"},
+      {"outer headers right, inner verdicts good: forwarded", kEnb, up(true, inner), gtpu, inner_good, "gtpu_in"},
+      {"downstream VXLAN-parsed frame, outer IPv4 checksum wrong", kExt, down_bad,
+       RTE_PTYPE_L2_ETHER | RTE_PTYPE_L3_IPV4 | RTE_PTYPE_L4_UDP | RTE_PTYPE_TUNNEL_VXLAN, inner_good, "drop_parse"},
+  };
+  for (const Case& k : cases) {
+    INFO(k.desc);
+    const auto before = totals(*fx.c);
+    rte_mbuf* m = mbuf_of(k.frame);
+    m->packet_type = k.ptype;
+    m->ol_flags = k.flags;
+    REQUIRE(fx.c->inject(0, k.at, &m, 1) == 1);
+    fx.c->run_until_idle();
+    const auto d = delta(before, totals(*fx.c));
+    CHECK(d.count(k.counter) == 1);
+    const bool fwd = std::string(k.counter) == "gtpu_in";
+    CHECK(drops(d) == (fwd ? 0u : 1u));
+    rte_mbuf* b[64];
+    uint32_t n = 0;
+    for (Role r : {kExt, kEnb, kFabric}) {
+      const uint32_t got = fx.c->drain(0, r, b, 64);
+      for (uint32_t i = 0; i < got; ++i) rte_pktmbuf_free(b[i]);
+      n += got;
+    }
+    CHECK(n == (fwd ? 1u : 0u));
+  }
+}
+
 TEST_CASE("pipeline: decapsulation propagates congestion marks of the outer header (RFC 6040)") {
   // Encapsulation copies DSCP and ECN to the outer header (normal mode),
   // so routers on S1-U mark the outer header: a CE mark (or ECT(1)) there
