@@ -116,11 +116,13 @@ Status DataPlane::configure_ports() {
   uint32_t room = RTE_MBUF_DEFAULT_DATAROOM;
   for (uint32_t m : want) room = std::max<uint32_t>(room, (m + RTE_ETHER_HDR_LEN + 4 + RTE_ETHER_CRC_LEN + 63) / 64 * 64);
   constexpr unsigned kPoolCache = 256;
+  // node.mbufs - 1 buffers: a mempool's ring holds 2^n - 1 (DPDK's sizing
+  // advice), so the default 16384 is a pool of 16383 in a 16384-slot ring.
   pool_ = rte_pktmbuf_pool_create(("sb_mbufs_" + std::to_string(cfg_.node.id)).c_str(), dp.mbufs - 1, kPoolCache, 0,
                                   uint16_t(RTE_PKTMBUF_HEADROOM + room), int(rte_socket_id()));
   if (pool_ == nullptr)
-    return Status::Capacity("cannot create the mbuf pool of " + std::to_string(dp.mbufs) +
-                            " buffers (node.mbufs, node.memory_mb): " + rte_strerror(rte_errno));
+    return Status::Capacity("cannot create the mbuf pool of " + std::to_string(dp.mbufs - 1) +
+                            " buffers (node.mbufs - 1; node.memory_mb): " + rte_strerror(rte_errno));
   // What the pool must hold at once, the way DPDK's l3fwd sizes its pool:
   // every rx descriptor filled, every tx descriptor still holding a sent
   // frame, every lcore's mempool cache full (1.5x its size before it
@@ -206,10 +208,12 @@ Status DataPlane::configure_ports() {
       std::memcpy(spec_.port_mac[r].b, a.addr_bytes, 6);
     }
   }
-  if (dp.mbufs < need)
-    return Status::InvalidArgument("node.mbufs: " + std::to_string(dp.mbufs) + " buffers, the ports need at least " +
+  if (dp.mbufs - 1 < need)
+    return Status::InvalidArgument("node.mbufs: " + std::to_string(dp.mbufs) + " (a pool of " +
+                                   std::to_string(dp.mbufs - 1) + " buffers), the ports need at least " +
                                    std::to_string(need) + " (" + need_why + ", and " + std::to_string(W) +
-                                   " worker(s)' mempool caches and in-flight buffers): raise node.mbufs (and node.memory_mb)");
+                                   " worker(s)' mempool caches and in-flight buffers): raise node.mbufs to " +
+                                   std::to_string(need + 1) + " or more (and node.memory_mb)");
   return Status::Ok();
 }
 

@@ -181,7 +181,11 @@ TEST_CASE("sb-node: configuration errors exit 3 and name the field, before any p
       {kPorts + "  fib: btree\n", "node.fib: 'btree'"},
       // net_null: 3 ports x (1 rx + 1 tx queue) x 1024 descriptors + one
       // worker's cache (384) and in-flight buffers (3 x 128 tx + 64 deferred) = 6976.
-      {kPorts + "  mbufs: 4096\n", "node.mbufs: 4096 buffers, the ports need at least 6976"},
+      {kPorts + "  mbufs: 4096\n", "node.mbufs: 4096 (a pool of 4095 buffers), the ports need at least 6976"},
+      // The pool is node.mbufs - 1 buffers (a ring of 2^n holds 2^n - 1):
+      // 6976 is one short; the message names the smallest that fits.
+      {kPorts + "  mbufs: 6976\n", "node.mbufs: 6976 (a pool of 6975 buffers), the ports need at least 6976 (ext 1 rx"},
+      {kPorts + "  mbufs: 6976\n", "raise node.mbufs to 6977 or more"},
       {kPorts + "  lcores: \"zero\"\n", "node.lcores"},
       {kPorts + "  metrics: \"127.0.0.1:notaport\"\n", "node.metrics: HTTP listen address \"127.0.0.1:notaport\""},
       {kPorts + "  metrics: \"localhost:9100\"\n", "node.metrics: HTTP listen address \"localhost:9100\""},
