@@ -1016,10 +1016,13 @@ Status LudoBuilder::rebuild(uint32_t g, uint64_t nb, DeltaList* out) {
       for (unsigned i = 0; i < S.bk[b].cnt; ++i) old_fb.push_back({S.keys[4 * b + i], S.bk[b].h[i]});
   for (const auto& e : mine) old_fb.push_back({e.key, e.h});
   shards_[g] = std::move(ns);
-  std::vector<uint64_t> new_fb;
+  // Fallback entries are (key, hash): a key placed in the new cuckoo table
+  // must lose its entry even when another key with the same 64-bit hash
+  // (its twin) falls back, or the stale entry would win over the shard.
+  std::vector<std::pair<FlowKey, uint64_t>> new_fb;
   // Keys that did not fit the new cuckoo table fall back (first).
   for (uint32_t t : fb) {
-    new_fb.push_back(hs[t]);
+    new_fb.push_back({keys[t], hs[t]});
     SB_RETURN_IF_ERROR(fallback_put(g, keys[t], hs[t], vs[t], out));
   }
   Shard& N = *shards_[g];
@@ -1027,12 +1030,17 @@ Status LudoBuilder::rebuild(uint32_t g, uint64_t nb, DeltaList* out) {
   for (uint64_t b = 0; b < N.nb; ++b)
     if (N.bk[b].fb)
       for (unsigned i = 0; i < N.bk[b].cnt; ++i) {
-        new_fb.push_back(N.bk[b].h[i]);
+        new_fb.push_back({N.keys[4 * b + i], N.bk[b].h[i]});
         SB_RETURN_IF_ERROR(emit_fb_put(g, N.keys[4 * b + i], N.bk[b].h[i], N.bk[b].v[i], out));
       }
   SB_RETURN_IF_ERROR(emit_replace(g, out));
+  auto fb_less = [](const std::pair<FlowKey, uint64_t>& a, const std::pair<FlowKey, uint64_t>& b) {
+    if (a.second != b.second) return a.second < b.second;
+    return std::memcmp(a.first.bytes, b.first.bytes, sizeof a.first.bytes) < 0;
+  };
+  std::sort(new_fb.begin(), new_fb.end(), fb_less);
   for (const auto& [k, h] : old_fb) {
-    if (std::find(new_fb.begin(), new_fb.end(), h) != new_fb.end()) continue;
+    if (std::binary_search(new_fb.begin(), new_fb.end(), std::make_pair(k, h), fb_less)) continue;
     scratch_.resize(24);
     std::memcpy(scratch_.data(), k.bytes, 16);
     put_u64(scratch_.data() + 16, h);
