@@ -531,6 +531,7 @@ class LudoBuilder final : public GptBuilder {
   Status emit(uint32_t g, LudoDelta kind, DeltaList* out);  // scratch_ payload
   Status fallback_put(uint32_t g, const FlowKey& key, uint64_t h, uint8_t v, DeltaList* out);
   Status emit_fb_put(uint32_t g, const FlowKey& key, uint64_t h, uint8_t v, DeltaList* out);
+  Status drop_seeded_fb(uint32_t g, DeltaList* out);
   // Lazy local table (UPDATES): rebuild dirty shard g / every dirty shard
   // of table_ from the maintenance structure. Const: they change only the
   // cache table_ is (mutable dirty set); writer operations on table_.
@@ -590,6 +591,11 @@ class LudoBuilder final : public GptBuilder {
     std::unordered_map<uint32_t, size_t> per_;
   };
   FbSet fb_;
+  // Keys of seedless buckets (Shard::Bucket::fb, no slot seed <= 255): they
+  // live in every replica's fallback table while their bucket has no seed.
+  // drop_seeded_fb() erases the entry of one whose bucket got a seed or
+  // that an insert moved out (the entry would win over the shard).
+  FbSet fbb_;
   uint64_t size_ = 0;
   Stats stats_;
   std::vector<uint8_t> scratch_, node_buf_;

@@ -573,6 +573,7 @@ Status LudoBuilder::build_hashed(const FlowKey* keys, const uint64_t* hashes, co
   // Install: lookup shards, fallback keys.
   size_ = 0;
   fb_.clear();
+  fbb_.clear();
   T.fallback_.clear();
   T.fb_refilter();
   for (uint32_t g = 0; g < ns; ++g) {
@@ -591,8 +592,10 @@ Status LudoBuilder::build_hashed(const FlowKey* keys, const uint64_t* hashes, co
     Shard& S = *shards_[g];
     for (uint64_t b = 0; b < S.nb; ++b)
       if (S.bk[b].fb)
-        for (unsigned i = 0; i < S.bk[b].cnt; ++i)
+        for (unsigned i = 0; i < S.bk[b].cnt; ++i) {
+          fbb_.put({S.keys[4 * b + i], S.bk[b].h[i], S.bk[b].v[i], g});
           T.fb_put(S.keys[4 * b + i], S.bk[b].h[i], g, S.bk[b].v[i]);
+        }
   }
   size_ += fb_.size();
   T.fallback_n_.store(T.fallback_.size(), std::memory_order_release);
@@ -825,8 +828,10 @@ Status LudoBuilder::insert(const FlowKey& key, uint64_t h, uint8_t value, DeltaL
   // fallback table before the rewrite and leave it after.
   for (const auto& [b, was] : fb_touched_)
     if (S.bk[b].fb)
-      for (unsigned i = 0; i < S.bk[b].cnt; ++i)
+      for (unsigned i = 0; i < S.bk[b].cnt; ++i) {
+        fbb_.put({S.keys[4 * b + i], S.bk[b].h[i], S.bk[b].v[i], g});
         SB_RETURN_IF_ERROR(emit_fb_put(g, S.keys[4 * b + i], S.bk[b].h[i], S.bk[b].v[i], out));
+      }
   if (S.oth.full_reload()) {
     // Othello reconstruction (Case I, new seed): the whole shard in place.
     ++stats_.othello_reloads;
@@ -863,17 +868,10 @@ Status LudoBuilder::insert(const FlowKey& key, uint64_t h, uint8_t value, DeltaL
     scratch_.swap(nb_buf);
     SB_RETURN_IF_ERROR(emit(g, LudoDelta::kInsert, out));
   }
-  for (const auto& [b, was] : fb_touched_) {
-    if (!was || S.bk[b].fb) continue;
-    // Previously fallback bucket: drop its keys from the fallback table
-    // (keys of fb_ proper are never in a cuckoo bucket).
-    for (unsigned i = 0; i < S.bk[b].cnt; ++i) {
-      scratch_.resize(24);
-      std::memcpy(scratch_.data(), S.keys[4 * b + i].bytes, 16);
-      put_u64(scratch_.data() + 16, S.bk[b].h[i]);
-      SB_RETURN_IF_ERROR(emit(g, LudoDelta::kFallbackErase, out));
-    }
-  }
+  // After the rewrites: keys of seedless buckets that now sit in a bucket
+  // with a seed (the bucket got one, or the path or a relocation moved the
+  // key out) leave the fallback table.
+  SB_RETURN_IF_ERROR(drop_seeded_fb(g, out));
   if (!st.ok()) {
     // The key closes a cycle of the shard's Othello (Case I): it lives in the
     // fallback table until the shard is rebuilt (growth, or too many such keys).
@@ -902,7 +900,10 @@ Status LudoBuilder::change(const FlowKey& key, uint64_t h, uint8_t value, DeltaL
     ++stats_.changes;
     auto& B = S.bk[b];
     B.v[i] = value;
-    if (B.fb) return emit_fb_put(g, key, h, value, out);
+    if (B.fb) {
+      fbb_.put({key, h, value, g});
+      return emit_fb_put(g, key, h, value, out);
+    }
     // §4.4.8 value change: one slot of one bucket.
     scratch_.resize(14);
     put_u64(scratch_.data(), S.nb);
@@ -939,6 +940,7 @@ Status LudoBuilder::erase(const FlowKey& key, uint64_t h, DeltaList* out) {
     // §4.4.8 deletion: nothing changes on the lookup side (the remaining
     // keys keep their slots: the seed is still injective on a subset).
     if (was_fb) {
+      fbb_.erase(key, h);
       scratch_.resize(24);
       std::memcpy(scratch_.data(), key.bytes, 16);
       put_u64(scratch_.data() + 16, h);
@@ -965,6 +967,36 @@ Result<uint8_t> LudoBuilder::find(const FlowKey& key, uint64_t h) const {
   }
   if (const FbEntry* e = fb_.find(key, h)) return e->v;
   return Status::NotFound("ludo: key not present");
+}
+
+// Erases the fallback entry of every seedless-bucket key of shard g (fbb_)
+// whose bucket now has a seed: the bucket got one, or the key was moved out
+// by a cuckoo path or a relocation. Called after the delta that rewrote the
+// buckets (the key is in its new bucket before its entry leaves). The
+// entry would otherwise win over the shard: the key's later value changes,
+// one-slot change deltas, would not be seen.
+Status LudoBuilder::drop_seeded_fb(uint32_t g, DeltaList* out) {
+  if (fbb_.count(g) == 0) return Status::Ok();
+  const Shard& S = *shards_[g];
+  for (const FbEntry& e : fbb_.take(g)) {
+    bool in_seedless = false, placed = false;
+    for (const uint64_t b : {S.b0(e.h), S.b1(e.h)}) {
+      if (S.find_in(b, e.key, e.h) < 0) continue;
+      placed = true;
+      in_seedless = S.bk[b].fb;
+      break;
+    }
+    if (in_seedless) {
+      fbb_.put(e);
+      continue;
+    }
+    if (!placed) continue;  // not in the cuckoo table: its entry is not a seedless bucket's
+    scratch_.resize(24);
+    std::memcpy(scratch_.data(), e.key.bytes, 16);
+    put_u64(scratch_.data() + 16, e.h);
+    SB_RETURN_IF_ERROR(emit(g, LudoDelta::kFallbackErase, out));
+  }
+  return Status::Ok();
 }
 
 // ---- growth (§4.4.6, §4.5.3) ---------------------------------------------------------
@@ -1015,6 +1047,7 @@ Status LudoBuilder::rebuild(uint32_t g, uint64_t nb, DeltaList* out) {
     if (S.bk[b].fb)
       for (unsigned i = 0; i < S.bk[b].cnt; ++i) old_fb.push_back({S.keys[4 * b + i], S.bk[b].h[i]});
   for (const auto& e : mine) old_fb.push_back({e.key, e.h});
+  (void)fbb_.take(g);  // the old shard's seedless-bucket keys: in old_fb
   shards_[g] = std::move(ns);
   // Fallback entries are (key, hash): a key placed in the new cuckoo table
   // must lose its entry even when another key with the same 64-bit hash
@@ -1031,6 +1064,7 @@ Status LudoBuilder::rebuild(uint32_t g, uint64_t nb, DeltaList* out) {
     if (N.bk[b].fb)
       for (unsigned i = 0; i < N.bk[b].cnt; ++i) {
         new_fb.push_back({N.keys[4 * b + i], N.bk[b].h[i]});
+        fbb_.put({N.keys[4 * b + i], N.bk[b].h[i], N.bk[b].v[i], g});
         SB_RETURN_IF_ERROR(emit_fb_put(g, N.keys[4 * b + i], N.bk[b].h[i], N.bk[b].v[i], out));
       }
   SB_RETURN_IF_ERROR(emit_replace(g, out));
@@ -1089,6 +1123,10 @@ Status LudoBuilder::check() const {
         if (table_->lookup(S.keys[4 * b + i], h) != B.v[i])
           return Status::Internal("ludo check: lookup structure disagrees");
       }
+      // Keys of seedless buckets are the builder's record of them (fbb_).
+      for (unsigned i = 0; i < B.cnt; ++i)
+        if (B.fb && fbb_.find(S.keys[4 * b + i], B.h[i]) == nullptr)
+          return Status::Internal("ludo check: key of a seedless bucket not recorded");
       // Ghosts: below 4 entries with the keys, on slots of their own.
       if (B.cnt + B.ghosts > 4 || (B.fb && B.ghosts != 0))
         return Status::Internal("ludo check: bad ghost count");
@@ -1102,6 +1140,11 @@ Status LudoBuilder::check() const {
     total += cnt;
   }
   if (total != size_) return Status::Internal("ludo check: size mismatch");
+  uint64_t seedless = 0;
+  for (const auto& s : shards_)
+    for (const auto& B : s->bk) seedless += B.fb ? B.cnt : 0;
+  if (seedless != fbb_.size())
+    return Status::Internal("ludo check: a recorded seedless-bucket key sits in a bucket with a seed");
   return Status::Ok();
 }
 

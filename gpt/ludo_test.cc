@@ -1177,4 +1177,113 @@ TEST_CASE("ludo: a rebuild drops the fallback entry of a key it places, even whe
   }
 }
 
+// A bucket with no slot seed <= 255 keeps its keys in the fallback table
+// (ludo.h, "Fallback buckets"). A key that a later insert's cuckoo path
+// moved out of such a bucket kept its fallback entry: every replica (and
+// the builder's table) went on answering it from that entry, which wins
+// over the shard, so its next value change (a one-slot change delta) was
+// never seen. Four slot words c << 60 for c in a set the search below
+// finds have no injective seed in 0..255; their hashes are made by
+// inverting remix (fmix64), and with 2 buckets per shard they share one.
+namespace {
+uint64_t mul_inverse(uint64_t a) {  // a odd: a * x = 1 mod 2^64 (Newton)
+  uint64_t x = a;
+  for (int i = 0; i < 6; ++i) x *= 2 - a * x;
+  return x;
+}
+uint64_t fmix64_inverse(uint64_t x) {
+  x ^= x >> 33;
+  x *= mul_inverse(0xc4ceb9fe1a85ec53ULL);
+  x ^= x >> 33;
+  x *= mul_inverse(0xff51afd7ed558ccdULL);
+  x ^= x >> 33;
+  return x;
+}
+// The hash whose slot word (remix(h, kLudoSlot)) is x.
+uint64_t hash_with_slot_word(uint64_t x) { return fmix64_inverse(x) ^ salt::kLudoSlot; }
+}  // namespace
+
+TEST_CASE("ludo: a key moved out of a seedless bucket loses its fallback entry", "[ludo]") {
+  REQUIRE(fmix64(fmix64_inverse(0x123456789abcdefULL)) == 0x123456789abcdefULL);
+  auto c = small_config(2, 0, 1);  // one shard; capacity 0: 2 buckets
+  auto bucket0 = [](uint64_t h) { return reduce(remix(h, salt::kLudoBucket1), 2); };
+  auto bucket1 = [](uint64_t h) { return reduce(remix(h, salt::kLudoBucket2), 2); };
+  auto seedless = [](const uint64_t* h) {
+    for (unsigned s = 0; s <= kLudoMaxSeed; ++s) {
+      unsigned used = 0;
+      for (int i = 0; i < 4; ++i) used |= 1u << ludo_slot(ludo_slot_word(h[i]), s);
+      if (used == 15) return false;
+    }
+    return true;
+  };
+  const auto fresh = make_keys(400, 77);
+  // Four seedless keys in one bucket (their first choice), one of them with
+  // another bucket to move to, that the builder files as a seedless bucket
+  // (four fallback puts, none of them a failed insert).
+  uint64_t ch[4];
+  std::unique_ptr<LudoBuilder> b;
+  std::unique_ptr<LudoTable> remote;
+  DeltaList d;
+  bool found = false;
+  for (unsigned c0 = 0; c0 < 16 && !found; ++c0)
+    for (unsigned c1 = c0 + 1; c1 < 16 && !found; ++c1)
+      for (unsigned c2 = c1 + 1; c2 < 16 && !found; ++c2)
+        for (unsigned c3 = c2 + 1; c3 < 16 && !found; ++c3) {
+          const unsigned cs[4] = {c0, c1, c2, c3};
+          for (int i = 0; i < 4; ++i) ch[i] = hash_with_slot_word(uint64_t(cs[i]) << 60);
+          if (!seedless(ch)) continue;
+          bool same = true, movable = false;
+          for (int i = 0; i < 4; ++i) {
+            same &= bucket0(ch[i]) == bucket0(ch[0]);
+            movable |= bucket1(ch[i]) != bucket0(ch[i]);
+          }
+          if (!same || !movable) continue;
+          auto br = LudoBuilder::create(c);
+          REQUIRE(br.ok());
+          b = std::move(br.value());
+          remote = remote_copy(b->ludo());
+          d.clear();
+          for (int i = 0; i < 4; ++i) REQUIRE(b->insert(fresh[i], ch[i], uint8_t(i), &d).ok());
+          found = b->ludo().fallback_keys() == 4 && b->stats().fallback_inserts == 0;
+        }
+  REQUIRE(found);
+  apply_all(remote.get(), d);
+  const uint64_t home = bucket0(ch[0]);
+  std::vector<FlowKey> keys(fresh.begin(), fresh.begin() + 4);
+  std::vector<uint64_t> hs(ch, ch + 4);
+  std::vector<uint8_t> vals = {0, 1, 2, 3};
+  // Keys whose both buckets are the seedless one: the insert's path moves
+  // a seedless key out to its other bucket.
+  for (size_t i = 4; i < fresh.size() && keys.size() < 6; ++i) {
+    const uint64_t h = hash_key(fresh[i], c.hash_seed);
+    if (bucket0(h) != home || bucket1(h) != home) continue;
+    d.clear();
+    REQUIRE(b->insert(fresh[i], h, 1, &d).ok());
+    apply_all(remote.get(), d);
+    keys.push_back(fresh[i]);
+    hs.push_back(h);
+    vals.push_back(1);
+  }
+  REQUIRE(keys.size() == 6);
+  // Every key changes its value.
+  d.clear();
+  for (size_t i = 0; i < keys.size(); ++i) {
+    vals[i] = uint8_t((vals[i] + 1) & 3);
+    REQUIRE(b->change(keys[i], hs[i], vals[i], &d).ok());
+  }
+  apply_all(remote.get(), d);
+  size_t wrong_remote = 0, wrong_builder = 0;
+  for (size_t i = 0; i < keys.size(); ++i) {
+    wrong_remote += remote->lookup(keys[i], hs[i]) != vals[i];
+    wrong_builder += b->ludo().lookup(keys[i], hs[i]) != vals[i];
+  }
+  CHECK(wrong_remote == 0);
+  CHECK(wrong_builder == 0);
+  REQUIRE(b->check().ok());
+  std::vector<uint8_t> s1, s2;
+  b->ludo().serialize(&s1);
+  remote->serialize(&s2);
+  CHECK((s1 == s2));
+}
+
 }  // namespace sb::gpt
