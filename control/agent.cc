@@ -914,6 +914,20 @@ struct Agent::Impl : rib::OwnerIo {
       case pb::Envelope::kWeightsAck: on_weights_ack(peer, env.weights_ack()); break;
       case pb::Envelope::kWeightsReply: {
         auto f = wfwds.find(env.corr());
+        // Taken only from whom we asked: the coordinator a change was
+        // forwarded to (its corr), or a peer we fetched a version from
+        // (or the coordinator, whose word numbers the versions). Any
+        // peer's ROUTER can send to our DEALER: another member could
+        // otherwise answer a client's change in the coordinator's name,
+        // or make this node adopt (and persist) a version nobody numbered.
+        // A forwarded change keeps waiting for its coordinator.
+        const bool asked = f != wfwds.end() ? f->second.to == peer
+                                            : (weights_fetching >> peer & 1u) != 0 || peer == coordinator();
+        if (!asked) {
+          ++c[AgentEvent::forbidden_messages];
+          break;
+        }
+        if (f == wfwds.end()) weights_fetching &= ~(1u << peer);
         const auto& w = env.weights_reply();
         if (w.code() == pb::OK) adopt_weights(w.version(), w.weights());
         if (f == wfwds.end()) break;  // the answer to a fetch
@@ -953,9 +967,11 @@ struct Agent::Impl : rib::OwnerIo {
     std::string routing;
     uint64_t corr;
     uint64_t deadline_us;
+    uint32_t to;  // the coordinator it was forwarded to: only it answers
   };
   std::unordered_map<uint64_t, WeightsFwd> wfwds;  // by the corr of the forwarded request
   uint64_t weights_fetch_after_us = 0;
+  uint32_t weights_fetching = 0;  // peers asked for their version (a fetch) that have not answered
 
   static void put_weights(const std::vector<std::pair<uint32_t, double>>& w,
                           google::protobuf::RepeatedPtrField<pb::NodeWeight>* out) {
@@ -1034,7 +1050,7 @@ struct Agent::Impl : rib::OwnerIo {
                       "the weights coordinator (node " + std::to_string(coord) + ") is down", 0, {}, 0, 0);
         return;
       }
-      wfwds[corr] = WeightsFwd{routing, env.corr(), now_us() + uint64_t(opt.forward_timeout_ms) * 1000};
+      wfwds[corr] = WeightsFwd{routing, env.corr(), now_us() + uint64_t(opt.forward_timeout_ms) * 1000, coord};
       return;
     }
     // The coordinator: merge, number, persist, then tell every member. A
@@ -1207,6 +1223,7 @@ struct Agent::Impl : rib::OwnerIo {
       pb::Envelope e;
       e.mutable_weights_request()->set_set(false);
       send_peer(b.owner(), e);
+      weights_fetching |= 1u << b.owner();
       ++c[AgentEvent::weights_fetches];
       weights_fetch_after_us = t + 500000;
     }

@@ -639,3 +639,79 @@ TEST_CASE("agent: session ops past the owner's queue bound are answered BUSY, no
   }
   CHECK(added == ks.size());
 }
+
+TEST_CASE("agent: a weights reply from a member that was not asked is refused and counted") {
+  // Node 1 forwards a client's weights change to node 0, the coordinator.
+  // Node 2 (a raw ROUTER on its control endpoint) answers it first, with
+  // the forwarded request's corr: taken, the client is told a version was
+  // adopted that the coordinator never numbered, and node 1 persists and
+  // uses it. A weights reply nobody asked node 2 for is refused too.
+  InProc ip(3, [](uint32_t, AgentOptions& o) {
+    o.dead_after_ms = 60000;  // the fakes stay "live"
+    o.forward_timeout_ms = 1500;
+  }, {0, 2});
+  zmq::context_t ctx;
+  auto fake = [&](uint32_t id) {
+    zmq::socket_t s(ctx, zmq::socket_type::router);
+    s.set(zmq::sockopt::linger, 0);
+    s.set(zmq::sockopt::rcvtimeo, 200);
+    s.bind(ip.spec.members[id].control);
+    return s;
+  };
+  zmq::socket_t f0 = fake(0), f2 = fake(2);
+  // Node 1 asks node 2 for snapshots of node 2's partitions (it starts
+  // unsynced): that gives node 2 the routing id of node 1's DEALER.
+  zmq::message_t id1, m;
+  REQUIRE(eventually([&] { return f2.recv(id1) && f2.recv(m); }));
+  auto c = ip.client({1});
+  auto forged = [&](uint64_t corr, uint64_t version) {
+    pb::Envelope e;
+    e.set_version(kProtocolVersion);
+    e.set_corr(corr);
+    auto* w = e.mutable_weights_reply();
+    w->set_code(pb::OK);
+    w->set_version(version);
+    for (const auto& [n, x] : std::vector<std::pair<uint32_t, double>>{{0, 1}, {1, 1}, {2, 9}}) {
+      auto* y = w->add_weights();
+      y->set_node(n);
+      y->set_weight(x);
+    }
+    const std::string bytes = e.SerializeAsString();
+    REQUIRE(f2.send(zmq::buffer(id1.data(), id1.size()), zmq::send_flags::sndmore));
+    REQUIRE(f2.send(zmq::buffer(bytes), zmq::send_flags::none));
+  };
+  // Unasked (no fetch, no forwarded request): not adopted.
+  forged(0, 5);
+  REQUIRE(eventually([&] {
+    auto g = c->get_weights(1);
+    return counter(*c, 1, "forbidden_messages") >= 1 || (g.ok() && g.value().version != 0);
+  }));
+  CHECK(counter(*c, 1, "forbidden_messages") == 1);
+  CHECK(counter(*c, 1, "weights_version") == 0);
+  // A forwarded change answered by node 2 in the coordinator's place.
+  pb::Envelope req;
+  req.set_corr(77);
+  req.mutable_weights_request()->set_set(true);
+  auto* x = req.mutable_weights_request()->add_weights();
+  x->set_node(2);
+  x->set_weight(3);
+  REQUIRE(c->send(1, req, 5000).ok());
+  pb::Envelope fwd;
+  REQUIRE(eventually([&] {
+    zmq::message_t i, y;
+    return f0.recv(i) && f0.recv(y) && fwd.ParseFromArray(y.data(), int(y.size())) && fwd.has_weights_request();
+  }));
+  REQUIRE(fwd.weights_request().forwarded_by() == 2);
+  forged(fwd.corr(), 6);
+  pb::Envelope rep;
+  uint32_t from = 0;
+  REQUIRE(c->recv(&rep, &from, 10000).ok());
+  INFO(rep.DebugString());
+  REQUIRE(rep.has_weights_reply());
+  CHECK(rep.corr() == 77);
+  CHECK(rep.weights_reply().code() == pb::OWNER_UNAVAILABLE);
+  CHECK(rep.weights_reply().version() != 6);
+  CHECK(counter(*c, 1, "forbidden_messages") == 2);
+  CHECK(counter(*c, 1, "weights_version") == 0);
+  CHECK(counter(*c, 1, "weights_adopted") == 0);
+}
