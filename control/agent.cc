@@ -645,7 +645,7 @@ struct Agent::Impl : rib::OwnerIo {
           res.set_text("owner node " + std::to_string(own) + " unavailable");
           immediate.emplace_back(i, std::move(res));
         }
-        ++c[AgentEvent::owner_unavailable];
+        c[AgentEvent::owner_unavailable] += f.second.size();
         continue;
       }
       c[AgentEvent::forwarded_ops] += f.second.size();
@@ -688,6 +688,7 @@ struct Agent::Impl : rib::OwnerIo {
           res->set_code(pb::OWNER_UNAVAILABLE);
           res->set_text("owner node " + std::to_string(f->second.owner) + " answered " +
                         std::to_string(rep.results_size()) + " of " + std::to_string(idx.size()) + " ops");
+          ++c[AgentEvent::owner_unavailable];
         }
         --it->second.remaining;
       }
@@ -710,7 +711,7 @@ struct Agent::Impl : rib::OwnerIo {
         }
         if (it->second.remaining == 0) finish_req(it);
       }
-      ++c[AgentEvent::owner_unavailable];
+      c[AgentEvent::owner_unavailable] += f->second.idx.size();
       f = fwds.erase(f);
     }
   }
@@ -1046,6 +1047,7 @@ struct Agent::Impl : rib::OwnerIo {
       f.set_corr(corr);
       f.mutable_weights_request()->set_forwarded_by(self + 1);
       if (!owner->live(coord) || !send_peer(coord, f)) {
+        ++c[AgentEvent::owner_unavailable];
         weights_reply(routing, env.corr(), pb::OWNER_UNAVAILABLE,
                       "the weights coordinator (node " + std::to_string(coord) + ") is down", 0, {}, 0, 0);
         return;

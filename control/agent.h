@@ -158,7 +158,7 @@ class Agent {
   X(monitor_errors, "socket monitors that could not be set up")                                    \
   X(oversized_frames, "frames over the protocol limit, refused (also counted bad_message)")        \
   X(ops_busy, "session ops answered BUSY: the owner's queue was full (max_queued_ops)")           \
-  X(owner_unavailable, "session ops answered OWNER_UNAVAILABLE (owner down or silent)")           \
+  X(owner_unavailable, "session ops (each) and weights changes answered OWNER_UNAVAILABLE (owner down or silent)") \
   X(peer_errors, "Error replies received from peers")                                              \
   X(peer_links_dropped, "DEALER/SUB connections libzmq closed for good (socket re-created)")       \
   X(router_disconnects, "connections to the ROUTER that closed")                                   \

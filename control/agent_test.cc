@@ -715,3 +715,91 @@ TEST_CASE("agent: a weights reply from a member that was not asked is refused an
   CHECK(counter(*c, 1, "weights_version") == 0);
   CHECK(counter(*c, 1, "weights_adopted") == 0);
 }
+
+TEST_CASE("agent: owner_unavailable counts every session op answered OWNER_UNAVAILABLE") {
+  // The counter's word (agent.h) is ops, as forwarded_ops is: a request of
+  // 3 ops to an owner that is down, silent or answers short must count
+  // each op it answers OWNER_UNAVAILABLE, not one per forwarded batch.
+  auto ops_of_owner = [](InProc& ip, uint32_t owner, size_t n, uint64_t first_id) {
+    pb::Envelope req;
+    for (const FlowKey& x : keys(1000)) {
+      if (ip.spec.owner[partition_of(hash_key(x, ip.spec.hash_seed), ip.spec.log2_partitions())] != owner) continue;
+      auto* op = req.mutable_session_request()->add_ops();
+      op->set_kind(pb::ADD);
+      op->set_request_id(first_id++);
+      set_key(op->mutable_session()->mutable_key(), x);
+      op->mutable_session()->set_node(0);
+      op->mutable_session()->set_teid_dl(0x1234);
+      if (size_t(req.session_request().ops_size()) == n) break;
+    }
+    REQUIRE(size_t(req.session_request().ops_size()) == n);
+    return req;
+  };
+  auto unavailable = [](const pb::Envelope& rep) {
+    size_t n = 0;
+    for (const auto& r : rep.session_reply().results()) n += r.code() == pb::OWNER_UNAVAILABLE;
+    return n;
+  };
+  SECTION("the owner is down: answered at once") {
+    InProc ip(2, [](uint32_t, AgentOptions& o) { o.dead_after_ms = 300; }, {1});
+    auto c = ip.client({0});
+    REQUIRE(eventually([&] {
+      pb::Envelope s;
+      s.mutable_status_request();
+      Result<pb::Envelope> r = c->call(0, s, 5000);
+      return r.ok() && r.value().status().members_size() == 2 && !r.value().status().members(1).live();
+    }));
+    Result<pb::Envelope> r = c->call(0, ops_of_owner(ip, 1, 3, 1), 10000);
+    REQUIRE(r.ok());
+    CHECK(unavailable(r.value()) == 3);
+    CHECK(counter(*c, 0, "owner_unavailable") == 3);
+  }
+  SECTION("the owner is silent, or answers fewer results than ops") {
+    InProc ip(2, [](uint32_t, AgentOptions& o) {
+      o.dead_after_ms = 60000;  // the fake stays "live"
+      o.forward_timeout_ms = 1500;
+    }, {1});
+    zmq::context_t ctx;
+    zmq::socket_t f1(ctx, zmq::socket_type::router);
+    f1.set(zmq::sockopt::linger, 0);
+    f1.set(zmq::sockopt::rcvtimeo, 200);
+    f1.bind(ip.spec.members[1].control);
+    auto c = ip.client({0});
+    auto forwarded = [&](zmq::message_t* id, pb::Envelope* fwd) {
+      REQUIRE(eventually([&] {
+        zmq::message_t x;
+        return f1.recv(*id) && f1.recv(x) && fwd->ParseFromArray(x.data(), int(x.size())) &&
+               fwd->has_session_request();
+      }));
+    };
+    // Silent: the deadline answers all 3.
+    Result<pb::Envelope> r = c->call(0, ops_of_owner(ip, 1, 3, 1), 10000);
+    REQUIRE(r.ok());
+    CHECK(unavailable(r.value()) == 3);
+    CHECK(counter(*c, 0, "owner_unavailable") == 3);
+    zmq::message_t id;
+    pb::Envelope fwd;
+    forwarded(&id, &fwd);
+    // Short: 1 result of 3, the other 2 answered OWNER_UNAVAILABLE.
+    pb::Envelope req = ops_of_owner(ip, 1, 3, 10);
+    req.set_corr(5);
+    REQUIRE(c->send(0, req, 5000).ok());
+    forwarded(&id, &fwd);
+    pb::Envelope rep;
+    rep.set_version(kProtocolVersion);
+    rep.set_corr(fwd.corr());
+    auto* res = rep.mutable_session_reply()->add_results();
+    res->set_request_id(fwd.session_request().ops(0).request_id());
+    res->set_code(pb::ALREADY_EXISTS);
+    const std::string bytes = rep.SerializeAsString();
+    REQUIRE(f1.send(zmq::buffer(id.data(), id.size()), zmq::send_flags::sndmore));
+    REQUIRE(f1.send(zmq::buffer(bytes), zmq::send_flags::none));
+    pb::Envelope got;
+    uint32_t from = 0;
+    REQUIRE(c->recv(&got, &from, 10000).ok());
+    REQUIRE(got.corr() == 5);
+    CHECK(unavailable(got) == 2);
+    CHECK(counter(*c, 0, "short_forward_replies") == 1);
+    CHECK(counter(*c, 0, "owner_unavailable") == 5);
+  }
+}
