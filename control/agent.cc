@@ -158,9 +158,17 @@ struct Agent::Impl : rib::OwnerIo {
   std::unordered_map<uint64_t, Fwd> fwds;  // corr of the forwarded request
   uint64_t next_corr = 1;
   std::deque<rib::FibBatch> local_fib;     // FIB batches for ourselves
-  // FIB batches the node state holds while restoring: (owner, batch id) ->
-  // (ROUTER routing id, corr) their ack goes back to.
-  std::map<std::pair<uint32_t, uint64_t>, std::pair<std::string, uint64_t>> held_fib;
+  // FIB batches the node state holds while restoring, by owner in arrival
+  // order (take_released() gives their acks in that order): the batch id
+  // and the (ROUTER routing id, corr) its ack goes back to. Not a map by
+  // (owner, batch id): an owner that restarts numbers its batches from 1
+  // again, from a new connection, and each incarnation must get its own ack.
+  struct HeldAck {
+    uint64_t batch_id;
+    std::string routing;
+    uint64_t corr;
+  };
+  std::vector<std::deque<HeldAck>> held_fib = std::vector<std::deque<HeldAck>>(rib::kMaxNodes);
   std::vector<uint64_t> last_seen_us;
   uint64_t next_heartbeat_us = 0, next_snapshot_retry_us = 0, next_report_refresh_us = 0;
   uint64_t batches_seen = 0;
@@ -776,10 +784,11 @@ struct Agent::Impl : rib::OwnerIo {
       case pb::Envelope::kSessionRequest: on_session_request(routing, env); break;
       case pb::Envelope::kFibUpdate: {
         rib::FibBatch b = from_pb(env.fib_update());
-        const std::pair<uint32_t, uint64_t> id{b.owner, b.batch_id};
+        const uint32_t own = b.owner;
+        const uint64_t batch_id = b.batch_id;
         rib::FibAckMsg a;
         if (!state->offer_fib(std::move(b), now_us(), &a)) {  // acked by release_held_fib()
-          held_fib[id] = {routing, env.corr()};
+          if (own < held_fib.size()) held_fib[own].push_back(HeldAck{batch_id, routing, env.corr()});
           break;
         }
         pb::Envelope& out = *google::protobuf::Arena::CreateMessage<pb::Envelope>(&arena);
@@ -1305,13 +1314,17 @@ struct Agent::Impl : rib::OwnerIo {
         owner->on_fib_ack(a, now_us());
         continue;
       }
-      const auto it = held_fib.find({own, a.batch_id});
-      if (it == held_fib.end()) continue;
+      if (own >= held_fib.size()) continue;
+      auto& q = held_fib[own];
+      // Released in the order they came: the front, unless something
+      // skipped one (then the oldest with this id).
+      const auto it = std::find_if(q.begin(), q.end(), [&](const HeldAck& h) { return h.batch_id == a.batch_id; });
+      if (it == q.end()) continue;
       pb::Envelope out;
-      out.set_corr(it->second.second);
+      out.set_corr(it->corr);
       to_pb(a, out.mutable_fib_ack());
-      send_router(it->second.first, out);
-      held_fib.erase(it);
+      send_router(it->routing, out);
+      q.erase(it);
     }
   }
 

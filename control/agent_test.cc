@@ -18,6 +18,7 @@
 #include "control/agent.h"
 #include "control/harness.h"
 #include "control/client.h"
+#include "control/convert.h"
 #include "core/hash.h"
 #include "gpt/delta.h"
 #include "gpt/setsep.h"
@@ -802,4 +803,71 @@ TEST_CASE("agent: owner_unavailable counts every session op answered OWNER_UNAVA
     CHECK(counter(*c, 0, "short_forward_replies") == 1);
     CHECK(counter(*c, 0, "owner_unavailable") == 5);
   }
+}
+
+TEST_CASE("agent: held FIB batches with the same id from two incarnations of an owner are each acked to its sender") {
+  // Node 0 restores (node 1, played by raw sockets, never sends the
+  // snapshots of its partitions), so a FIB batch that needs a new index is
+  // held and acked when released. Node 1 restarts meanwhile: its batch ids
+  // start again at 1, from a new connection. Each incarnation must get the
+  // ack of its own batch, under its own corr: keyed by (owner, batch id)
+  // alone, the first release answered the new incarnation with the old
+  // batch's ack (its teid_ul for another session) and the old one never.
+  InProc ip(2, [](uint32_t, AgentOptions& o) {
+    o.fib_timeout_ms = 2000;  // held at most 1 s
+  }, {1});
+  std::vector<FlowKey> mine;
+  for (const FlowKey& x : keys(1000))
+    if (ip.spec.owner[partition_of(hash_key(x, ip.spec.hash_seed), ip.spec.log2_partitions())] == 1 &&
+        mine.size() < 3)
+      mine.push_back(x);
+  REQUIRE(mine.size() == 3);
+  zmq::context_t ctx;
+  auto incarnation = [&] {
+    auto s = std::make_unique<zmq::socket_t>(ctx, zmq::socket_type::dealer);
+    s->set(zmq::sockopt::linger, 0);
+    s->set(zmq::sockopt::rcvtimeo, 10000);
+    s->connect(ip.spec.members[0].control);
+    return s;
+  };
+  auto batch = [&](zmq::socket_t& s, uint64_t corr, std::vector<FlowKey> ks) {
+    rib::FibBatch b;
+    b.owner = 1;
+    b.batch_id = 1;
+    for (const FlowKey& k : ks) {
+      rib::FibEntry e;
+      e.key = k;
+      e.handling_node = 0;  // handled by node 0, new: needs a new index
+      e.teid_dl = 0x42;
+      b.install.push_back(e);
+    }
+    pb::Envelope env;
+    env.set_version(kProtocolVersion);
+    env.set_corr(corr);
+    to_pb(b, env.mutable_fib_update());
+    REQUIRE(s.send(zmq::buffer(env.SerializeAsString())));
+  };
+  auto c = ip.client({0});
+  REQUIRE(counter(*c, 0, "fib_batches_held") == 0);
+  auto old_one = incarnation(), new_one = incarnation();
+  batch(*old_one, 11, {mine[0]});
+  REQUIRE(eventually([&] { return counter(*c, 0, "fib_batches_held") == 1; }));
+  batch(*new_one, 22, {mine[1], mine[2]});
+  REQUIRE(eventually([&] { return counter(*c, 0, "fib_batches_held") == 2; }));
+  auto ack_of = [](zmq::socket_t& s, pb::Envelope* out) {
+    zmq::message_t m;
+    for (;;) {
+      if (!s.recv(m)) return false;
+      if (out->ParseFromArray(m.data(), int(m.size())) && out->has_fib_ack()) return true;
+    }
+  };
+  pb::Envelope a_old, a_new;
+  REQUIRE(ack_of(*new_one, &a_new));
+  INFO(a_new.DebugString());
+  CHECK(a_new.corr() == 22);
+  CHECK(a_new.fib_ack().install_code_size() == 2);
+  REQUIRE(ack_of(*old_one, &a_old));
+  INFO(a_old.DebugString());
+  CHECK(a_old.corr() == 11);
+  CHECK(a_old.fib_ack().install_code_size() == 1);
 }
