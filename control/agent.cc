@@ -948,9 +948,40 @@ struct Agent::Impl : rib::OwnerIo {
       }
       case pb::Envelope::kError:
         ++c[AgentEvent::peer_errors];
+        on_forward_refused(peer, env.corr(), env.error());
         break;
       default:
         ++c[AgentEvent::unexpected_message];
+    }
+  }
+
+  // An Error reply from the peer a session or weights request was
+  // forwarded to, with its corr: the peer refused the envelope itself (a
+  // field its configuration does not accept, a frame over its limit). The
+  // requester gets the refusal now, with the peer's reason, instead of
+  // OWNER_UNAVAILABLE at the deadline (and a retry that fails the same way).
+  void on_forward_refused(uint32_t peer, uint64_t corr, const pb::Error& e) {
+    const pb::Code code = e.code() == pb::OK ? pb::INTERNAL : e.code();
+    if (auto f = fwds.find(corr); f != fwds.end() && f->second.owner == peer) {
+      const std::string text = "owner node " + std::to_string(peer) + " refused the forwarded request: " + e.text();
+      auto it = reqs.find(f->second.slot);
+      if (it != reqs.end()) {
+        for (uint32_t i : f->second.idx) {
+          auto* res = it->second.reply->mutable_session_reply()->mutable_results(int(i));
+          res->set_code(code);
+          res->set_text(text.substr(0, 1000));
+          --it->second.remaining;
+        }
+        if (it->second.remaining == 0) finish_req(it);
+      }
+      fwds.erase(f);
+      return;
+    }
+    if (auto w = wfwds.find(corr); w != wfwds.end() && w->second.to == peer) {
+      weights_reply(w->second.routing, w->second.corr, code,
+                    "the weights coordinator (node " + std::to_string(peer) + ") refused the request: " + e.text(), 0,
+                    {}, 0, 0);
+      wfwds.erase(w);
     }
   }
 

@@ -34,7 +34,8 @@
 //
 // Requests for partitions owned elsewhere are forwarded to the owner; if
 // the owner is down or does not answer within forward_timeout_ms the op is
-// answered OWNER_UNAVAILABLE. Every received frame goes through
+// answered OWNER_UNAVAILABLE; if the owner refuses the forwarded request
+// with an Error reply, the ops get its code and reason at once. Every received frame goes through
 // parse_envelope() first; a bad one is counted (`bad_message`), answered
 // with an Error where it has a sender (ROUTER), and changes nothing.
 //

@@ -871,3 +871,105 @@ TEST_CASE("agent: held FIB batches with the same id from two incarnations of an 
   CHECK(a_old.corr() == 11);
   CHECK(a_old.fib_ack().install_code_size() == 1);
 }
+
+TEST_CASE("agent: an owner's Error reply to a forwarded request answers the client at once, with its reason") {
+  // The owner refuses the forwarded envelope itself (an Error with its
+  // corr: e.g. a member id its configuration does not have, part way
+  // through a member change). Counted and dropped, the client waited for
+  // forward_timeout_ms and got OWNER_UNAVAILABLE, retried, and never
+  // learnt why.
+  InProc ip(2, [](uint32_t, AgentOptions& o) {
+    o.dead_after_ms = 60000;  // the fake stays "live"
+    o.forward_timeout_ms = 60000;
+  }, {1});
+  zmq::context_t ctx;
+  zmq::socket_t f1(ctx, zmq::socket_type::router);
+  f1.set(zmq::sockopt::linger, 0);
+  f1.set(zmq::sockopt::rcvtimeo, 200);
+  f1.bind(ip.spec.members[1].control);
+  auto c = ip.client({0});
+  auto forwarded = [&](zmq::message_t* id, pb::Envelope* fwd, pb::Envelope::BodyCase what) {
+    REQUIRE(eventually([&] {
+      zmq::message_t x;
+      return f1.recv(*id) && f1.recv(x) && fwd->ParseFromArray(x.data(), int(x.size())) && fwd->body_case() == what;
+    }));
+  };
+  auto refuse = [&](const zmq::message_t& id, uint64_t corr) {
+    pb::Envelope e;
+    e.set_version(kProtocolVersion);
+    e.set_corr(corr);
+    e.mutable_error()->set_code(pb::INVALID);
+    e.mutable_error()->set_text("refused by the test");
+    const std::string bytes = e.SerializeAsString();
+    REQUIRE(f1.send(zmq::buffer(id.data(), id.size()), zmq::send_flags::sndmore));
+    REQUIRE(f1.send(zmq::buffer(bytes), zmq::send_flags::none));
+  };
+  FlowKey k{};
+  for (const FlowKey& x : keys(1000))
+    if (ip.spec.owner[partition_of(hash_key(x, ip.spec.hash_seed), ip.spec.log2_partitions())] == 1) {
+      k = x;
+      break;
+    }
+  pb::Envelope req;
+  req.set_corr(31);
+  auto* op = req.mutable_session_request()->add_ops();
+  op->set_kind(pb::ADD);
+  op->set_request_id(7);
+  set_key(op->mutable_session()->mutable_key(), k);
+  op->mutable_session()->set_node(0);
+  op->mutable_session()->set_teid_dl(0x1234);
+  REQUIRE(c->send(0, req, 5000).ok());
+  zmq::message_t id;
+  pb::Envelope fwd;
+  forwarded(&id, &fwd, pb::Envelope::kSessionRequest);
+  refuse(id, fwd.corr());
+  pb::Envelope rep;
+  uint32_t from = 0;
+  REQUIRE(c->recv(&rep, &from, 10000).ok());
+  INFO(rep.DebugString());
+  CHECK(rep.corr() == 31);
+  REQUIRE(rep.session_reply().results_size() == 1);
+  CHECK(rep.session_reply().results(0).request_id() == 7);
+  CHECK(rep.session_reply().results(0).code() == pb::INVALID);
+  CHECK(rep.session_reply().results(0).text().find("refused by the test") != std::string::npos);
+  CHECK(counter(*c, 0, "peer_errors") == 1);
+  // The same for a weights change forwarded to the coordinator: node 1
+  // owns partition 0 here.
+  InProc ip2(2, [](uint32_t, AgentOptions& o) {
+    o.dead_after_ms = 60000;
+    o.forward_timeout_ms = 60000;
+    std::swap(o.config.cluster.owner[0], o.config.cluster.owner[1]);
+  }, {1});
+  REQUIRE(ip2.opt[0].config.cluster.owner[0] == 1);
+  zmq::socket_t g1(ctx, zmq::socket_type::router);
+  g1.set(zmq::sockopt::linger, 0);
+  g1.set(zmq::sockopt::rcvtimeo, 200);
+  g1.bind(ip2.spec.members[1].control);
+  auto c2 = ip2.client({0});
+  pb::Envelope wreq;
+  wreq.set_corr(32);
+  wreq.mutable_weights_request()->set_set(true);
+  auto* x = wreq.mutable_weights_request()->add_weights();
+  x->set_node(1);
+  x->set_weight(2);
+  REQUIRE(c2->send(0, wreq, 5000).ok());
+  REQUIRE(eventually([&] {
+    zmq::message_t y;
+    return g1.recv(id) && g1.recv(y) && fwd.ParseFromArray(y.data(), int(y.size())) && fwd.has_weights_request();
+  }));
+  pb::Envelope e;
+  e.set_version(kProtocolVersion);
+  e.set_corr(fwd.corr());
+  e.mutable_error()->set_code(pb::INVALID);
+  e.mutable_error()->set_text("refused by the test");
+  const std::string bytes = e.SerializeAsString();
+  REQUIRE(g1.send(zmq::buffer(id.data(), id.size()), zmq::send_flags::sndmore));
+  REQUIRE(g1.send(zmq::buffer(bytes), zmq::send_flags::none));
+  pb::Envelope wrep;
+  REQUIRE(c2->recv(&wrep, &from, 10000).ok());
+  INFO(wrep.DebugString());
+  CHECK(wrep.corr() == 32);
+  REQUIRE(wrep.has_weights_reply());
+  CHECK(wrep.weights_reply().code() == pb::INVALID);
+  CHECK(wrep.weights_reply().text().find("refused by the test") != std::string::npos);
+}
