@@ -65,10 +65,13 @@
 // refused and counted `forbidden_messages`); clients send session, stats,
 // status, lookup and weights requests. With or without CURVE, a DeltaBatch
 // counts only for the peer whose SUB it arrived on (see SOCKETS). The
-// agent never blocks on a send (ZMQ_DONTWAIT; a full queue is counted
-// `send_dropped`, a reply to a client or peer that is no longer connected
-// `send_unroutable` (the ROUTER socket is ZMQ_ROUTER_MANDATORY), and the
-// protocol's timeouts and resyncs recover).
+// agent never blocks on a send (ZMQ_DONTWAIT; a full ROUTER queue is
+// counted `send_dropped`, a reply to a client or peer that is no longer
+// connected `send_unroutable` (the ROUTER socket is ZMQ_ROUTER_MANDATORY);
+// a message for a peer's DEALER whose connection is not up or whose queue
+// is full waits in that peer's outbox, in order (`send_queued`), and is
+// dropped after 3 s (`send_expired`); the protocol's timeouts and resyncs
+// recover).
 //
 // THREAD SAFETY: run() is the only thread that touches the agent's state;
 // stop() may be called from any thread (or a signal handler via the flag).
@@ -166,7 +169,7 @@ class Agent {
   X(send_dropped, "sends dropped on a full queue")                                                 \
   X(send_expired, "queued messages to a peer dropped after the outbox TTL")                        \
   X(send_failed, "sends that failed with an error other than unroutable")                          \
-  X(send_queued, "messages queued for a peer whose connection was not up")                         \
+  X(send_queued, "messages queued for a peer whose connection was not up or whose queue was full")  \
   X(send_unroutable, "replies to a client or peer no longer connected")                            \
   X(short_forward_replies, "forwarded-op replies with fewer results than ops")                     \
   X(snapshot_chunks_sent, "snapshot chunks this owner sent")                                       \
