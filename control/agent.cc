@@ -367,6 +367,7 @@ struct Agent::Impl : rib::OwnerIo {
     if (slot) {
       unmonitor(mon);
       slot.reset();
+      items_dirty = true;  // the poll set named it
     }
     auto s = std::make_unique<zmq::socket_t>(ctx, type);
     client_keys(*s, m);
@@ -375,7 +376,12 @@ struct Agent::Impl : rib::OwnerIo {
   void connect_peer_socket(std::unique_ptr<zmq::socket_t>& slot, std::unique_ptr<zmq::socket_t> s, int mon,
                            const std::string& endpoint, uint64_t* down_since) {
     monitor(*s, mon, kLinkEvents);
-    s->connect(endpoint);
+    try {
+      s->connect(endpoint);
+    } catch (const zmq::error_t&) {
+      unmonitor(mon);  // while s lives: the monitor names it
+      throw;
+    }
     slot = std::move(s);
     *down_since = 0;
     items_dirty = true;
@@ -454,21 +460,50 @@ struct Agent::Impl : rib::OwnerIo {
     }
     return true;
   }
-  // Links libzmq gave up on: count and re-create.
+  // Links libzmq gave up on: count and re-create. A link whose socket could
+  // not be re-created (slot empty) was counted already: only retried.
   void check_links(uint64_t t) {
     for (const auto& m : spec.members) {
       if (m.id == self || link_down_us[m.id] == 0 || t - link_down_us[m.id] < kLinkGraceUs) continue;
-      ++c[AgentEvent::peer_links_dropped];
-      log("the link to node " + std::to_string(m.id) +
-          " was closed by a protocol error (an oversized or malformed frame?): reconnecting");
-      make_dealer(m);
+      if (dealer[m.id]) {
+        ++c[AgentEvent::peer_links_dropped];
+        log("the link to node " + std::to_string(m.id) +
+            " was closed by a protocol error (an oversized or malformed frame?): reconnecting");
+      }
+      relink(m, true, t);
     }
     for (const auto& m : spec.members) {
       if (m.id == self || sub_down_us[m.id] == 0 || t - sub_down_us[m.id] < kLinkGraceUs) continue;
-      ++c[AgentEvent::peer_links_dropped];
-      log("the subscription to node " + std::to_string(m.id) + " (" + m.publish +
-          ") was closed by a protocol error: re-subscribing");
-      make_sub(m);  // only this peer's; loses nothing its stream cannot resync
+      if (sub[m.id]) {
+        ++c[AgentEvent::peer_links_dropped];
+        log("the subscription to node " + std::to_string(m.id) + " (" + m.publish +
+            ") was closed by a protocol error: re-subscribing");
+      }
+      relink(m, false, t);  // only this peer's; loses nothing its stream cannot resync
+    }
+  }
+  // Re-creating a socket can fail (libzmq out of file descriptors or
+  // sockets: EMFILE): the link stays down (its slot empty: sends to that
+  // peer fail as to a peer that is down, its outbox waits and expires),
+  // counted `link_errors`, and is
+  // tried again kLinkGraceUs later; the process goes on.
+  uint32_t relinks_failed_by_test = 0;
+  void relink(const rib::Member& m, bool is_dealer, uint64_t t) {
+    try {
+      if (relinks_failed_by_test < opt.fail_first_relinks) {
+        ++relinks_failed_by_test;
+        errno = EMFILE;
+        throw zmq::error_t();
+      }
+      if (is_dealer) make_dealer(m);
+      else make_sub(m);
+    } catch (const zmq::error_t& e) {
+      ++c[AgentEvent::link_errors];
+      log(std::string("cannot re-create the ") + (is_dealer ? "link" : "subscription") + " to node " +
+          std::to_string(m.id) + ": " + e.what() + ": retrying in 1 s");
+      (is_dealer ? dealer : sub)[m.id].reset();  // new_peer_socket() closed the old one
+      (is_dealer ? link_down_us : sub_down_us)[m.id] = std::max<uint64_t>(t, 1);
+      items_dirty = true;
     }
   }
 
@@ -508,7 +543,7 @@ struct Agent::Impl : rib::OwnerIo {
   bool try_send(uint32_t node, const std::string& bytes) {
     zmq::message_t m(bytes.data(), bytes.size());
     try {
-      return bool(dealer[node]->send(m, zmq::send_flags::dontwait));
+      return dealer[node] && bool(dealer[node]->send(m, zmq::send_flags::dontwait));
     } catch (const zmq::error_t&) {
       return false;
     }

@@ -111,6 +111,9 @@ struct AgentOptions {
   // Test hook: drop the n-th received chunk of a current snapshot request,
   // once (0: never).
   uint32_t drop_nth_snapshot_chunk = 0;
+  // Test hook: the first n re-creations of a peer socket fail as libzmq
+  // fails when no file descriptor is left (zmq::error_t, EMFILE).
+  uint32_t fail_first_relinks = 0;
   // Data-plane workers (per-lcore session counter arrays in the table).
   unsigned dataplane_lcores = 1;
   // Adds the data plane's counters to `sb-ctl stats` (called on the
@@ -159,6 +162,7 @@ class Agent {
   X(forbidden_messages, "messages refused because their sender may not send them (key or publisher)") \
   X(forwarded_ops, "session ops forwarded to their partition's owner")                             \
   X(handshake_failed, "ZMTP/CURVE handshakes that failed on the ROUTER")                           \
+  X(link_errors, "peer sockets that could not be re-created (e.g. out of file descriptors), retried") \
   X(monitor_errors, "socket monitors that could not be set up")                                    \
   X(oversized_frames, "frames over the protocol limit, refused (also counted bad_message)")        \
   X(ops_busy, "session ops answered BUSY: the owner's queue was full (max_queued_ops)")           \

@@ -410,6 +410,47 @@ TEST_CASE("agent: a peer link libzmq closes for an oversized reply is counted an
   CHECK(counter(*c, 0, "peer_links_dropped") == 1);
 }
 
+TEST_CASE("agent: a peer link that cannot be re-created is counted and retried, the agent keeps running") {
+  const size_t limit = 64 << 10;
+  // As above: node 1 is a raw ROUTER whose oversized reply makes libzmq
+  // drop node 0's link. Re-creating it fails twice, as libzmq fails with
+  // no file descriptor left (the hook throws its zmq::error_t, EMFILE:
+  // a real RLIMIT_NOFILE cannot be made to hit only that socket). Before,
+  // the error left run() and ended the process.
+  InProc ip(2, [&](uint32_t, AgentOptions& o) {
+    o.max_frame_bytes = limit;
+    o.snapshot_retry_ms = 300;
+    o.fail_first_relinks = 2;
+  }, {1});
+  zmq::context_t ctx;
+  zmq::socket_t fake(ctx, zmq::socket_type::router);
+  fake.set(zmq::sockopt::linger, 0);
+  fake.set(zmq::sockopt::rcvtimeo, 5000);
+  fake.bind(ip.spec.members[1].control);
+  auto c = ip.client({0});
+  zmq::message_t id, m;
+  REQUIRE(fake.recv(id));
+  REQUIRE(id.more());
+  REQUIRE(fake.recv(m));
+  const std::string first = id.to_string();
+  fake.send(id, zmq::send_flags::sndmore);
+  fake.send(zmq::buffer(std::string(4 * limit, 'z')));
+  REQUIRE(eventually([&] { return counter(*c, 0, "link_errors") >= 2; }));
+  // The third attempt, a second later, works: the next requests come from
+  // a new connection.
+  bool fresh = false;
+  for (int i = 0; i < 100 && !fresh; ++i) {
+    zmq::message_t id2, m2;
+    REQUIRE(fake.recv(id2));
+    REQUIRE(fake.recv(m2));
+    fresh = id2.to_string() != first;
+  }
+  CHECK(fresh);
+  CHECK(counter(*c, 0, "link_errors") == 2);
+  CHECK(counter(*c, 0, "peer_links_dropped") == 1);  // the drop, not each attempt
+  CHECK(counter(*c, 0, "sessions") == 0);            // still answering
+}
+
 TEST_CASE("agent: a full delta buffer shows as buffer_overflow in counters() and sb-ctl stats") {
   // Node 1 is not started: node 0's copies of its partitions wait for a
   // snapshot that never comes, so their deltas are buffered. One delta
