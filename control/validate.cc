@@ -2,8 +2,45 @@
 
 #include <cmath>
 #include <string>
+#include <string_view>
 
 namespace sb::control {
+
+// Well-formed UTF-8 (RFC 3629: shortest form, no surrogates, <= U+10FFFF).
+bool utf8_valid(std::string_view s) {
+  size_t i = 0;
+  while (i < s.size()) {
+    const uint8_t c = uint8_t(s[i]);
+    if (c < 0x80) {
+      ++i;
+      continue;
+    }
+    size_t n;
+    uint32_t cp, min;
+    if ((c & 0xe0) == 0xc0) { n = 1; cp = c & 0x1f; min = 0x80; }
+    else if ((c & 0xf0) == 0xe0) { n = 2; cp = c & 0x0f; min = 0x800; }
+    else if ((c & 0xf8) == 0xf0) { n = 3; cp = c & 0x07; min = 0x10000; }
+    else return false;
+    if (s.size() - i - 1 < n) return false;
+    for (size_t k = 1; k <= n; ++k) {
+      const uint8_t d = uint8_t(s[i + k]);
+      if ((d & 0xc0) != 0x80) return false;
+      cp = cp << 6 | (d & 0x3f);
+    }
+    if (cp < min || cp > 0x10ffff || (cp >= 0xd800 && cp <= 0xdfff)) return false;
+    i += n + 1;
+  }
+  return true;
+}
+
+// The text fields are protobuf `bytes` (control.proto says why): their
+// length and UTF-8 are checked here, and a bad one refuses the message
+// like any other bad field (counted, no log line).
+Status check_text(const std::string& s, const Limits& L, const char* field) {
+  if (s.size() > L.max_text) return Status::InvalidArgument(std::string(field) + ": too long");
+  if (!utf8_valid(s)) return Status::InvalidArgument(std::string(field) + ": not UTF-8");
+  return Status::Ok();
+}
 
 Status check_key(bool present, const pb::Key& k, const std::string& field) {
   if (!present) return Status::InvalidArgument(field + ": missing");
@@ -112,7 +149,7 @@ Status validate(const pb::Envelope& env, const ValidationContext& ctx) {
       const auto& r = env.session_reply();
       if (size_t(r.results_size()) > L.max_ops) return Status::InvalidArgument("session_reply.results: too many");
       for (const auto& x : r.results())
-        if (x.text().size() > L.max_text) return Status::InvalidArgument("session_reply.results.text: too long");
+        SB_RETURN_IF_ERROR(check_text(x.text(), L, "session_reply.results.text"));
       return Status::Ok();
     }
     case pb::Envelope::kFibUpdate: {
@@ -182,7 +219,7 @@ Status validate(const pb::Envelope& env, const ValidationContext& ctx) {
       if (s.partition() >= ctx.partitions) return Status::InvalidArgument("snapshot_chunk.partition: out of range");
       if (s.gpt().size() > L.max_snapshot_bytes) return Status::InvalidArgument("snapshot_chunk.gpt: too large");
       if (size_t(s.fib_size()) > L.max_ops * 64) return Status::InvalidArgument("snapshot_chunk.fib: too many");
-      if (s.text().size() > L.max_text) return Status::InvalidArgument("snapshot_chunk.text: too long");
+      SB_RETURN_IF_ERROR(check_text(s.text(), L, "snapshot_chunk.text"));
       if (s.code() == pb::OK) {
         if (s.epoch() == 0) return Status::InvalidArgument("snapshot_chunk.epoch: 0");
         if (s.request_id() == 0) return Status::InvalidArgument("snapshot_chunk.request_id: 0");
@@ -206,7 +243,7 @@ Status validate(const pb::Envelope& env, const ValidationContext& ctx) {
     }
     case pb::Envelope::kWeightsReply: {
       const auto& w = env.weights_reply();
-      if (w.text().size() > L.max_text) return Status::InvalidArgument("weights_reply.text: too long");
+      SB_RETURN_IF_ERROR(check_text(w.text(), L, "weights_reply.text"));
       if (w.acked_size() > 32 || w.missing_size() > 32) return Status::InvalidArgument("weights_reply: too many nodes");
       if (w.code() != pb::OK) return Status::Ok();
       return check_weights(w.weights(), ctx, "weights_reply.weights", false);
@@ -236,14 +273,14 @@ Status validate(const pb::Envelope& env, const ValidationContext& ctx) {
       return Status::Ok();
     case pb::Envelope::kStats:
       if (size_t(env.stats().counters_size()) > 4096) return Status::InvalidArgument("stats.counters: too many");
+      for (const auto& k : env.stats().counters()) SB_RETURN_IF_ERROR(check_text(k.name(), L, "stats.counters.name"));
       return Status::Ok();
     case pb::Envelope::kStatus:
       if (size_t(env.status().partitions_size()) > ctx.partitions)
         return Status::InvalidArgument("status.partitions: too many");
-      return Status::Ok();
+      return check_text(env.status().cluster(), L, "status.cluster");
     case pb::Envelope::kError:
-      if (env.error().text().size() > L.max_text) return Status::InvalidArgument("error.text: too long");
-      return Status::Ok();
+      return check_text(env.error().text(), L, "error.text");
     case pb::Envelope::BODY_NOT_SET:
       return Status::InvalidArgument("body: missing");
   }

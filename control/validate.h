@@ -17,6 +17,8 @@
 #include <cstddef>
 #include <cstdint>
 #include <span>
+#include <string>
+#include <string_view>
 
 #include "core/flow_key.h"
 #include "core/status.h"
@@ -64,6 +66,10 @@ Status check_key(bool present, const pb::Key& k, const std::string& field);
 inline std::string key_to_bytes(const FlowKey& k) {
   return std::string(reinterpret_cast<const char*>(k.bytes), FlowKey::kSize);
 }
+
+// Well-formed UTF-8 (RFC 3629): the text fields (bytes on the wire,
+// control.proto "TEXT FIELDS") must be.
+bool utf8_valid(std::string_view s);
 
 Status validate(const pb::Envelope& env, const ValidationContext& ctx);
 Status parse_envelope(std::span<const uint8_t> frame, const ValidationContext& ctx,

@@ -3,6 +3,12 @@
 
 #include <catch2/catch.hpp>
 
+#include <stdlib.h>
+#include <unistd.h>
+
+#include <cstdio>
+#include <functional>
+
 using namespace sb;
 using namespace sb::control;
 
@@ -199,4 +205,64 @@ TEST_CASE("convert: a FIB entry's teid_ul survives the protobuf round trip (0: u
   pb::FibEntry m0;
   to_pb(e, &m0);
   CHECK(from_pb(m0).teid_ul == 0);
+}
+
+TEST_CASE("validate: utf8_valid follows RFC 3629") {
+  for (const char* ok : {"", "ready", "caf\xc3\xa9", "\xe2\x82\xac 5", "\xf0\x9f\x93\xa1", "\xf4\x8f\xbf\xbf"}) {
+    INFO(ok);
+    CHECK(utf8_valid(ok));
+  }
+  for (const char* bad : {"\xff", "\x80", "a\xc3", "\xe2\x82", "\xc0\x80", "\xe0\x80\xaf", "\xed\xa0\x80",
+                          "\xf4\x90\x80\x80", "\xf5\x80\x80\x80", "\xc3\x28"}) {
+    INFO(bad);
+    CHECK_FALSE(utf8_valid(bad));
+  }
+}
+
+TEST_CASE("validate: a text that is not UTF-8 is refused naming the field, and nothing is logged") {
+  // libprotobuf logs an ERROR line for every `string` field with bad UTF-8
+  // it parses: any peer or client could fill a node's log. The text
+  // fields are `bytes` (the same wire encoding) and validate() refuses
+  // them itself.
+  using Fill = std::function<void(pb::Envelope&, const std::string&)>;
+  const std::pair<const char*, Fill> cases[] = {
+      {"error.text", [](pb::Envelope& e, const std::string& t) { e.mutable_error()->set_text(t); }},
+      {"session_reply.results.text",
+       [](pb::Envelope& e, const std::string& t) { e.mutable_session_reply()->add_results()->set_text(t); }},
+      {"weights_reply.text", [](pb::Envelope& e, const std::string& t) { e.mutable_weights_reply()->set_text(t); }},
+      {"stats.counters.name",
+       [](pb::Envelope& e, const std::string& t) { e.mutable_stats()->add_counters()->set_name(t); }},
+      {"status.cluster", [](pb::Envelope& e, const std::string& t) { e.mutable_status()->set_cluster(t); }},
+  };
+  for (const auto& [field, fill] : cases) {
+    INFO(field);
+    auto parse = [&](const std::string& text, off_t* logged) {
+      pb::Envelope e;
+      e.set_version(1);
+      fill(e, text);
+      const std::string wire = e.SerializeAsString();
+      // stderr goes to a file while the frame is parsed.
+      char path[] = "/tmp/sb-validate-stderr-XXXXXX";
+      const int fd = mkstemp(path);
+      REQUIRE(fd >= 0);
+      std::fflush(stderr);
+      const int saved = dup(2);
+      REQUIRE(dup2(fd, 2) == 2);
+      pb::Envelope out;
+      const Status st = parse_envelope({reinterpret_cast<const uint8_t*>(wire.data()), wire.size()}, ctx(), &out);
+      std::fflush(stderr);
+      dup2(saved, 2);
+      close(saved);
+      *logged = lseek(fd, 0, SEEK_END);
+      close(fd);
+      unlink(path);
+      return st;
+    };
+    off_t logged = -1;
+    const Status bad = parse("owner says \xff\xfe", &logged);
+    CHECK(bad.code() == StatusCode::kInvalidArgument);
+    CHECK(bad.message() == std::string(field) + ": not UTF-8");
+    CHECK(logged == 0);
+    CHECK(parse("owner says caf\xc3\xa9", &logged).ok());
+  }
 }
