@@ -39,6 +39,7 @@
 
 #include <cstddef>
 #include <cstdint>
+#include <functional>
 #include <memory>
 #include <span>
 #include <vector>
@@ -104,6 +105,15 @@ class GptTable {
   // Everything a data-plane node holds for lookups, in bits.
   virtual uint64_t num_bits() const = 0;
   virtual uint64_t fallback_keys() const = 0;
+
+  // The data plane's RCU synchronize (sb-node: rte_rcu_qsbr over its
+  // workers, via rib::NodeState::set_reader_sync): returns once every
+  // reader that could hold memory unpublished before the call has left
+  // it. A table that swaps out memory readers may still be using (Ludo: a
+  // replaced shard, a regrown overflow array) frees it after one such call
+  // instead of keeping it for the table's life. Set before the writer and
+  // readers start. Default: the table has no such memory.
+  virtual void set_reader_sync(std::function<void()> f) { (void)f; }
 };
 
 // Builds a table from a whole snapshot, dispatching on the backend byte.

@@ -527,15 +527,29 @@ void LudoTable::ovf_erase(LudoShard* s, uint64_t bucket) {
 
 // Pointer swap (another geometry). The old shard joins the pool of retired
 // shards (ludo.h, THREAD SAFETY): readers may still be inside it.
+// With a reader sync the old shard is freed once the readers have left it
+// (and the pool, retired before the sync was set, with it).
 void LudoTable::publish(uint32_t g, std::unique_ptr<LudoShard> s) {
   total_nb_ += s->nb;
   if (owned_[g]) total_nb_ -= owned_[g]->nb;
   shards_[g].store(s.get(), std::memory_order_release);
-  if (owned_[g]) {
-    const Geometry geo = geometry(*owned_[g]);
-    retired_.emplace(std::make_pair(g, geo), std::move(owned_[g]));
-  }
+  std::unique_ptr<LudoShard> old = std::move(owned_[g]);
   owned_[g] = std::move(s);
+  if (!old) return;
+  if (reader_sync_) {
+    reader_sync_();
+    old.reset();
+    retired_.clear();
+    return;
+  }
+  const Geometry geo = geometry(*old);
+  retired_.emplace(std::make_pair(g, geo), std::move(old));
+}
+
+void LudoTable::free_retired_ovf(LudoShard* s) {
+  if (!reader_sync_ || s->ovf_reps.size() <= 1) return;
+  reader_sync_();
+  s->ovf_reps.erase(s->ovf_reps.begin(), s->ovf_reps.end() - 1);
 }
 
 uint64_t LudoTable::retired_bits() const {
@@ -711,6 +725,7 @@ Status LudoTable::apply_insert(uint32_t g, std::span<const uint8_t> payload) {
           ovf_rehash(s, std::max<uint32_t>(16, uint32_t(double(s->ovf_count + 1) / 0.6)));
         else
           ovf_rehash(s, cap);
+        free_retired_ovf(s);  // a regrown array's predecessor (outside the stripes)
       }
     }
     // The stripes this node touches, each once (a stripe bumped twice
@@ -856,6 +871,7 @@ void LudoTable::rewrite_shard(LudoShard* s, const LudoShard& n) {
   s->ovf_count = need;
   s->ovf_tombs = 0;
   s->epoch.write_end();
+  free_retired_ovf(s);
 }
 
 // ---- shard blobs and snapshots ------------------------------------------------

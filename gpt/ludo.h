@@ -169,7 +169,13 @@
 // So each shard keeps at most one object per geometry it had (a resync
 // alternating two geometries keeps two objects per shard, not one per
 // load; growth, x grow_factor, retires less than the live size).
-// retired_shards() / retired_bits() report the pool. All shared words use seq_load /
+// retired_shards() / retired_bits() report the pool. Where the readers
+// report quiescent states (sb-node's workers: set_reader_sync() gives
+// their RCU synchronize) the writer waits for them instead: a swapped-out
+// shard or overflow array is freed once the sync returns, nothing is
+// retired, and the pool is empty (without a sync, e.g. a replica whose
+// owner restarts again and again with other key counts, every new geometry
+// leaves one retired object per shard). All shared words use seq_load /
 // seq_store (TSan-clean). serialize*(), num_bits() must not run
 // concurrently with a writer.
 // LudoBuilder: one thread (the RIB owner's); build() may use `threads`
@@ -187,6 +193,7 @@
 #include <cstddef>
 #include <atomic>
 #include <cstdint>
+#include <functional>
 #include <map>
 #include <memory>
 #include <span>
@@ -355,6 +362,11 @@ class LudoTable final : public GptTable {
 
   // The pool of retired shards (THREAD SAFETY). Writer thread only.
   size_t retired_shards() const { return retired_.size(); }
+  // With a reader sync (GptTable::set_reader_sync: sb-node's workers'
+  // RCU) nothing is retired: a replaced shard or overflow array is freed
+  // once the sync returns (and the pool retired before it was set goes at
+  // the first sync); reuse by geometry is then moot.
+  void set_reader_sync(std::function<void()> f) override { reader_sync_ = std::move(f); }
   uint64_t retired_bits() const;
 
   // Test hook: called by apply() inside a write section (versions odd),
@@ -440,6 +452,10 @@ class LudoTable final : public GptTable {
   uint64_t fb_filter_[kFbFilterWords] = {};
   WriteHook hook_ = nullptr;
   void* hook_arg_ = nullptr;
+  std::function<void()> reader_sync_;
+  // With reader_sync_: waits for the readers, then frees the overflow
+  // arrays s retired (all but its current one). Outside write sections.
+  void free_retired_ovf(LudoShard* s);
   bool bulk_both_ = true;
   std::vector<uint32_t> scratch_st_;
 };

@@ -1286,4 +1286,99 @@ TEST_CASE("ludo: a key moved out of a seedless bucket loses its fallback entry",
   CHECK((s1 == s2));
 }
 
+// With the data plane's reader sync (GptTable::set_reader_sync: sb-node's
+// workers' RCU) a replica frees what it swaps out: a replica whose owner
+// keeps rebuilding its partitions at other sizes (each restart sizes the
+// shards from the keys it then has) would otherwise keep one retired
+// object per shard and geometry for its whole life. Readers run all along;
+// the sync here is a minimal quiescent-state RCU over them.
+TEST_CASE("ludo: with a reader sync, swapped-out shards and overflow arrays are freed under readers",
+          "[ludo][tsan]") {
+  const uint64_t seed = test_seed(47);
+  auto c = small_config(2, 2, 2);
+  c.inline_seeds = 3;  // overflow entries, whose arrays are swapped too
+  c.fix_overflow = false;
+  const auto keys = make_keys(6000, seed);
+  std::vector<uint8_t> v(keys.size());
+  for (size_t i = 0; i < v.size(); ++i) v[i] = uint8_t((i * 7) % 4);
+  // Five builds of the same keys at other loads: five geometries per shard.
+  std::vector<std::vector<std::vector<uint8_t>>> snaps;
+  for (double load : {0.95, 0.85, 0.75, 0.65, 0.55}) {
+    auto cl = c;
+    cl.build_load = load;
+    auto b = LudoBuilder::create(cl);
+    REQUIRE(b.ok());
+    REQUIRE((*b)->build(keys.data(), v.data(), keys.size(), 1).ok());
+    std::vector<std::vector<uint8_t>> ps(4);
+    for (uint32_t p = 0; p < 4; ++p) REQUIRE((*b)->ludo().serialize_partition(p, &ps[p]).ok());
+    snaps.push_back(std::move(ps));
+  }
+  auto e = LudoTable::create(c);
+  REQUIRE(e.ok());
+  LudoTable& T = **e;
+  for (uint32_t p = 0; p < 4; ++p) REQUIRE(T.load_partition(p, snaps[0][p]).ok());
+  REQUIRE(T.retired_shards() == 8);  // the empty table's shards, before any sync
+
+  std::atomic<uint64_t> qs[2] = {};
+  std::atomic<bool> running[2] = {};
+  std::atomic<uint64_t> syncs{0};
+  T.set_reader_sync([&] {
+    ++syncs;
+    const uint64_t s0 = qs[0].load(std::memory_order_acquire), s1 = qs[1].load(std::memory_order_acquire);
+    while ((running[0].load(std::memory_order_acquire) && qs[0].load(std::memory_order_acquire) == s0) ||
+           (running[1].load(std::memory_order_acquire) && qs[1].load(std::memory_order_acquire) == s1))
+      std::this_thread::yield();
+  });
+  std::atomic<bool> stop{false};
+  std::atomic<uint64_t> wrong{0}, reads{0};
+  auto reader = [&](int id) {
+    running[id].store(true, std::memory_order_release);
+    Rng rng(seed + 10 + uint64_t(id));
+    FlowKey ks[16];
+    uint64_t h[16];
+    uint8_t out[16];
+    size_t idx[16];
+    uint64_t bad = 0, n = 0;
+    while (!stop.load(std::memory_order_relaxed)) {
+      qs[id].fetch_add(1, std::memory_order_release);  // quiescent between batches
+      for (int j = 0; j < 16; ++j) {
+        idx[j] = rng.below(keys.size());
+        ks[j] = keys[idx[j]];
+        h[j] = hash_key(ks[j], c.hash_seed);
+      }
+      if (id == 0) {
+        T.lookup_bulk(ks, h, 16, out);
+      } else {
+        for (int j = 0; j < 16; ++j) out[j] = T.lookup(ks[j], h[j]);
+      }
+      for (int j = 0; j < 16; ++j) bad += out[j] != v[idx[j]];
+      n += 16;
+    }
+    running[id].store(false, std::memory_order_release);
+    wrong += bad;
+    reads += n;
+  };
+  std::thread r0(reader, 0), r1(reader, 1);
+  size_t swaps = 0;
+  for (int round = 1; round <= 30; ++round) {
+    const auto& ps = snaps[size_t(round) % snaps.size()];
+    for (uint32_t p = 0; p < 4; ++p) {
+      REQUIRE(T.load_partition(p, ps[p]).ok());
+      CHECK(T.retired_shards() == 0);
+    }
+    ++swaps;
+  }
+  stop = true;
+  r0.join();
+  r1.join();
+  INFO("reads " << reads.load() << ", syncs " << syncs.load());
+  CHECK(reads.load() > 0);
+  CHECK(wrong.load() == 0);
+  CHECK(syncs.load() >= swaps);  // every round swapped shards (another geometry)
+  CHECK(T.retired_shards() == 0);
+  CHECK(T.retired_bits() == 0);
+  for (uint32_t g = 0; g < T.num_shards(); ++g) CHECK(T.shard(g).ovf_reps.size() <= 1);
+  for (size_t i = 0; i < keys.size(); ++i) REQUIRE(T.lookup(keys[i], hash_key(keys[i], c.hash_seed)) == v[i]);
+}
+
 }  // namespace sb::gpt

@@ -250,14 +250,19 @@ TEST_CASE("sb-node: a control or publish endpoint that cannot be bound exits 4 n
 }
 
 TEST_CASE("sb-node: runs the pipeline on net_null ports, serves /health, /metrics and telemetry, stops on SIGTERM") {
-  // othello: the FIB gets the workers' RCU reader sync (Fib::set_reader_sync);
-  // start, serve and stop must not wait on it.
-  const std::string fib = GENERATE(std::string("cuckoo"), std::string("othello"));
-  INFO("fib " << fib);
+  // othello, ludo: the FIB and the GPT get the workers' RCU reader sync
+  // (Fib::set_reader_sync, GptTable::set_reader_sync; Ludo syncs when its
+  // own partitions' snapshots replace the empty shards at start); start,
+  // serve and stop must not wait on it.
+  const auto [fib, gpt] = GENERATE(std::make_pair(std::string("cuckoo"), std::string("setsep")),
+                                   std::make_pair(std::string("othello"), std::string("ludo")));
+  INFO("fib " << fib << ", gpt " << gpt);
   TempDir d;
   const std::string pfx = "sb-nt-run-" + std::to_string(getpid());
   const fs::path f = d.p / "node.yaml";
-  std::ofstream(f) << config(d, kPorts + "  metrics: \"127.0.0.1:0\"\n  fib: " + fib + "\n", pfx);
+  std::string yaml = config(d, kPorts + "  metrics: \"127.0.0.1:0\"\n  fib: " + fib + "\n", pfx);
+  yaml.insert(yaml.find("  curve: false\n"), "  gpt: " + gpt + "\n");  // a cluster key
+  std::ofstream(f) << yaml;
   const fs::path log = d.p / "log";
   NodeChild child(f, log);
   const pid_t pid = child.pid;
@@ -315,7 +320,7 @@ TEST_CASE("sb-node: runs the pipeline on net_null ports, serves /health, /metric
   CHECK(out.find("MTU ext 1500 fabric 1516 enb 1500") != std::string::npos);
   // What was configured, as the startup log states it: the lcores, the
   // architecture and its backends, and every port by role.
-  CHECK(out.find("1 worker lcore(s) (node.lcores \"0\"), architecture scalebricks (gpt setsep), fib " + fib + ",") !=
+  CHECK(out.find("1 worker lcore(s) (node.lcores \"0\"), architecture scalebricks (gpt " + gpt + "), fib " + fib + ",") !=
         std::string::npos);
   CHECK(out.find("port ext: net_null0 (DPDK port ") != std::string::npos);
   CHECK(out.find("port fabric: net_null1 (DPDK port ") != std::string::npos);

@@ -299,10 +299,14 @@ class NodeState {
   uint32_t fib_lookup(const FlowKey& k) const;
   bool read_session(uint32_t idx, fib::SessionRecord* out) const { return sessions_->read(idx, out); }
   const fib::Fib& fib() const { return *fib_; }
-  // The data plane's reader sync (fib::Fib::set_reader_sync): set by the
-  // data plane before its workers start, cleared by nothing (the closure
-  // itself goes inert when the data plane shuts down).
-  void set_reader_sync(std::function<void()> f) { fib_->set_reader_sync(std::move(f)); }
+  // The data plane's reader sync (fib::Fib::set_reader_sync and
+  // gpt::GptTable::set_reader_sync): set by the data plane before its
+  // workers start, cleared by nothing (the closure itself goes inert when
+  // the data plane shuts down).
+  void set_reader_sync(const std::function<void()>& f) {
+    fib_->set_reader_sync(f);
+    if (gpt_) gpt_->set_reader_sync(f);
+  }
   const gpt::GptTable* gpt() const { return gpt_.get(); }
   // The data plane's view: lookups, record reads and per-lcore counters.
   fib::SessionTable& sessions() { return *sessions_; }
