@@ -35,7 +35,7 @@ int cmd_fib(int argc, char** argv) {
              {"--updates", "U", "single-key updates (0 = skip)", "300K"},
              {"--reps", "R", "repetitions of each lookup measurement (median reported)", "5"},
              {"--seed", "S", "seed of keys, queries and updates", "1"},
-             {"--interleave", "", "build every implementation first, then take their lookup\n"
+             {"--interleave", "", "build every implementation first, then take their lookup "
               "repetitions in turn (robust ratios on a loaded machine; needs the memory of all)", ""},
              {"--json", "", "print one JSON object per implementation (JSONL)", ""}});
   if (Status st = args.parse(argc, argv); !st.ok()) {

@@ -189,13 +189,13 @@ int cmd_pipeline(int argc, char** argv) {
             "architectures side by side, every output of a check pass verified.",
             {{"--arch", "A,B,..", "scalebricks, full-duplication, hash-partition", "scalebricks,full-duplication"},
              {"--nodes", "N", "cluster nodes, 1..16", "4"},
-             {"--sessions", "N", "sessions cluster-wide (suffixes K, M, G)", "1M"},
+             {"--sessions", "N", "sessions cluster-wide, 1..64M (suffixes K, M, G)", "1M"},
              {"--fib", "F,..", "FIB backends: cuckoo, othello", "cuckoo"},
              {"--gpt", "G", "GPT backend of scalebricks: setsep or ludo", "setsep"},
              {"--cores-per-node", "C", "1 (one worker polls both ports) or 2 (ext worker + fabric worker)", "1"},
              {"--bubble-mib", "M", "cache-pressure thread over M MiB during timed passes, on a CPU of its own "
                                   "(needs cores-per-node + 1 CPUs; 0 = none)", "0"},
-             {"--packets", "P", "packets arriving per node per pass", "16K"},
+             {"--packets", "P", "packets arriving per node per pass, 1..1M", "16K"},
              {"--seconds", "S", "minimum busy time measured per architecture (at least 3 passes)", "2"},
              {"--seed", "S", "seed of sessions and traffic", "1"},
              {"--json", "", "print one JSON object per architecture and FIB (JSONL)", ""}});
