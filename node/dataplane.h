@@ -48,7 +48,7 @@ struct PortStats {
 };
 
 // The EAL argument vector a node section gives (exposed for tests and
-// --dry-run).
+// sb-node --print-eal).
 std::vector<std::string> eal_args(const control::Config& cfg);
 
 class DataPlane {
