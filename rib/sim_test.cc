@@ -7,6 +7,7 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include <array>
 #include <csignal>
 
 #include <catch2/catch.hpp>
@@ -321,9 +322,28 @@ struct Sim {
     Msg m = std::move(it->second.front());
     it->second.pop_front();
     if (it->second.empty()) chans.erase(it);
+    if (drop_pm[m.kind] && rng() % 1000 < drop_pm[m.kind]) {  // lost on the way
+      ++faults;
+      return true;
+    }
+    if (dup_pm[m.kind] && rng() % 1000 < dup_pm[m.kind]) {  // delivered twice in a row
+      ++faults;
+      Msg copy = m;
+      deliver(m);
+      if (!down[copy.dst]) deliver(copy);
+      return true;
+    }
     deliver(m);
     return true;
   }
+  // run_until_idle() also runs the agents' timers whenever nothing is
+  // queued (heartbeats, the re-send of applied reports), not only once the
+  // cluster is idle.
+  bool agent_timers = false;
+  // Fault injection: per message kind (Msg::Kind), the chance per mille
+  // that a message is lost, or delivered twice in a row.
+  std::array<uint32_t, 6> drop_pm{}, dup_pm{};
+  uint64_t faults = 0;
 
   bool idle() const {
     if (!chans.empty()) return false;
@@ -351,10 +371,34 @@ struct Sim {
         now += holding() ? restore_hold_us : 100000;
         for (auto& n : nodes)
           if (n) n->retry_requested();
+        if (agent_timers) {  // the agents' periodic heartbeats and applied re-sends
+          heartbeat();
+          refresh_reports();
+        }
       }
       each_step();
     }
-    FAIL("simulation did not settle");
+    std::string why;
+    for (uint32_t i = 0; i < owners.size(); ++i) {
+      if (owners[i] && !owners[i]->idle()) {
+        why += " owner " + std::to_string(i) + " busy (queued " + std::to_string(owners[i]->queued()) +
+               ", groups " + std::to_string(owners[i]->groups_in_flight()) + ");";
+        for (uint32_t p = 0; p < spec.partitions; ++p) {
+          if (spec.owner[p] != i || owners[i]->min_applied(p) == owners[i]->head(p)) continue;
+          why += " p" + std::to_string(p) + " head " + std::to_string(owners[i]->head(p).epoch) + "/" +
+                 std::to_string(owners[i]->head(p).seq) + " min " + std::to_string(owners[i]->min_applied(p).epoch) +
+                 "/" + std::to_string(owners[i]->min_applied(p).seq) + " nodes";
+          for (auto& n : nodes)
+            if (n) why += " " + std::to_string(n->applied(p).epoch) + "/" + std::to_string(n->applied(p).seq);
+          why += ";";
+        }
+      }
+      if (nodes[i] && nodes[i]->unsynced())
+        why += " node " + std::to_string(i) + " unsynced " + std::to_string(nodes[i]->unsynced()) + ";";
+      if (nodes[i] && (nodes[i]->held_batches() || nodes[i]->pending_entries()))
+        why += " node " + std::to_string(i) + " holding;";
+    }
+    FAIL("simulation did not settle:" << why << " channels " << chans.size());
   }
   void run_until_idle() { run_until_idle([] {}); }
 };
@@ -2942,4 +2986,182 @@ TEST_CASE("owner: data dir files are owner-only, and a failed durable write is a
   struct stat ws;
   REQUIRE(::stat((dir + "/weights").c_str(), &ws) == 0);
   CHECK((ws.st_mode & 0777) == 0600);
+}
+
+// ---- chaos: random faults under a random workload ---------------------------
+
+namespace {
+
+struct ChaosOpts {
+  Architecture arch = Architecture::kScaleBricks;
+  uint32_t nodes = 4;
+  int rounds = 30;
+  int per_round = 20;
+  std::array<uint32_t, 6> drop_pm{}, dup_pm{};
+  uint32_t kill_pm = 0;         // per step: a random member is killed (-9)
+  uint32_t max_down_steps = 40; // it restarts after 0..max_down_steps steps
+  uint32_t double_pm = 0;       // per restart: killed again a few steps later
+  uint32_t weights_pm = 0;      // per step: the choose weights change
+};
+
+// Runs a random workload with the faults of `o`, then lets the cluster
+// settle without faults (every member up) and checks every promise of
+// ARCHITECTURE.md "Update semantics": each acknowledged op's effect is in
+// the owners' RIB, every node's GPT gives the handling node of every
+// session, every node's FIB holds exactly its entries (right tunnel and,
+// at the handler, the teid_ul its owner recorded), and nothing else.
+// Ops whose owner died before answering are retried with the same request
+// id once it is back (a client's retry): the answer is the log's.
+void chaos(uint64_t seed, const ChaosOpts& o) {
+  INFO("seed " << seed);
+  Sim sim(o.nodes, o.arch, seed);
+  Client c(sim, seed + 1, 300);
+  sim.run_until_idle();
+  std::mt19937_64 rng(seed + 2);
+  std::set<FlowKey, bool (*)(const FlowKey&, const FlowKey&)> busy(key_less);
+  std::map<uint32_t, int> restart_at;  // down member -> steps left
+  std::map<uint32_t, int> again_at;    // restarted member -> steps left until killed again
+  uint64_t weights_version = 0;
+  auto retry_owned_by = [&](uint32_t i) {
+    for (const auto& [id, op] : c.outstanding)
+      if (c.owner_of(op.s.key) == i) {
+        ClientOp r = op;
+        r.token = r.request_id;
+        sim.owners[i]->submit(std::move(r));
+      }
+  };
+  auto kill = [&](uint32_t i) {
+    sim.kill(i);
+    restart_at[i] = int(rng() % (o.max_down_steps + 1));
+    again_at.erase(i);
+  };
+  auto tick = [&] {
+    for (auto it = restart_at.begin(); it != restart_at.end();) {
+      if (it->second-- > 0) { ++it; continue; }
+      const uint32_t i = it->first;
+      it = restart_at.erase(it);
+      sim.restart(i);
+      retry_owned_by(i);
+      if (o.double_pm && rng() % 1000 < o.double_pm) again_at[i] = int(rng() % 20);
+    }
+    for (auto it = again_at.begin(); it != again_at.end();) {
+      if (it->second-- > 0) { ++it; continue; }
+      const uint32_t i = it->first;
+      it = again_at.erase(it);
+      kill(i);
+    }
+    if (o.kill_pm && rng() % 1000 < o.kill_pm) {
+      const uint32_t i = uint32_t(rng() % o.nodes);
+      if (!sim.down[i] && restart_at.size() + 1 < o.nodes) kill(i);
+    }
+    if (o.weights_pm && rng() % 1000 < o.weights_pm) {
+      ++weights_version;
+      std::vector<std::pair<uint32_t, double>> w;
+      for (uint32_t i = 0; i < o.nodes; ++i) w.emplace_back(i, double(rng() % 4));
+      if (w[0].second == 0) w[0].second = 1;
+      for (auto& ow : sim.owners)
+        if (ow) REQUIRE(ow->set_weights(weights_version, w).ok());
+    }
+  };
+  sim.drop_pm = o.drop_pm;
+  sim.dup_pm = o.dup_pm;
+  sim.agent_timers = true;
+  for (int r = 0; r < o.rounds; ++r) {
+    for (int i = 0; i < o.per_round; ++i) c.random_op(&busy, o.nodes);
+    for (int s = 0; s < 50; ++s) {
+      if (!sim.step()) {
+        sim.now += 20000;
+        if (rng() % 5 == 0) sim.heartbeat();
+      }
+      tick();
+      c.drain(&busy);
+    }
+  }
+  // Settle: no more faults, every member back.
+  sim.drop_pm = {};
+  sim.dup_pm = {};
+  again_at.clear();
+  for (auto& [i, n] : restart_at) {
+    sim.restart(i);
+    retry_owned_by(i);
+  }
+  restart_at.clear();
+  for (int round = 0; round < 20; ++round) {
+    sim.run_until_idle([&] { c.drain(&busy); });
+    c.drain(&busy);
+    bool idle = c.outstanding.empty();
+    for (auto& ow : sim.owners) idle &= ow->idle();
+    if (idle) break;
+    sim.now += 1000000;  // the agents' periodic re-send of applied reports
+    sim.refresh_reports();
+  }
+  REQUIRE(c.outstanding.empty());
+  for (auto& ow : sim.owners) REQUIRE(ow->idle());
+  // Every acknowledged op's effect is in the owners' RIB, nothing else.
+  std::unordered_map<FlowKey, SessionRec, KeyHasher> truth;
+  for (auto& ow : sim.owners) ow->for_each([&](const SessionRec& r) { truth[r.key] = r; });
+  for (const auto& [k, rec] : c.model) {
+    INFO("acked session " << k.to_string());
+    REQUIRE(truth.count(k));
+    CHECK(truth[k].node == rec.node);
+    CHECK(truth[k].teid_dl == rec.teid_dl);
+  }
+  CHECK(truth.size() == c.model.size());
+  c.model = truth;
+  check_converged_state(sim, c);
+  // The handler holds the teid_ul its owner recorded.
+  size_t teid_mismatch = 0;
+  for (const auto& [k, rec] : truth) {
+    const uint32_t v = sim.nodes[rec.node]->fib_lookup(k);
+    fib::SessionRecord sr;
+    if (v == fib::kFibMiss || (v & kRemoteBit) || !sim.nodes[rec.node]->read_session(v, &sr)) continue;
+    if (rec.teid_ul != sr.teid_ul) {
+      ++teid_mismatch;
+      UNSCOPED_INFO("teid_ul of " << k.to_string() << ": owner " << rec.teid_ul << ", node " << rec.node << " "
+                                  << sr.teid_ul);
+    }
+  }
+  CHECK(teid_mismatch == 0);
+}
+
+// The exploration driver: SB_CHAOS="drop=K:PM,dup=K:PM,kill=PM,double=PM,weights=PM,rounds=N,arch=A"
+// (K: a Msg::Kind number), seeds SB_TEST_SEED .. + SB_CHAOS_SEEDS - 1.
+ChaosOpts chaos_from_env() {
+  ChaosOpts o;
+  const char* e = std::getenv("SB_CHAOS");
+  std::string s = e ? e : "";
+  size_t i = 0;
+  while (i < s.size()) {
+    size_t j = s.find(',', i);
+    if (j == std::string::npos) j = s.size();
+    const std::string item = s.substr(i, j - i);
+    i = j + 1;
+    const size_t eq = item.find('=');
+    if (eq == std::string::npos) continue;
+    const std::string key = item.substr(0, eq), val = item.substr(eq + 1);
+    if (key == "drop" || key == "dup") {
+      const size_t colon = val.find(':');
+      const uint32_t kind = uint32_t(std::stoul(val.substr(0, colon))), pm = uint32_t(std::stoul(val.substr(colon + 1)));
+      (key == "drop" ? o.drop_pm : o.dup_pm)[kind] = pm;
+    } else if (key == "kill") o.kill_pm = uint32_t(std::stoul(val));
+    else if (key == "double") o.double_pm = uint32_t(std::stoul(val));
+    else if (key == "weights") o.weights_pm = uint32_t(std::stoul(val));
+    else if (key == "rounds") o.rounds = std::stoi(val);
+    else if (key == "down") o.max_down_steps = uint32_t(std::stoul(val));
+    else if (key == "arch") o.arch = Architecture(std::stoi(val));
+  }
+  return o;
+}
+
+}  // namespace
+
+TEST_CASE("rib sim: chaos exploration (SB_CHAOS, SB_CHAOS_SEEDS)", "[.][chaos]") {
+  const ChaosOpts o = chaos_from_env();
+  const uint64_t seed0 = test_seed(1000);
+  const char* n = std::getenv("SB_CHAOS_SEEDS");
+  const uint64_t seeds = n ? std::strtoull(n, nullptr, 0) : 1;
+  for (uint64_t s = seed0; s < seed0 + seeds; ++s) {
+    std::fprintf(stderr, "chaos seed %llu\n", (unsigned long long)s);
+    chaos(s, o);
+  }
 }
