@@ -346,6 +346,10 @@ Result<std::unique_ptr<Owner>> Owner::open(const ClusterSpec& spec, const OwnerO
   Result<uint32_t> e = bump_epoch(opt.wal.dir);
   if (!e.ok()) return e.status();
   o->epoch_ = e.value();
+  // Batch ids name the epoch: an ack of a batch the previous instance sent
+  // (queued in a node's outbox, or held by a restoring node) is a stray
+  // here, never taken for a batch of this instance with the same number.
+  o->next_batch_ = uint64_t(o->epoch_) << 32 | 1;
   SB_RETURN_IF_ERROR(o->load_weights());
   SB_RETURN_IF_ERROR(o->recover());
   // First open (or a data dir of an older version, whose records were just
