@@ -172,6 +172,7 @@ struct Sim {
   }
   // kill -9: the process and everything in flight to/from it is gone.
   void kill(uint32_t i) {
+    if (!trace_key.empty()) std::fprintf(stderr, "t=%llu kill %u\n", (unsigned long long)now, i);
     owners[i].reset();
     nodes[i].reset();
     down[i] = true;
@@ -184,6 +185,7 @@ struct Sim {
       if (owners[j]) owners[j]->set_live(i, false, now);
   }
   void restart(uint32_t i) {
+    if (!trace_key.empty()) std::fprintf(stderr, "t=%llu restart %u\n", (unsigned long long)now, i);
     start(i);
     for (uint32_t j = 0; j < owners.size(); ++j) {
       if (owners[j]) owners[j]->set_live(i, true, now);
@@ -193,7 +195,11 @@ struct Sim {
 
   void push(Msg m) {
     if (down[m.src] || down[m.dst]) return;
-    const uint64_t ch = uint64_t(m.src) << 16 | uint64_t(m.dst) << 8 | m.kind;
+    // Snapshot chunks travel on the owner's FIB channel to that node, in
+    // order with the FIB batches it sends later (control/agent.cc): a batch
+    // of a group that starts after the snapshot never overtakes it.
+    const uint64_t kind = m.kind == Msg::kSnapChunk ? Msg::kFib : m.kind;
+    const uint64_t ch = uint64_t(m.src) << 16 | uint64_t(m.dst) << 8 | kind;
     chans[ch].push_back(std::move(m));
   }
 
@@ -218,7 +224,33 @@ struct Sim {
     }
   }
 
+  std::string trace_key = std::getenv("SB_TRACE_KEY") ? std::getenv("SB_TRACE_KEY") : "";
+  void trace(Msg& m) {
+    if (trace_key.empty()) return;
+    auto tk = [&](const FlowKey& k) { return k.to_string() == trace_key; };
+    if (m.kind == Msg::kFib) {
+      for (auto& e : m.fib.install)
+        if (tk(e.key))
+          std::fprintf(stderr, "t=%llu fib %u->%u batch %llu install node %u teid_dl %u teid_ul %u%s\n",
+                       (unsigned long long)now, m.src, m.dst, (unsigned long long)m.fib.batch_id, e.handling_node,
+                       e.teid_dl, e.teid_ul, nodes[m.dst]->restoring() ? " (restoring)" : "");
+      for (auto& k : m.fib.remove)
+        if (tk(k))
+          std::fprintf(stderr, "t=%llu fib %u->%u batch %llu remove\n", (unsigned long long)now, m.src, m.dst,
+                       (unsigned long long)m.fib.batch_id);
+      if (!m.fib.reconcile.empty())
+        std::fprintf(stderr, "t=%llu fib %u->%u batch %llu reconcile\n", (unsigned long long)now, m.src, m.dst,
+                     (unsigned long long)m.fib.batch_id);
+    } else if (m.kind == Msg::kSnapChunk) {
+      for (auto& e : m.chunk.fib)
+        if (tk(e.key))
+          std::fprintf(stderr, "t=%llu chunk %u->%u p%u pos %u/%llu node %u teid_dl %u teid_ul %u\n",
+                       (unsigned long long)now, m.src, m.dst, m.chunk.partition, m.chunk.pos.epoch,
+                       (unsigned long long)m.chunk.pos.seq, e.handling_node, e.teid_dl, e.teid_ul);
+    }
+  }
   void deliver(Msg& m) {
+    trace(m);
     switch (m.kind) {
       case Msg::kFib: {
         Msg a;
@@ -427,7 +459,13 @@ void Io::publish(std::vector<StreamDelta>&& d) {
   }
 }
 void Io::reply(std::vector<OpReply>&& r) {
-  for (auto& x : r) sim->replies.push_back(std::move(x));
+  for (auto& x : r) {
+    if (!sim->trace_key.empty() && x.rec.key.to_string() == sim->trace_key)
+      std::fprintf(stderr, "t=%llu reply owner %u id %llu %s node %u teid_dl %u teid_ul %u\n",
+                   (unsigned long long)sim->now, self, (unsigned long long)x.request_id, x.status.to_string().c_str(),
+                   x.rec.node, x.rec.teid_dl, x.rec.teid_ul);
+    sim->replies.push_back(std::move(x));
+  }
 }
 
 // ---- the client side: model and workload ------------------------------------
