@@ -510,7 +510,7 @@ void Owner::reply_now(const ClientOp& op, Status st, const SessionRec* rec, uint
 void Owner::submit(ClientOp&& op) { queue_.push_back(std::move(op)); }
 
 bool Owner::idle() const {
-  if (!queue_.empty() || !flight_.empty()) return false;
+  if (!queue_.empty() || !flight_.empty() || !parked_.empty()) return false;
   for (const auto& [p, d] : waiters_)
     if (!d.empty()) return false;
   return true;
@@ -778,6 +778,7 @@ Status Owner::pump(uint64_t now_us) {
     stats_.repush_timeouts += repush_.size();
     repush_.clear();
   }
+  if (!parked_.empty()) answer_parked();
   while (!flight_.empty() && now_us - flight_.front().t0_us > uint64_t(opt_.fib_timeout_ms) * 1000)
     fail_timeouts(now_us);
   if (!fatal_.ok()) return fatal_;  // finishing those groups failed the log: start nothing more
@@ -797,6 +798,31 @@ Status Owner::pump(uint64_t now_us) {
     if (Status c = wal_->commit(); !c.ok()) return fatal_ = c;
   }
   return Status::Ok();
+}
+
+bool Owner::repush_pending_for(const FlowKey& k) const {
+  if (repush_.empty()) return false;
+  // A deleted session: the reconcile of every node removes its entry.
+  uint32_t mask = member_mask_;
+  uint64_t h = 0;
+  partition_of_key(k, &h);
+  if (const SessionRec* r = find(k)) mask = placement(*r, h);
+  mask &= live_mask_;  // a node that is not live resyncs when it returns
+  for (const auto& [id, w] : repush_)
+    if (mask >> w.node & 1u) return true;
+  return false;
+}
+
+void Owner::answer_parked() {
+  std::vector<ClientOp> still;
+  for (ClientOp& op : parked_) {
+    if (repush_pending_for(op.s.key)) {
+      still.push_back(std::move(op));
+      continue;
+    }
+    reply_now(op, Status::Ok(), find(op.s.key), partition_of_key(op.s.key));
+  }
+  parked_.swap(still);
 }
 
 void Owner::note_teid(const FlowKey& k, uint32_t node, uint32_t teid_ul) {
@@ -866,6 +892,10 @@ Status Owner::start_group(uint64_t now_us) {
         ++stats_.ops_deduped;
         if (d->in_flight) {  // the first copy is in the group in flight
           inflight_ids_[op.request_id].push_back(std::move(op));
+          continue;
+        }
+        if (d->code == StatusCode::kOk && repush_pending_for(op.s.key)) {
+          parked_.push_back(std::move(op));  // answered by answer_parked()
           continue;
         }
         const SessionRec* r = find(op.s.key);
@@ -1046,6 +1076,7 @@ void Owner::on_fib_ack(const FibAckMsg& ack, uint64_t now_us) {
       if (r->teid_ul != ack.teid_ul[i]) note_teid(r->key, ack.node, ack.teid_ul[i]);
       r->teid_ul = ack.teid_ul[i];
     }
+    if (!parked_.empty()) answer_parked();
     return;
   }
   Group* grp = nullptr;

@@ -37,7 +37,11 @@
 // IDEMPOTENCE: the result of every request id is remembered (bounded window
 // of the dedup_window most recent live ids, and rebuilt from the WAL on
 // restart); a retry gets the first result, a retry of an op still in flight
-// gets the reply when it completes. A move to the node that already
+// gets the reply when it completes. After a restart a retry of a done op
+// is answered once the reconciling re-push reached the key's live
+// placement nodes (their re-push batches acked, or forgotten after
+// kRepushAckWait x fib_timeout_ms): the old process may have died before
+// the op's FIB entry arrived, and the answer promises it there. A move to the node that already
 // handles the session changes nothing but is logged all the same (a PUT of
 // the unchanged record carrying its id) and answered after the commit, so
 // its id is "done" after a restart too. A failed op's id is forgotten (a retry
@@ -396,6 +400,14 @@ class Owner {
   std::deque<std::pair<uint64_t, uint64_t>> done_order_;
   uint64_t done_gen_ = 0;
   std::unordered_map<uint64_t, std::vector<ClientOp>> inflight_ids_;  // retries waiting
+  // Retries of done ops whose answer waits for the re-push (after a
+  // restart the log says "done", but the entry may have been lost with
+  // the old process: the answer promises it at the handler). Answered by
+  // answer_parked() once no re-push batch to a live node of the key's
+  // placement is unacked (or the re-push is forgotten, repush_deadline_us_).
+  std::vector<ClientOp> parked_;
+  bool repush_pending_for(const FlowKey& k) const;
+  void answer_parked();
 
   LatencyHistogram lat_update_, lat_converge_;
   OwnerStats stats_;

@@ -3159,6 +3159,12 @@ void chaos(uint64_t seed, const ChaosOpts& o) {
                                   << sr.teid_ul);
     }
   }
+  for (uint32_t i = 0; i < o.nodes; ++i) {
+    const NodeCounters& nc = sim.nodes[i]->counters();
+    UNSCOPED_INFO("node " << i << " teid_restored " << nc.teid_restored << " teid_lost " << nc.teid_lost
+                          << " teid_invalid " << nc.teid_invalid << " restore_timeouts " << nc.restore_timeouts
+                          << " held " << nc.fib_batches_held << " deferred " << nc.restore_deferred);
+  }
   CHECK(teid_mismatch == 0);
 }
 
@@ -3246,4 +3252,43 @@ TEST_CASE("rib owner: a FIB ack of a batch sent before the owner restarted never
   fib::SessionRecord sr;
   REQUIRE(sim.nodes[1]->read_session(v, &sr));
   CHECK(sr.teid_ul == r->teid_ul);
+}
+
+TEST_CASE("rib owner: a retry answered 'done' after a restart waits for the re-push to reach the handler",
+          "[owner]") {
+  // An add is logged, its FIB batch to node 1 is lost with the owner
+  // (kill -9), the owner restarts and the client retries with the same
+  // request id. The log says "done", but the ack promises the entry at the
+  // handler: the answer waits for the re-push batch's ack (which also
+  // teaches the owner the session's teid_ul, part of the answer).
+  Sim sim(2, Architecture::kScaleBricks, 63);
+  Client c(sim, 64, 200);
+  sim.run_until_idle();
+  const FlowKey k = c.key_owned_by(0);
+  const ClientOp add = c.make_op(OpKind::kAdd, k, 1, 0x33);
+  c.submit(add);
+  REQUIRE(sim.owners[0]->pump(sim.now).ok());  // logged, batch queued to node 1
+  REQUIRE(sim.owners[0]->groups_in_flight() == 1);
+  sim.kill(0);  // the batch is lost with the process
+  sim.restart(0);
+  REQUIRE(sim.owners[0]->find(k) != nullptr);  // the log's
+  REQUIRE(sim.nodes[1]->fib_lookup(k) == fib::kFibMiss);
+  ClientOp retry = add;
+  retry.token = 99;
+  sim.owners[0]->submit(std::move(retry));
+  REQUIRE(sim.owners[0]->pump(sim.now).ok());  // the re-push goes out; the retry is a dedup hit
+  CHECK(sim.replies.empty());
+  CHECK_FALSE(sim.owners[0]->idle());
+  sim.run_until_idle();
+  REQUIRE(sim.replies.size() == 1);
+  const OpReply& r = sim.replies[0];
+  CHECK(r.status.ok());
+  CHECK(r.token == 99);
+  CHECK(sim.owners[0]->stats().ops_deduped == 1);
+  const uint32_t v = sim.nodes[1]->fib_lookup(k);
+  REQUIRE(v != fib::kFibMiss);
+  fib::SessionRecord sr;
+  REQUIRE(sim.nodes[1]->read_session(v, &sr));
+  CHECK(r.rec.teid_ul != 0);
+  CHECK(r.rec.teid_ul == sr.teid_ul);
 }
