@@ -510,7 +510,7 @@ void Owner::reply_now(const ClientOp& op, Status st, const SessionRec* rec, uint
 void Owner::submit(ClientOp&& op) { queue_.push_back(std::move(op)); }
 
 bool Owner::idle() const {
-  if (!queue_.empty() || !flight_.empty() || !parked_.empty()) return false;
+  if (!queue_.empty() || !flight_.empty() || !parked_.empty() || cleanups_pending()) return false;
   for (const auto& [p, d] : waiters_)
     if (!d.empty()) return false;
   return true;
@@ -669,11 +669,7 @@ void Owner::check_converged(uint32_t partition, uint64_t now_us) {
     }
     d.pop_front();
   }
-  for (auto& [n, b] : removes) {
-    b.batch_id = next_batch_++;  // fire and forget: the ack is a stray
-    b.owner = opt_.self;
-    io_->send_fib(n, std::move(b));
-  }
+  for (auto& [n, b] : removes) send_cleanup(n, std::move(b), now_us);
   if (d.empty()) waiters_.erase(it);
 }
 
@@ -779,6 +775,7 @@ Status Owner::pump(uint64_t now_us) {
     repush_.clear();
   }
   if (!parked_.empty()) answer_parked();
+  if (now_us >= cleanup_retry_us_ && cleanups_pending()) retry_cleanups(now_us);
   while (!flight_.empty() && now_us - flight_.front().t0_us > uint64_t(opt_.fib_timeout_ms) * 1000)
     fail_timeouts(now_us);
   if (!fatal_.ok()) return fatal_;  // finishing those groups failed the log: start nothing more
@@ -798,6 +795,65 @@ Status Owner::pump(uint64_t now_us) {
     if (Status c = wal_->commit(); !c.ok()) return fatal_ = c;
   }
   return Status::Ok();
+}
+
+void Owner::send_cleanup(uint32_t n, FibBatch&& b, uint64_t now_us) {
+  b.batch_id = next_batch_++;
+  b.owner = opt_.self;
+  auto& items = cleanup_[n];
+  for (const FibEntry& e : b.install) items[e.key] = CleanupItem{b.batch_id, true};
+  for (const FlowKey& k : b.remove) items[k] = CleanupItem{b.batch_id, false};
+  if (cleanup_batches_.empty()) cleanup_retry_us_ = now_us + uint64_t(opt_.fib_timeout_ms) * 1000;
+  cleanup_batches_[b.batch_id] = {n, now_us};
+  io_->send_fib(n, std::move(b));
+}
+
+void Owner::retry_cleanups(uint64_t now_us) {
+  const uint64_t timeout = uint64_t(opt_.fib_timeout_ms) * 1000;
+  cleanup_retry_us_ = now_us + timeout;
+  // Batches unacked for fib_timeout_ms to live nodes: their items are sent
+  // again (a node that is not live keeps them until it is).
+  std::vector<uint64_t> expired;
+  for (const auto& [id, ns] : cleanup_batches_)
+    if (now_us - ns.second >= timeout && (live_mask_ >> ns.first & 1u)) expired.push_back(id);
+  for (const uint64_t id : expired) cleanup_batches_.erase(id);
+  uint32_t nodes = 0;
+  for (uint32_t n = 0; n < kMaxNodes; ++n)
+    if (!cleanup_[n].empty() && (live_mask_ >> n & 1u)) nodes |= 1u << n;
+  for (uint32_t m = nodes; m; m &= m - 1) {
+    const uint32_t n = uint32_t(std::countr_zero(m));
+    auto& items = cleanup_[n];
+    FibBatch b;
+    for (auto i = items.begin(); i != items.end();) {
+      const FlowKey k = i->first;
+      CleanupItem& it = i->second;
+      if (it.batch != 0 && cleanup_batches_.count(it.batch)) { ++i; continue; }  // still within its timeout
+      if (in_flight(k)) {  // the op in flight decides (its own batch, or its undo)
+        it.batch = 0;
+        ++i;
+        continue;
+      }
+      uint64_t h = 0;
+      const uint32_t p = partition_of_key(k, &h);
+      const SessionRec* r = recs_[p].find(k);
+      const bool wanted = r != nullptr && (placement(*r, h) >> n & 1u);
+      bool waiter = false;  // a later move away from n removes it once converged
+      if (const auto w = waiters_.find(p); w != waiters_.end())
+        for (const Waiter& x : w->second) waiter |= x.key == k && (x.remove_mask >> n & 1u);
+      if (wanted && it.install) b.install.push_back(fib_entry_for(k, *r, n));
+      else if (!wanted && !waiter) b.remove.push_back(k);
+      i = items.erase(i);
+    }
+    if (b.install.empty() && b.remove.empty()) continue;
+    ++stats_.cleanup_resends;
+    send_cleanup(n, std::move(b), now_us);
+  }
+}
+
+bool Owner::cleanups_pending() const {
+  for (uint32_t n = 0; n < kMaxNodes; ++n)
+    if (!cleanup_[n].empty() && (live_mask_ >> n & 1u)) return true;
+  return false;
 }
 
 bool Owner::repush_pending_for(const FlowKey& k) const {
@@ -1079,6 +1135,17 @@ void Owner::on_fib_ack(const FibAckMsg& ack, uint64_t now_us) {
     if (!parked_.empty()) answer_parked();
     return;
   }
+  if (const auto cb = cleanup_batches_.find(ack.batch_id); cb != cleanup_batches_.end()) {
+    if (cb->second.first != ack.node) {
+      ++stats_.stray_acks;
+      return;
+    }
+    auto& items = cleanup_[ack.node];
+    for (auto i = items.begin(); i != items.end();)
+      i = i->second.batch == ack.batch_id ? items.erase(i) : std::next(i);
+    cleanup_batches_.erase(cb);
+    return;
+  }
   Group* grp = nullptr;
   auto it = std::unordered_map<uint64_t, PendingAck>::iterator();
   for (Group& g : flight_) {
@@ -1288,11 +1355,7 @@ void Owner::finish_group(uint64_t now_us) {
     }
   stats_.deltas += deltas.size();
   if (!deltas.empty()) io_->publish(std::move(deltas));
-  for (auto& [n, b] : cleanup) {
-    b.batch_id = next_batch_++;
-    b.owner = opt_.self;
-    io_->send_fib(n, std::move(b));
-  }
+  for (auto& [n, b] : cleanup) send_cleanup(n, std::move(b), now_us);
   // Retries that arrived while in flight get the same answer.
   std::vector<OpReply> extra;
   for (const OpReply& r : replies) {

@@ -69,7 +69,9 @@
 //
 // FAILURES: an op whose FIB ack does not come within fib_timeout_ms fails
 // with kUnavailable; its WAL record is compensated (the previous state is
-// logged again) and the stray entry removed. If the compensation cannot be
+// logged again) and the stray entry removed. Those undo batches and a
+// converged move's removes are tracked until acked and re-sent (CLEANUPS
+// below, counted cleanup_resends). If the compensation cannot be
 // written, the op's record stays in the log and takes effect at the next
 // start: the op is answered kIo "outcome unknown" (not its failure) and the
 // owner stops (pump() returns kIo). A handling node that is not live is
@@ -80,6 +82,7 @@
 // calls and must not call back into the owner.
 #pragma once
 
+#include <array>
 #include <cstdint>
 #include <deque>
 #include <functional>
@@ -179,6 +182,8 @@ struct OwnerOptions {
   X(wrong_owner, owner_wrong_owner, kCounter,                                                           \
     "session ops the owner refused for a partition this node does not own")                             \
   X(repush_batches, repush_batches, kCounter, "reconciling FIB batches sent after a restart")           \
+  X(cleanup_resends, fib_cleanup_resends, kCounter,                                                     \
+    "FIB removes/restores of moves and failed ops sent again (their ack did not come)")                 \
   X(repush_timeouts, repush_timeouts, kCounter,                                                         \
     "re-push batches not acked within 10 x fib_timeout_ms (forgotten: a late ack is a stray)")         \
   X(us_wal, us_wal, kCounter, "microseconds groups spent writing the WAL (sum)")                        \
@@ -262,7 +267,8 @@ class Owner {
   StreamPos head(uint32_t partition) const { return {epoch_, seq_[partition]}; }
   bool owns(uint32_t partition) const { return spec_.owner[partition] == opt_.self; }
   uint32_t partition_of_key(const FlowKey& k, uint64_t* h = nullptr) const;
-  // Nothing queued, in flight or waiting for convergence.
+  // Nothing queued, in flight, waiting for convergence or for the ack of a
+  // cleanup (CLEANUPS) to a live node.
   bool idle() const;
   size_t queued() const { return queue_.size(); }
   // pump() would start a group now.
@@ -406,6 +412,22 @@ class Owner {
   // answer_parked() once no re-push batch to a live node of the key's
   // placement is unacked (or the re-push is forgotten, repush_deadline_us_).
   std::vector<ClientOp> parked_;
+  // CLEANUPS: the removes of a converged move and the FIB undo of a failed
+  // op (no client waits for them) are tracked per (node, key) until a batch
+  // carrying them is acked; after fib_timeout_ms they are decided again
+  // from the current state and re-sent (a lost one would leave a stale
+  // entry, or a missing one, for good). `install`: the entry must be there
+  // (an undo restoring it) rather than gone. batch 0: to be (re)sent.
+  struct CleanupItem {
+    uint64_t batch = 0;
+    bool install = false;
+  };
+  std::array<std::unordered_map<FlowKey, CleanupItem, KeyHasher>, kMaxNodes> cleanup_;
+  std::unordered_map<uint64_t, std::pair<uint32_t, uint64_t>> cleanup_batches_;  // id -> (node, sent_us)
+  uint64_t cleanup_retry_us_ = 0;
+  void send_cleanup(uint32_t node, FibBatch&& b, uint64_t now_us);
+  void retry_cleanups(uint64_t now_us);
+  bool cleanups_pending() const;  // items for live nodes not acked yet
   bool repush_pending_for(const FlowKey& k) const;
   void answer_parked();
 

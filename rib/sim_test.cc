@@ -13,6 +13,7 @@
 #include <catch2/catch.hpp>
 #include <chrono>
 #include <filesystem>
+#include <functional>
 #include <fstream>
 #include <map>
 #include <random>
@@ -354,6 +355,10 @@ struct Sim {
     Msg m = std::move(it->second.front());
     it->second.pop_front();
     if (it->second.empty()) chans.erase(it);
+    if (lose && lose(m)) {
+      ++faults;
+      return true;
+    }
     if (drop_pm[m.kind] && rng() % 1000 < drop_pm[m.kind]) {  // lost on the way
       ++faults;
       return true;
@@ -376,6 +381,7 @@ struct Sim {
   // that a message is lost, or delivered twice in a row.
   std::array<uint32_t, 6> drop_pm{}, dup_pm{};
   uint64_t faults = 0;
+  std::function<bool(const Msg&)> lose;  // true: this message is lost
 
   bool idle() const {
     if (!chans.empty()) return false;
@@ -3040,6 +3046,7 @@ struct ChaosOpts {
   uint32_t max_down_steps = 40; // it restarts after 0..max_down_steps steps
   uint32_t double_pm = 0;       // per restart: killed again a few steps later
   uint32_t weights_pm = 0;      // per step: the choose weights change
+  bool check_teid = true;       // the handler's teid_ul is the one its owner records
 };
 
 // Runs a random workload with the faults of `o`, then lets the cluster
@@ -3165,7 +3172,7 @@ void chaos(uint64_t seed, const ChaosOpts& o) {
                           << " teid_invalid " << nc.teid_invalid << " restore_timeouts " << nc.restore_timeouts
                           << " held " << nc.fib_batches_held << " deferred " << nc.restore_deferred);
   }
-  CHECK(teid_mismatch == 0);
+  if (o.check_teid) CHECK(teid_mismatch == 0);
 }
 
 // The exploration driver: SB_CHAOS="drop=K:PM,dup=K:PM,kill=PM,double=PM,weights=PM,rounds=N,arch=A"
@@ -3192,6 +3199,7 @@ ChaosOpts chaos_from_env() {
     else if (key == "weights") o.weights_pm = uint32_t(std::stoul(val));
     else if (key == "rounds") o.rounds = std::stoi(val);
     else if (key == "down") o.max_down_steps = uint32_t(std::stoul(val));
+    else if (key == "teid") o.check_teid = val != "0";
     else if (key == "arch") o.arch = Architecture(std::stoi(val));
   }
   return o;
@@ -3291,4 +3299,52 @@ TEST_CASE("rib owner: a retry answered 'done' after a restart waits for the re-p
   REQUIRE(sim.nodes[1]->read_session(v, &sr));
   CHECK(r.rec.teid_ul != 0);
   CHECK(r.rec.teid_ul == sr.teid_ul);
+}
+
+TEST_CASE("rib owner: a lost FIB remove of a converged move or of a failed op's undo is sent again", "[owner]") {
+  // Nobody waits for these batches (no client, no group): lost, they left
+  // the moved-away entry at the old handler, or a failed add's entry at
+  // its handler, for good (a session the RIB does not have, still
+  // forwarded and encapsulated there). They are tracked until acked.
+  Sim sim(3, Architecture::kScaleBricks, 65);
+  Client c(sim, 66, 200);
+  sim.run_until_idle();
+  std::vector<FlowKey> keys;
+  for (const FlowKey& k : c.pool)
+    if (c.owner_of(k) == 0 && keys.size() < 2) keys.push_back(k);
+  c.run_op(c.make_op(OpKind::kAdd, keys[0], 1, 0x44));
+  REQUIRE(c.ok == 1);
+  // 1. The move 1 -> 2 converges; the remove at node 1 is lost, once.
+  int lost = 0;
+  sim.lose = [&](const Msg& m) {
+    if (lost || m.kind != Msg::kFib || m.src != 0 || m.dst != 1 || m.fib.remove.empty()) return false;
+    ++lost;
+    return true;
+  };
+  c.run_op(c.make_op(OpKind::kMove, keys[0], 2));
+  REQUIRE(c.ok == 2);
+  CHECK(lost == 1);
+  CHECK(sim.nodes[1]->fib_lookup(keys[0]) == fib::kFibMiss);
+  CHECK(sim.owners[0]->stats().cleanup_resends >= 1);
+  // 2. An add at node 1 whose ack is lost fails (timeout); the undo's
+  // remove at node 1 is lost too.
+  lost = 0;
+  sim.lose = [&](const Msg& m) {
+    if (m.kind == Msg::kAck && m.src == 1 && m.dst == 0) return true;
+    if (lost || m.kind != Msg::kFib || m.src != 0 || m.dst != 1 || m.fib.remove.empty()) return false;
+    ++lost;
+    return true;
+  };
+  c.submit(c.make_op(OpKind::kAdd, keys[1], 1, 0x55));
+  for (int i = 0; i < 100000 && !c.outstanding.empty(); ++i) {
+    if (!sim.step()) sim.now += 10000;
+    c.drain(nullptr);
+  }
+  REQUIRE(c.outstanding.empty());
+  CHECK(c.failed == 1);
+  CHECK(lost == 1);
+  sim.lose = nullptr;
+  sim.run_until_idle();
+  CHECK(sim.nodes[1]->fib_lookup(keys[1]) == fib::kFibMiss);
+  check_converged_state(sim, c);
 }
