@@ -1384,7 +1384,9 @@ struct Agent::Impl : rib::OwnerIo {
       auto& q = held_fib[own];
       // Released in the order they came: the front, unless something
       // skipped one (then the oldest with this id).
-      const auto it = std::find_if(q.begin(), q.end(), [&](const HeldAck& h) { return h.batch_id == a.batch_id; });
+      // (The id by value: clang before 16 cannot capture a structured binding.)
+      const uint64_t batch_id = a.batch_id;
+      const auto it = std::find_if(q.begin(), q.end(), [&](const HeldAck& h) { return h.batch_id == batch_id; });
       if (it == q.end()) continue;
       pb::Envelope out;
       out.set_corr(it->corr);
