@@ -6,7 +6,7 @@
 #               build, then the ThreadSanitizer tree's `tsan` tests
 #
 # Other targets: build, release, e2e (long testbed run: churn, node kill),
-# eval (QUICK=1, DETACH=1), fuzz (FUZZ_SECONDS=60), clean.
+# eval (QUICK=1, DETACH=1), fuzz (FUZZ_SECONDS=60 per fuzzer), clean.
 SHELL := /bin/bash
 BUILD ?= build
 BUILD_TSAN ?= build-tsan
@@ -76,17 +76,21 @@ else
 	/usr/bin/python3 tools/eval/eval.py report
 endif
 
-# libFuzzer on the packet parsers (clang from Debian). New inputs go to
-# $(BUILD_FUZZ)/corpus; copy the interesting ones to node/fuzz_corpus/,
-# which ctest replays under ASan.
+# libFuzzer (clang from Debian), FUZZ_SECONDS each: the packet parsers
+# (sb-packet-fuzz) and what peers and clients send a node's control agent
+# (sb-control-fuzz). New inputs go to $(BUILD_FUZZ)/corpus and
+# $(BUILD_FUZZ)/control-corpus; copy the interesting ones to
+# node/fuzz_corpus/ and control/fuzz_corpus/, which ctest replays under ASan.
 FUZZ_SECONDS ?= 60
 fuzz: deps
 	CC=clang CXX=clang++ cmake -S . -B $(BUILD_FUZZ) $$(command -v ninja >/dev/null && echo -G Ninja) \
 	  -DCMAKE_BUILD_TYPE=RelWithDebInfo -DSB_FUZZ=ON -DSB_BUILD_TESTS=OFF >/dev/null
-	cmake --build $(BUILD_FUZZ) --target sb-packet-fuzz
-	mkdir -p $(BUILD_FUZZ)/corpus
+	cmake --build $(BUILD_FUZZ) --target sb-packet-fuzz sb-control-fuzz
+	mkdir -p $(BUILD_FUZZ)/corpus $(BUILD_FUZZ)/control-corpus
 	$(BUILD_FUZZ)/bin/sb-packet-fuzz -max_total_time=$(FUZZ_SECONDS) -max_len=2048 \
 	  -artifact_prefix=$(BUILD_FUZZ)/ $(BUILD_FUZZ)/corpus node/fuzz_corpus
+	$(BUILD_FUZZ)/bin/sb-control-fuzz -max_total_time=$(FUZZ_SECONDS) -max_len=16384 \
+	  -artifact_prefix=$(BUILD_FUZZ)/control- $(BUILD_FUZZ)/control-corpus control/fuzz_corpus
 
 clean:
 	rm -rf $(BUILD) $(BUILD_TSAN) $(BUILD_RELEASE) $(BUILD_NATIVE) $(BUILD_FUZZ)

@@ -120,6 +120,12 @@ std::string bin_to_z85(const std::string& bin) {
   return out;
 }
 
+// A received message's bytes (the handlers take frames from run()'s sockets
+// and from Agent::inject alike).
+std::span<const uint8_t> bytes_of(const zmq::message_t& m) {
+  return {static_cast<const uint8_t*>(m.data()), m.size()};
+}
+
 }  // namespace
 
 struct Agent::Impl : rib::OwnerIo {
@@ -191,6 +197,9 @@ struct Agent::Impl : rib::OwnerIo {
 
   Impl(const AgentOptions& o) : opt(o), spec(opt.config.cluster), self(opt.config.node.id) {}
 
+  // The agent's clock (AgentOptions::clock, a test/fuzz hook; else steady).
+  uint64_t now() const { return opt.clock ? opt.clock() : now_us(); }
+
   void log(const std::string& s) {
     if (opt.log) opt.log(s);
     else std::fprintf(stderr, "sb-node[%u]: %s\n", self, s.c_str());
@@ -209,6 +218,7 @@ struct Agent::Impl : rib::OwnerIo {
     oo.snapshot_every = opt.config.node.snapshot_every;
     oo.fib_timeout_ms = opt.fib_timeout_ms;
     oo.max_group_ops = opt.max_group_ops;
+    if (opt.dedup_window) oo.dedup_window = opt.dedup_window;
     oo.make_gpt = rib::make_cluster_gpt_builder;
     if (spec.architecture == rib::Architecture::kScaleBricks) {
       Result<std::unique_ptr<gpt::GptTable>> t = rib::make_cluster_gpt_table(spec);
@@ -305,7 +315,7 @@ struct Agent::Impl : rib::OwnerIo {
     } catch (const zmq::error_t& e) {
       return Status::Io(std::string("zeromq setup: ") + e.what());
     }
-    last_seen_us.assign(rib::kMaxNodes, now_us());
+    last_seen_us.assign(rib::kMaxNodes, now());
     return Status::Ok();
   }
 
@@ -520,14 +530,19 @@ struct Agent::Impl : rib::OwnerIo {
       return false;
     }
   }
-  bool send_env(zmq::socket_t& s, pb::Envelope& env) {
+  // The PUB's frames (this owner's streams, heartbeats).
+  bool send_pub(pb::Envelope& env) {
     env.set_version(kProtocolVersion);
-    return send_raw(s, env.SerializeAsString());
+    const std::string bytes = env.SerializeAsString();
+    if (opt.on_send) opt.on_send(FrameSocket::kPub, 0, "", bytes);
+    return send_raw(*pub, bytes);
   }
   bool send_router(const std::string& routing, pb::Envelope& env) {
     env.set_version(kProtocolVersion);
+    const std::string bytes = env.SerializeAsString();
+    if (opt.on_send) opt.on_send(FrameSocket::kRouter, 0, routing, bytes);
     if (!send_raw(*router, routing, true)) return false;
-    return send_raw(*router, env.SerializeAsString());
+    return send_raw(*router, bytes);
   }
   // Messages to a peer whose connection is not up yet (a peer restarting,
   // or ours right after start) wait here, in order, for up to
@@ -552,8 +567,9 @@ struct Agent::Impl : rib::OwnerIo {
     if (node >= dealer.size() || !dealer[node]) return false;
     env.set_version(kProtocolVersion);
     std::string bytes = env.SerializeAsString();
+    if (opt.on_send) opt.on_send(FrameSocket::kDealer, node, "", bytes);
     if (outbox[node].empty() && try_send(node, bytes)) return true;
-    outbox[node].push_back(Queued{std::move(bytes), now_us() + outbox_ttl_us});
+    outbox[node].push_back(Queued{std::move(bytes), now() + outbox_ttl_us});
     ++c[AgentEvent::send_queued];
     return true;
   }
@@ -594,7 +610,7 @@ struct Agent::Impl : rib::OwnerIo {
     std::string* packed = b->mutable_packed();
     packed->reserve(total);
     for (const auto& d : deltas) packed->append(reinterpret_cast<const char*>(d.bytes.data()), d.bytes.size());
-    send_env(*pub, env);
+    send_pub(env);
     c[AgentEvent::deltas_published] += deltas.size();
   }
   void reply(std::vector<rib::OpReply>&& rs) override {
@@ -638,7 +654,7 @@ struct Agent::Impl : rib::OwnerIo {
     for (int i = 0; i < r.ops_size(); ++i) rep->add_results()->set_request_id(r.ops(i).request_id());
     google::protobuf::Arena fwd_arena;
     std::unordered_map<uint32_t, std::pair<pb::Envelope*, std::vector<uint32_t>>> fwd;
-    const uint64_t t = now_us();
+    const uint64_t t = now();
     std::vector<std::pair<uint32_t, pb::OpResult>> immediate;
     for (int i = 0; i < r.ops_size(); ++i) {
       const pb::SessionOp& op = r.ops(i);
@@ -788,11 +804,11 @@ struct Agent::Impl : rib::OwnerIo {
 
   // user: the connection's ZAP User-Id ("member:N" / "client:NAME"; empty
   // without CURVE, where every peer is trusted).
-  void on_router(const std::string& routing, const zmq::message_t& payload, const std::string& user) {
+  void on_router(const std::string& routing, std::span<const uint8_t> payload, const std::string& user) {
     if (payload.size() > vctx.limits.max_frame_bytes) ++c[AgentEvent::oversized_frames];
     google::protobuf::Arena arena;
     pb::Envelope& env = *google::protobuf::Arena::CreateMessage<pb::Envelope>(&arena);
-    const Status st = parse_envelope({static_cast<const uint8_t*>(payload.data()), payload.size()}, vctx, &env);
+    const Status st = parse_envelope(payload, vctx, &env);
     if (!st.ok()) {
       ++c[AgentEvent::bad_message];
       error_reply(routing, env.corr(), to_code(st), st.message());
@@ -822,7 +838,7 @@ struct Agent::Impl : rib::OwnerIo {
         const uint32_t own = b.owner;
         const uint64_t batch_id = b.batch_id;
         rib::FibAckMsg a;
-        if (!state->offer_fib(std::move(b), now_us(), &a)) {  // acked by release_held_fib()
+        if (!state->offer_fib(std::move(b), now(), &a)) {  // acked by release_held_fib()
           if (own < held_fib.size()) held_fib[own].push_back(HeldAck{batch_id, routing, env.corr()});
           break;
         }
@@ -834,9 +850,9 @@ struct Agent::Impl : rib::OwnerIo {
       }
       case pb::Envelope::kApplied: {
         const auto& a = env.applied();
-        last_seen_us[a.node()] = now_us();
+        last_seen_us[a.node()] = now();
         for (const auto& p : a.applied())
-          owner->on_applied(a.node(), p.partition(), rib::StreamPos{p.epoch(), p.seq()}, now_us());
+          owner->on_applied(a.node(), p.partition(), rib::StreamPos{p.epoch(), p.seq()}, now());
         break;
       }
       case pb::Envelope::kSnapshotRequest: {
@@ -939,20 +955,20 @@ struct Agent::Impl : rib::OwnerIo {
     }
   }
 
-  void on_dealer(uint32_t peer, const zmq::message_t& payload) {
+  void on_dealer(uint32_t peer, std::span<const uint8_t> payload) {
     if (payload.size() > vctx.limits.max_frame_bytes) ++c[AgentEvent::oversized_frames];
     google::protobuf::Arena arena;
     pb::Envelope& env = *google::protobuf::Arena::CreateMessage<pb::Envelope>(&arena);
-    const Status st = parse_envelope({static_cast<const uint8_t*>(payload.data()), payload.size()}, vctx, &env);
+    const Status st = parse_envelope(payload, vctx, &env);
     if (!st.ok()) {
       ++c[AgentEvent::bad_message];
       return;
     }
-    last_seen_us[peer] = now_us();
+    last_seen_us[peer] = now();
     switch (env.body_case()) {
       case pb::Envelope::kFibAck:
         if (env.fib_ack().node() != peer) { ++c[AgentEvent::bad_message]; break; }
-        owner->on_fib_ack(from_pb(env.fib_ack()), now_us());
+        owner->on_fib_ack(from_pb(env.fib_ack()), now());
         break;
       case pb::Envelope::kSessionReply: on_forward_reply(peer, env.corr(), env.session_reply()); break;
       case pb::Envelope::kSnapshotChunk: on_snapshot_chunk(env.snapshot_chunk(), &peer); break;
@@ -1127,7 +1143,7 @@ struct Agent::Impl : rib::OwnerIo {
                       "the weights coordinator (node " + std::to_string(coord) + ") is down", 0, {}, 0, 0);
         return;
       }
-      wfwds[corr] = WeightsFwd{routing, env.corr(), now_us() + uint64_t(opt.forward_timeout_ms) * 1000, coord};
+      wfwds[corr] = WeightsFwd{routing, env.corr(), now() + uint64_t(opt.forward_timeout_ms) * 1000, coord};
       return;
     }
     // The coordinator: merge, number, persist, then tell every member. A
@@ -1172,8 +1188,8 @@ struct Agent::Impl : rib::OwnerIo {
       if (owner->live(m.id)) waiting |= 1u << m.id;
     }
     wchanges.push_back(WeightsChange{routing, env.corr(), version, std::move(nw), waiting, 1u << self,
-                                     now_us() + uint64_t(opt.forward_timeout_ms) * 500});
-    if (waiting == 0) expire_weights(now_us());
+                                     now() + uint64_t(opt.forward_timeout_ms) * 500});
+    if (waiting == 0) expire_weights(now());
   }
   void on_weights_ack(uint32_t peer, const pb::WeightsAck& a) {
     if (a.node() != peer) {
@@ -1185,7 +1201,7 @@ struct Agent::Impl : rib::OwnerIo {
         ch.waiting &= ~(1u << peer);
         ch.acked |= 1u << peer;
       }
-    expire_weights(now_us());
+    expire_weights(now());
   }
   // Answers changes every live member acked, or whose time is up.
   void expire_weights(uint64_t t) {
@@ -1230,11 +1246,11 @@ struct Agent::Impl : rib::OwnerIo {
   }
 
   // peer: the member whose publish endpoint the SUB it came on connects to.
-  void on_sub(uint32_t peer, const zmq::message_t& payload) {
+  void on_sub(uint32_t peer, std::span<const uint8_t> payload) {
     if (payload.size() > vctx.limits.max_frame_bytes) ++c[AgentEvent::oversized_frames];
     google::protobuf::Arena arena;
     pb::Envelope& env = *google::protobuf::Arena::CreateMessage<pb::Envelope>(&arena);
-    const Status st = parse_envelope({static_cast<const uint8_t*>(payload.data()), payload.size()}, vctx, &env);
+    const Status st = parse_envelope(payload, vctx, &env);
     if (!st.ok() || env.body_case() != pb::Envelope::kDeltaBatch) {
       ++c[AgentEvent::bad_message];
       return;
@@ -1254,7 +1270,7 @@ struct Agent::Impl : rib::OwnerIo {
       return;
     }
     const auto& b = env.delta_batch();
-    last_seen_us[b.owner()] = now_us();
+    last_seen_us[b.owner()] = now();
     for (const auto& d : b.deltas()) {
       if (spec.owner[d.partition()] != b.owner()) {
         ++c[AgentEvent::bad_message];
@@ -1295,7 +1311,7 @@ struct Agent::Impl : rib::OwnerIo {
     for (const auto& h : b.heads())
       if (spec.owner[h.partition()] == b.owner()) state->on_head(h.partition(), rib::StreamPos{h.epoch(), h.seq()});
     // A member with newer `choose` weights (we missed a change): fetch them.
-    const uint64_t t = now_us();
+    const uint64_t t = now();
     if (b.weights_version() > owner->weights_version() && t >= weights_fetch_after_us) {
       pb::Envelope e;
       e.mutable_weights_request()->set_set(false);
@@ -1331,7 +1347,7 @@ struct Agent::Impl : rib::OwnerIo {
       // address a minute (anyone who can reach the port can try keys).
       ++c[AgentEvent::curve_rejected];
       const std::string from = parts[3].to_string();
-      const uint64_t t = now_us();
+      const uint64_t t = now();
       if (zap_logged.size() > 4096) zap_logged.clear();
       uint64_t& last = zap_logged[from];
       if (last == 0 || t >= last + 60000000) {
@@ -1353,14 +1369,14 @@ struct Agent::Impl : rib::OwnerIo {
   }
 
   // ---- periodic ---------------------------------------------------------------
-  void send_reports() { send_reports(state->take_applied_changes(now_us())); }
+  void send_reports() { send_reports(state->take_applied_changes(now())); }
   void send_reports(const std::vector<std::pair<uint32_t, rib::StreamPos>>& ch) {
     if (ch.empty()) return;
     std::unordered_map<uint32_t, pb::Envelope> by_owner;
     for (const auto& [p, pos] : ch) {
       const uint32_t own = spec.owner[p];
       if (own == self) {
-        owner->on_applied(self, p, pos, now_us());
+        owner->on_applied(self, p, pos, now());
         continue;
       }
       auto& e = by_owner[own];
@@ -1377,7 +1393,7 @@ struct Agent::Impl : rib::OwnerIo {
   void release_held_fib(uint64_t t) {
     for (auto& [own, a] : state->take_released(t)) {
       if (own == self) {
-        owner->on_fib_ack(a, now_us());
+        owner->on_fib_ack(a, now());
         continue;
       }
       if (own >= held_fib.size()) continue;
@@ -1397,7 +1413,7 @@ struct Agent::Impl : rib::OwnerIo {
   }
 
   void request_snapshots() {
-    for (uint32_t p : state->take_resync(now_us())) {
+    for (uint32_t p : state->take_resync(now())) {
       const uint32_t own = spec.owner[p];
       if (own == self) {
         Result<rib::SnapshotOut> s = owner->snapshot(p, self);
@@ -1426,7 +1442,7 @@ struct Agent::Impl : rib::OwnerIo {
       x->set_epoch(h.epoch);
       x->set_seq(h.seq);
     }
-    send_env(*pub, env);
+    send_pub(env);
     uint32_t mask = 1u << self;
     for (const auto& m : spec.members) {
       if (m.id == self) continue;
@@ -1484,7 +1500,7 @@ struct Agent::Impl : rib::OwnerIo {
   void fill_status(pb::ClusterStatus* s) {
     s->set_node(self);
     s->set_cluster(spec.name);
-    const uint64_t t = now_us();
+    const uint64_t t = now();
     for (const auto& m : spec.members) {
       auto* x = s->add_members();
       x->set_id(m.id);
@@ -1529,6 +1545,51 @@ struct Agent::Impl : rib::OwnerIo {
     items_dirty = false;
   }
 
+  // One pass of the loop after the poll (also Agent::tick): what the
+  // received frames left to do, and the timers, at t.
+  Status tick(uint64_t t) {
+    while (!local_fib.empty()) {
+      rib::FibBatch b = std::move(local_fib.front());
+      local_fib.pop_front();
+      rib::FibAckMsg a;
+      if (state->offer_fib(std::move(b), now(), &a)) owner->on_fib_ack(a, now());
+    }
+    release_held_fib(t);
+    Status ps = owner->pump(t);
+    if (!ps.ok()) {
+      log("RIB error: " + ps.to_string());
+      if (ps.code() == StatusCode::kIo) return ps;
+    }
+    flush_outboxes(t);
+    send_reports();
+    request_snapshots();
+    if (t >= next_publish_us) {
+      std::map<std::string, uint64_t> snap = snapshot_counters();
+      std::lock_guard<std::mutex> lk(pub_mu);
+      pub_counters.swap(snap);
+      next_publish_us = t + 1000000;
+    }
+    if (t >= next_heartbeat_us) {
+      heartbeat(t);
+      expire_forwards(t);
+      check_links(t);
+      expire_weights(t);
+      next_heartbeat_us = t + uint64_t(opt.heartbeat_ms) * 1000;
+    }
+    if (t >= next_report_refresh_us) {
+      // Positions reported in the last 30 s, again (NodeState::applied_refresh).
+      const auto again = state->applied_refresh(t, 30000000);
+      c[AgentEvent::applied_refresh] += again.size();
+      send_reports(again);
+      next_report_refresh_us = t + 1000000;
+    }
+    if (t >= next_snapshot_retry_us) {
+      state->retry_requested(t, uint64_t(opt.snapshot_retry_ms) * 1000);
+      next_snapshot_retry_us = t + uint64_t(opt.snapshot_retry_ms) * 1000;
+    }
+    return Status::Ok();
+  }
+
   Status run(const std::atomic<bool>& stop) {
     // The control loop runs; serving traffic is /health's word (it turns
     // ready once every partition is synced).
@@ -1547,7 +1608,7 @@ struct Agent::Impl : rib::OwnerIo {
         for (int budget = 0; budget < 256; ++budget) {
           try {
             if (kind[i] < 0) {
-              if (!on_monitor(mons[size_t(-1 - kind[i])], now_us())) break;
+              if (!on_monitor(mons[size_t(-1 - kind[i])], now())) break;
             } else if (kind[i] == 0) {
               on_zap();
               break;
@@ -1566,17 +1627,17 @@ struct Agent::Impl : rib::OwnerIo {
               std::string user;
               if (spec.curve)
                 if (const char* u = zmq_msg_gets(m.handle(), "User-Id")) user = u;
-              on_router(id.to_string(), m, user);
+              on_router(id.to_string(), bytes_of(m), user);
             } else if (kind[i] >= kPollSub) {
               const uint32_t n = uint32_t(kind[i] - kPollSub);
               zmq::message_t m;
               if (!sub[n]->recv(m, zmq::recv_flags::dontwait)) break;
-              on_sub(n, m);
+              on_sub(n, bytes_of(m));
             } else {
               const uint32_t n = uint32_t(kind[i] - kPollDealer);
               zmq::message_t m;
               if (!dealer[n]->recv(m, zmq::recv_flags::dontwait)) break;
-              on_dealer(n, m);
+              on_dealer(n, bytes_of(m));
             }
           } catch (const zmq::error_t& e) {
             ++c[AgentEvent::zmq_errors];
@@ -1584,48 +1645,120 @@ struct Agent::Impl : rib::OwnerIo {
           }
         }
       }
-      const uint64_t t = now_us();
-      while (!local_fib.empty()) {
-        rib::FibBatch b = std::move(local_fib.front());
-        local_fib.pop_front();
-        rib::FibAckMsg a;
-        if (state->offer_fib(std::move(b), now_us(), &a)) owner->on_fib_ack(a, now_us());
-      }
-      release_held_fib(t);
-      Status ps = owner->pump(t);
-      if (!ps.ok()) {
-        log("RIB error: " + ps.to_string());
-        if (ps.code() == StatusCode::kIo) return ps;
-      }
-      flush_outboxes(t);
-      send_reports();
-      request_snapshots();
-      if (t >= next_publish_us) {
-        std::map<std::string, uint64_t> snap = snapshot_counters();
-        std::lock_guard<std::mutex> lk(pub_mu);
-        pub_counters.swap(snap);
-        next_publish_us = t + 1000000;
-      }
-      if (t >= next_heartbeat_us) {
-        heartbeat(t);
-        expire_forwards(t);
-        check_links(t);
-        expire_weights(t);
-        next_heartbeat_us = t + uint64_t(opt.heartbeat_ms) * 1000;
-      }
-      if (t >= next_report_refresh_us) {
-        // Positions reported in the last 30 s, again (NodeState::applied_refresh).
-        const auto again = state->applied_refresh(t, 30000000);
-        c[AgentEvent::applied_refresh] += again.size();
-        send_reports(again);
-        next_report_refresh_us = t + 1000000;
-      }
-      if (t >= next_snapshot_retry_us) {
-        state->retry_requested(t, uint64_t(opt.snapshot_retry_ms) * 1000);
-        next_snapshot_retry_us = t + uint64_t(opt.snapshot_retry_ms) * 1000;
-      }
+      const Status st = tick(now());
+      if (!st.ok()) return st;
     }
     log("stopping");
+    return Status::Ok();
+  }
+
+  // ---- in-process driving (Agent::inject, tick, check_invariants) ----------
+  Status inject(FrameSocket on, uint32_t peer, const std::string& routing, const std::string& user,
+                std::span<const uint8_t> frame) {
+    const bool peer_ok = peer != self && spec.is_member(peer);
+    try {
+      switch (on) {
+        case FrameSocket::kRouter: on_router(routing, frame, user); break;
+        case FrameSocket::kDealer:
+          if (!peer_ok) return Status::InvalidArgument("inject: no DEALER to node " + std::to_string(peer));
+          on_dealer(peer, frame);
+          break;
+        case FrameSocket::kSub:
+          if (!peer_ok) return Status::InvalidArgument("inject: no SUB to node " + std::to_string(peer));
+          on_sub(peer, frame);
+          break;
+        default: return Status::InvalidArgument("inject: the PUB receives nothing");
+      }
+    } catch (const zmq::error_t&) {
+      ++c[AgentEvent::zmq_errors];  // as run() counts a handler's
+    }
+    return Status::Ok();
+  }
+
+  // Probe keys for GPT answers (any key gets an answer).
+  static FlowKey probe_key(uint32_t i) {
+    return FlowKey::five_tuple(0x0a000000u + i * 2654435761u, 0xc0a80000u + i, uint16_t(i), uint16_t(i >> 16), 17);
+  }
+  std::map<std::string, uint64_t> checked_counters;  // check_invariants(): the last call's
+  Status check_invariants() {
+    auto broken = [](const std::string& what) { return Status::Internal("agent invariant broken: " + what); };
+    // The FIB and the session table.
+    size_t entries = 0;
+    std::string fib_err;
+    state->fib().for_each([&](const FlowKey& k, uint32_t idx) {
+      ++entries;
+      if (!fib_err.empty()) return;
+      if (!state->sessions().live(idx) || !state->sessions().key_equals(idx, k))
+        fib_err = "FIB entry " + k.to_string() + " -> " + std::to_string(idx) + ": no live record of that key";
+      const uint32_t v = state->fib_lookup(k);
+      if (v != idx && !(v & rib::kRemoteBit))
+        fib_err = "FIB lookup of " + k.to_string() + " gives " + std::to_string(v) + ", the entry is " + std::to_string(idx);
+    });
+    if (!fib_err.empty()) return broken(fib_err);
+    if (entries != state->fib_size()) return broken("FIB size " + std::to_string(state->fib_size()) + ", entries " + std::to_string(entries));
+    if (state->sessions().size() != state->fib_size())
+      return broken(std::to_string(state->sessions().size()) + " session records, " + std::to_string(state->fib_size()) +
+                    " FIB entries");
+    if (state->unsynced() > spec.partitions) return broken("unsynced partitions > partitions");
+    // GPT answers in range.
+    const uint32_t lim = state->gpt() ? 1u << spec.value_bits() : 1;
+    for (uint32_t i = 0; i < 64; ++i)
+      if (state->gpt_lookup(probe_key(i)) >= lim) return broken("GPT answer out of range for a probe key");
+    std::string gpt_err;
+    state->fib().for_each([&](const FlowKey& k, uint32_t) {
+      if (gpt_err.empty() && state->gpt_lookup(k) >= lim) gpt_err = "GPT answer out of range for FIB key " + k.to_string();
+    });
+    if (!gpt_err.empty()) return broken(gpt_err);
+    // The owner's sessions in this node's replica of its own partitions.
+    size_t recs = 0;
+    owner->for_each([&](const rib::SessionRec& r) {
+      ++recs;
+      if (!gpt_err.empty()) return;
+      const uint32_t g = state->gpt_lookup(r.key);
+      if (g >= lim) gpt_err = "GPT answer out of range for owner key " + r.key.to_string();
+      else if (state->gpt() && state->synced(owner->partition_of_key(r.key)) && g != r.node)
+        gpt_err = "session " + r.key.to_string() + " of node " + std::to_string(r.node) + " answers " +
+                  std::to_string(g) + " in this owner's own partition";
+    });
+    if (!gpt_err.empty()) return broken(gpt_err);
+    if (recs != owner->sessions())
+      return broken("owner: " + std::to_string(owner->sessions()) + " sessions, " + std::to_string(recs) + " records");
+    for (uint32_t p = 0; p < spec.partitions; ++p)
+      if (spec.owner[p] == self && !(owner->min_applied(p) <= owner->head(p)))
+        return broken("partition " + std::to_string(p) + ": min_applied past the head");
+    // Requests waiting for answers: each op answered once.
+    std::unordered_map<uint64_t, uint32_t> forwarded;  // slot -> ops out at owners
+    for (const auto& [corr, f] : fwds) {
+      auto it = reqs.find(f.slot);
+      if (it == reqs.end()) return broken("forwarded request " + std::to_string(corr) + " of a finished request");
+      for (uint32_t i : f.idx)
+        if (int(i) >= it->second.reply->session_reply().results_size())
+          return broken("forwarded op index past its request");
+      forwarded[f.slot] += uint32_t(f.idx.size());
+    }
+    for (const auto& [slot, q] : reqs) {
+      const int n = q.reply->session_reply().results_size();
+      if (q.remaining == 0 || int64_t(q.remaining) > n)
+        return broken("request " + std::to_string(slot) + ": " + std::to_string(q.remaining) + " of " +
+                      std::to_string(n) + " ops waiting");
+      if (forwarded[slot] > q.remaining) return broken("request " + std::to_string(slot) + ": more ops forwarded than waiting");
+    }
+    // Acks of held FIB batches: at most one per batch still held.
+    size_t held = 0;
+    for (const auto& q : held_fib) held += q.size();
+    if (held > state->held_batches())
+      return broken(std::to_string(held) + " held FIB acks waiting, " + std::to_string(state->held_batches()) +
+                    " batches held");
+    // Counters only grow (both maps are sorted by name: one pass).
+    std::map<std::string, uint64_t> now_c = snapshot_counters();
+    auto last = checked_counters.begin();
+    for (const auto& [name, v] : now_c) {
+      while (last != checked_counters.end() && last->first < name) ++last;
+      if (last == checked_counters.end() || last->first != name || v >= last->second) continue;
+      if (counter_kind(name) == CounterKind::kCounter)
+        return broken("counter " + name + " went down from " + std::to_string(last->second) + " to " + std::to_string(v));
+    }
+    checked_counters.swap(now_c);
     return Status::Ok();
   }
 };
@@ -1660,5 +1793,16 @@ std::map<std::string, uint64_t> Agent::counters() const {
 rib::NodeState* Agent::state() { return impl_->state.get(); }
 const std::atomic<uint32_t>* Agent::live_mask() const { return &impl_->live_pub; }
 uint32_t Agent::unsynced_partitions() const { return impl_->unsynced_pub.load(std::memory_order_relaxed); }
+
+Status Agent::inject(FrameSocket on, uint32_t peer, const std::string& routing, const std::string& user,
+                     const uint8_t* data, size_t n) {
+  return impl_->inject(on, peer, routing, user, {data, n});
+}
+Status Agent::tick(uint64_t now_us) { return impl_->tick(now_us); }
+Status Agent::check_invariants() { return impl_->check_invariants(); }
+Status Agent::check_frame(const uint8_t* data, size_t n) const {
+  pb::Envelope env;
+  return parse_envelope({data, n}, impl_->vctx, &env);
+}
 
 }  // namespace sb::control

@@ -73,7 +73,16 @@
 // dropped after 3 s (`send_expired`); the protocol's timeouts and resyncs
 // recover).
 //
-// THREAD SAFETY: run() is the only thread that touches the agent's state;
+// IN-PROCESS DRIVING (tests, the control fuzzer control_fuzz.cc): inject()
+// hands the agent one received frame as if run() had read it from that
+// socket (the same handlers), tick() runs the rest of one pass of run()'s
+// loop at a given time (run() calls the same function after each poll),
+// and check_invariants() checks the agent's state. The agent keeps its
+// real sockets (created by create() as always); what it sends goes out on
+// them. With AgentOptions::clock the agent reads the caller's clock.
+//
+// THREAD SAFETY: run() is the only thread that touches the agent's state
+// (or, instead of run(), the one thread calling inject() and tick());
 // stop() may be called from any thread (or a signal handler via the flag).
 #pragma once
 
@@ -90,6 +99,15 @@
 #include "rib/node_state.h"
 
 namespace sb::control {
+
+// The socket a frame arrives on (Agent::inject) or leaves by
+// (AgentOptions::on_send).
+enum class FrameSocket : uint8_t {
+  kRouter,  // the ROUTER (clients and peers; a reply goes to a routing id)
+  kDealer,  // the DEALER to one peer
+  kSub,     // the SUB to one peer's publish endpoint
+  kPub,     // the PUB (this owner's streams and heartbeats; sends only)
+};
 
 struct AgentOptions {
   Config config;
@@ -120,6 +138,18 @@ struct AgentOptions {
   // control thread; must be thread-safe with respect to the workers).
   std::function<void(std::map<std::string, uint64_t>&)> extra_counters;
   std::function<void(const std::string&)> log;  // null: stderr
+  // Test/fuzz hook: the agent's clock, monotonic microseconds (null: the
+  // steady clock). An agent driven by inject() and tick() reads the
+  // caller's time here, so its timers follow tick()'s now_us.
+  std::function<uint64_t()> clock;
+  // Test/fuzz hook: called with every frame the agent sends, before it goes
+  // to its socket (whether or not the send then succeeds): kRouter to the
+  // routing id `routing`, kDealer to member `peer` (queued in its outbox
+  // if the link is not up), kPub the stream.
+  std::function<void(FrameSocket, uint32_t peer, const std::string& routing, const std::string& frame)> on_send;
+  // Test/fuzz hook: request ids the owner remembers (0: rib/owner.h's
+  // default, which reserves memory for 2^20 ids at start).
+  uint64_t dedup_window = 0;
 };
 
 class Agent {
@@ -141,6 +171,34 @@ class Agent {
   const std::atomic<uint32_t>* live_mask() const;
   // and the number of partitions not yet synced (health: ready at 0).
   uint32_t unsynced_partitions() const;
+
+  // ---- in-process driving (tests, fuzzing; see IN-PROCESS DRIVING) ----
+  // One frame received on socket `on` (kRouter: from the connection
+  // `routing` whose ZAP User-Id is `user`, empty without CURVE; kDealer and
+  // kSub: from member `peer`), handled exactly as run() handles it. An
+  // error only for a call run() could not make (kPub, a peer that is not
+  // another member).
+  Status inject(FrameSocket on, uint32_t peer, const std::string& routing, const std::string& user,
+                const uint8_t* data, size_t n);
+  // The rest of one pass of run()'s loop at now_us: this node's own FIB
+  // batches, released FIB acks, the owner's pump, outboxes, applied
+  // reports, snapshot requests, and the timers (counters, heartbeats,
+  // expiries, links, weights, report refresh, snapshot retries). Returns
+  // the error run() would stop with (a WAL I/O error).
+  Status tick(uint64_t now_us);
+  // Consistency of the agent's state (kInternal naming the first broken
+  // rule): FIB entries and session records agree and lookups find them;
+  // GPT answers are in range (probe keys, FIB keys, the owner's keys);
+  // every session the owner holds answers its node in this node's GPT
+  // replica of each synced own partition; the owner's session count is its
+  // records'; no partition's applied minimum is past its head; requests
+  // waiting for answers and forwarded ops agree (none finished early or
+  // answered twice); acks of held FIB batches do not outlive the batches;
+  // counters (CounterKind::kCounter) did not go down since the last call.
+  Status check_invariants();
+  // parse_envelope() of a frame with the validation this agent applies to
+  // what it receives (its cluster's shape and limits).
+  Status check_frame(const uint8_t* data, size_t n) const;
 
  private:
   struct Impl;
