@@ -375,80 +375,69 @@ TEST_CASE("agent: oversized frames are refused and counted, libzmq's drops show 
   CHECK(counter(*c, 0, "sessions") == 0);
 }
 
-TEST_CASE("agent: a peer link libzmq closes for an oversized reply is counted and re-created") {
-  const size_t limit = 64 << 10;
-  // Node 1 is played by a raw ROUTER that answers every request with a
-  // frame over node 0's libzmq cap.
-  InProc ip(2, [&](uint32_t, AgentOptions& o) {
-    o.max_frame_bytes = limit;
-    o.snapshot_retry_ms = 300;  // node 0 keeps asking node 1 for its partitions' snapshots
-  }, {1});
+// Node 1 is played by a raw ROUTER that answers node 0's first request
+// with a frame over node 0's libzmq cap: libzmq closes node 0's link to it
+// for good (a protocol error), and the agent must re-create the link.
+struct OversizedPeer {
+  static constexpr size_t kLimit = 64 << 10;
+  InProc ip;
   zmq::context_t ctx;
-  zmq::socket_t fake(ctx, zmq::socket_type::router);
-  fake.set(zmq::sockopt::linger, 0);
-  fake.set(zmq::sockopt::rcvtimeo, 5000);
-  fake.bind(ip.spec.members[1].control);
-  auto c = ip.client({0});
-  zmq::message_t id, m;
-  REQUIRE(fake.recv(id));
-  REQUIRE(id.more());
-  REQUIRE(fake.recv(m));
-  const std::string first = id.to_string();
-  fake.send(id, zmq::send_flags::sndmore);
-  fake.send(zmq::buffer(std::string(4 * limit, 'z')));
-  REQUIRE(eventually([&] { return counter(*c, 0, "peer_links_dropped") >= 1; }));
-  // The link works again: the next requests come from the re-created
-  // DEALER (a new connection, a new routing id).
-  bool fresh = false;
-  for (int i = 0; i < 100 && !fresh; ++i) {
-    zmq::message_t id2, m2;
-    REQUIRE(fake.recv(id2));
-    REQUIRE(fake.recv(m2));
-    fresh = id2.to_string() != first;
+  zmq::socket_t fake{ctx, zmq::socket_type::router};
+  std::unique_ptr<Client> c;
+  std::string first;  // the routing id of node 0's first connection
+  explicit OversizedPeer(const std::function<void(AgentOptions&)>& tweak)
+      : ip(2, [&](uint32_t, AgentOptions& o) {
+          o.max_frame_bytes = kLimit;
+          o.snapshot_retry_ms = 300;  // node 0 keeps asking node 1 for its partitions' snapshots
+          tweak(o);
+        }, {1}) {
+    fake.set(zmq::sockopt::linger, 0);
+    fake.set(zmq::sockopt::rcvtimeo, 5000);
+    fake.bind(ip.spec.members[1].control);
+    c = ip.client({0});
   }
-  CHECK(fresh);
-  CHECK(counter(*c, 0, "peer_links_dropped") == 1);
+  void drop_link() {
+    zmq::message_t id, m;
+    REQUIRE(fake.recv(id));
+    REQUIRE(id.more());
+    REQUIRE(fake.recv(m));
+    first = id.to_string();
+    fake.send(id, zmq::send_flags::sndmore);
+    fake.send(zmq::buffer(std::string(4 * kLimit, 'z')));
+  }
+  // True once a request comes from another connection (a new routing id:
+  // the re-created DEALER).
+  bool request_from_new_link() {
+    for (int i = 0; i < 100; ++i) {
+      zmq::message_t id2, m2;
+      REQUIRE(fake.recv(id2));
+      REQUIRE(fake.recv(m2));
+      if (id2.to_string() != first) return true;
+    }
+    return false;
+  }
+};
+
+TEST_CASE("agent: a peer link libzmq closes for an oversized reply is counted and re-created") {
+  OversizedPeer t([](AgentOptions&) {});
+  t.drop_link();
+  REQUIRE(eventually([&] { return counter(*t.c, 0, "peer_links_dropped") >= 1; }));
+  CHECK(t.request_from_new_link());
+  CHECK(counter(*t.c, 0, "peer_links_dropped") == 1);
 }
 
 TEST_CASE("agent: a peer link that cannot be re-created is counted and retried, the agent keeps running") {
-  const size_t limit = 64 << 10;
-  // As above: node 1 is a raw ROUTER whose oversized reply makes libzmq
-  // drop node 0's link. Re-creating it fails twice, as libzmq fails with
-  // no file descriptor left (the hook throws its zmq::error_t, EMFILE:
-  // a real RLIMIT_NOFILE cannot be made to hit only that socket). Before,
-  // the error left run() and ended the process.
-  InProc ip(2, [&](uint32_t, AgentOptions& o) {
-    o.max_frame_bytes = limit;
-    o.snapshot_retry_ms = 300;
-    o.fail_first_relinks = 2;
-  }, {1});
-  zmq::context_t ctx;
-  zmq::socket_t fake(ctx, zmq::socket_type::router);
-  fake.set(zmq::sockopt::linger, 0);
-  fake.set(zmq::sockopt::rcvtimeo, 5000);
-  fake.bind(ip.spec.members[1].control);
-  auto c = ip.client({0});
-  zmq::message_t id, m;
-  REQUIRE(fake.recv(id));
-  REQUIRE(id.more());
-  REQUIRE(fake.recv(m));
-  const std::string first = id.to_string();
-  fake.send(id, zmq::send_flags::sndmore);
-  fake.send(zmq::buffer(std::string(4 * limit, 'z')));
-  REQUIRE(eventually([&] { return counter(*c, 0, "link_errors") >= 2; }));
-  // The third attempt, a second later, works: the next requests come from
-  // a new connection.
-  bool fresh = false;
-  for (int i = 0; i < 100 && !fresh; ++i) {
-    zmq::message_t id2, m2;
-    REQUIRE(fake.recv(id2));
-    REQUIRE(fake.recv(m2));
-    fresh = id2.to_string() != first;
-  }
-  CHECK(fresh);
-  CHECK(counter(*c, 0, "link_errors") == 2);
-  CHECK(counter(*c, 0, "peer_links_dropped") == 1);  // the drop, not each attempt
-  CHECK(counter(*c, 0, "sessions") == 0);            // still answering
+  // Re-creating the link fails twice, as libzmq fails with no file
+  // descriptor left (the hook throws its zmq::error_t, EMFILE: a real
+  // RLIMIT_NOFILE cannot be made to hit only that socket). Before, the
+  // error left run() and ended the process.
+  OversizedPeer t([](AgentOptions& o) { o.fail_first_relinks = 2; });
+  t.drop_link();
+  REQUIRE(eventually([&] { return counter(*t.c, 0, "link_errors") >= 2; }));
+  CHECK(t.request_from_new_link());  // the third attempt, a second later
+  CHECK(counter(*t.c, 0, "link_errors") == 2);
+  CHECK(counter(*t.c, 0, "peer_links_dropped") == 1);  // the drop, not each attempt
+  CHECK(counter(*t.c, 0, "sessions") == 0);            // still answering
 }
 
 TEST_CASE("agent: a full delta buffer shows as buffer_overflow in counters() and sb-ctl stats") {
