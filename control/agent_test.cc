@@ -106,6 +106,15 @@ struct InProc {
     REQUIRE(c.ok());
     return std::move(c.value());
   }
+  // A raw ROUTER on member id's control endpoint: the test plays that
+  // member (one of the `fake` ids given to the constructor).
+  zmq::socket_t fake_member(zmq::context_t& ctx, uint32_t id, int rcvtimeo_ms) {
+    zmq::socket_t s(ctx, zmq::socket_type::router);
+    s.set(zmq::sockopt::linger, 0);
+    s.set(zmq::sockopt::rcvtimeo, rcvtimeo_ms);
+    s.bind(spec.members[id].control);
+    return s;
+  }
 };
 
 // Waits until pred() holds (polling), up to timeout_ms.
@@ -382,7 +391,7 @@ struct OversizedPeer {
   static constexpr size_t kLimit = 64 << 10;
   InProc ip;
   zmq::context_t ctx;
-  zmq::socket_t fake{ctx, zmq::socket_type::router};
+  zmq::socket_t fake;
   std::unique_ptr<Client> c;
   std::string first;  // the routing id of node 0's first connection
   explicit OversizedPeer(const std::function<void(AgentOptions&)>& tweak)
@@ -390,10 +399,8 @@ struct OversizedPeer {
           o.max_frame_bytes = kLimit;
           o.snapshot_retry_ms = 300;  // node 0 keeps asking node 1 for its partitions' snapshots
           tweak(o);
-        }, {1}) {
-    fake.set(zmq::sockopt::linger, 0);
-    fake.set(zmq::sockopt::rcvtimeo, 5000);
-    fake.bind(ip.spec.members[1].control);
+        }, {1}),
+        fake(ip.fake_member(ctx, 1, 5000)) {
     c = ip.client({0});
   }
   void drop_link() {
@@ -567,13 +574,7 @@ TEST_CASE("agent: a session reply from a peer the request was not forwarded to i
     o.forward_timeout_ms = 1500;
   }, {1, 2});
   zmq::context_t ctx;
-  auto fake = [&](uint32_t id) {
-    zmq::socket_t s(ctx, zmq::socket_type::router);
-    s.set(zmq::sockopt::linger, 0);
-    s.set(zmq::sockopt::rcvtimeo, 200);
-    s.bind(ip.spec.members[id].control);
-    return s;
-  };
+  auto fake = [&](uint32_t id) { return ip.fake_member(ctx, id, 200); };
   zmq::socket_t f1 = fake(1), f2 = fake(2);
   // Node 0 asks node 2 for snapshots of node 2's partitions (it starts
   // unsynced): that gives node 2 the routing id of node 0's DEALER.
@@ -682,13 +683,7 @@ TEST_CASE("agent: a weights reply from a member that was not asked is refused an
     o.forward_timeout_ms = 1500;
   }, {0, 2});
   zmq::context_t ctx;
-  auto fake = [&](uint32_t id) {
-    zmq::socket_t s(ctx, zmq::socket_type::router);
-    s.set(zmq::sockopt::linger, 0);
-    s.set(zmq::sockopt::rcvtimeo, 200);
-    s.bind(ip.spec.members[id].control);
-    return s;
-  };
+  auto fake = [&](uint32_t id) { return ip.fake_member(ctx, id, 200); };
   zmq::socket_t f0 = fake(0), f2 = fake(2);
   // Node 1 asks node 2 for snapshots of node 2's partitions (it starts
   // unsynced): that gives node 2 the routing id of node 1's DEALER.
