@@ -4,6 +4,7 @@
 #include <chrono>
 #include <cstdio>
 #include <cstdlib>
+#include <string>
 #include <vector>
 
 #include "core/keygen.h"
@@ -20,7 +21,26 @@ static double now() {
   return double(ts.tv_sec) + 1e-9 * double(ts.tv_nsec);
 }
 
+static const char kUsage[] =
+    "usage: sb-gpt-bench [keys=1048576] [value_bits=2] [threads=1] [x=16] [m=8] [updates=100000] [seed=1] "
+    "[greedy_runs=4]\n"
+    "  Stand-alone SetSep benchmark (CPU time of this thread; no DPDK). Positional decimal or 0x numbers.\n"
+    "  The contract's figures come from `sb-bench gpt` (../shared/design/BENCHMARKS.md).\n";
+
 int main(int argc, char** argv) {
+  for (int i = 1; i < argc; ++i) {
+    const std::string a = argv[i];
+    if (a == "-h" || a == "--help") {
+      std::fputs(kUsage, stdout);
+      return 0;
+    }
+    char* end = nullptr;
+    (void)std::strtoull(argv[i], &end, 0);
+    if (a.empty() || a[0] == '-' || *end != '\0' || i > 8) {
+      std::fprintf(stderr, "sb-gpt-bench: bad argument '%s'\n%s", argv[i], kUsage);
+      return 2;
+    }
+  }
   const uint64_t n = argc > 1 ? std::strtoull(argv[1], nullptr, 0) : (1u << 20);
   const unsigned l = argc > 2 ? unsigned(std::atoi(argv[2])) : 2;
   const unsigned threads = argc > 3 ? unsigned(std::atoi(argv[3])) : 1;
