@@ -563,24 +563,41 @@ TEST_CASE("client: a request to a node that is not up fails within its timeout a
   CHECK_FALSE(node.recv(id));
 }
 
+// Three members: `real` runs an agent; `asked` (the one its requests are
+// forwarded to) and node 2 are raw ROUTERs the test plays. The real node
+// starts unsynced and asks node 2 for snapshots of node 2's partitions:
+// that gives node 2 the routing id of its DEALER, so node 2 can send to it
+// unasked.
+struct ThirdPartyPeer {
+  InProc ip;
+  zmq::context_t ctx;
+  zmq::socket_t asked, f2;
+  zmq::message_t real_id;
+  std::unique_ptr<Client> c;
+  ThirdPartyPeer(uint32_t real, uint32_t asked_id)
+      : ip(3, [](uint32_t, AgentOptions& o) {
+          o.dead_after_ms = 60000;  // the fakes stay "live"
+          o.forward_timeout_ms = 1500;
+        }, {asked_id, 2}),
+        asked(ip.fake_member(ctx, asked_id, 200)),
+        f2(ip.fake_member(ctx, 2, 200)) {
+    zmq::message_t m;
+    REQUIRE(eventually([&] { return f2.recv(real_id) && f2.recv(m); }));
+    c = ip.client({real});
+  }
+};
+
 TEST_CASE("agent: a session reply from a peer the request was not forwarded to is refused and counted") {
   // Node 0 forwards a client's add to node 1, the owner of its partition.
   // Node 2 (a raw ROUTER on its control endpoint) answers it first, with
   // the forwarded request's corr: taken, the client is told its add
   // succeeded (with node 2's teid_ul) though the owner never answered, and
   // the owner's real answer is dropped as unknown.
-  InProc ip(3, [](uint32_t, AgentOptions& o) {
-    o.dead_after_ms = 60000;  // the fakes stay "live"
-    o.forward_timeout_ms = 1500;
-  }, {1, 2});
-  zmq::context_t ctx;
-  auto fake = [&](uint32_t id) { return ip.fake_member(ctx, id, 200); };
-  zmq::socket_t f1 = fake(1), f2 = fake(2);
-  // Node 0 asks node 2 for snapshots of node 2's partitions (it starts
-  // unsynced): that gives node 2 the routing id of node 0's DEALER.
-  zmq::message_t id0, m;
-  REQUIRE(eventually([&] { return f2.recv(id0) && f2.recv(m); }));
-  auto c = ip.client({0});
+  ThirdPartyPeer t(0, 1);
+  InProc& ip = t.ip;
+  zmq::socket_t &f1 = t.asked, &f2 = t.f2;
+  const zmq::message_t& id0 = t.real_id;
+  auto& c = t.c;
   FlowKey k{};
   for (const FlowKey& x : keys(1000))
     if (ip.spec.owner[partition_of(hash_key(x, ip.spec.hash_seed), ip.spec.log2_partitions())] == 1) {
@@ -678,18 +695,10 @@ TEST_CASE("agent: a weights reply from a member that was not asked is refused an
   // the forwarded request's corr: taken, the client is told a version was
   // adopted that the coordinator never numbered, and node 1 persists and
   // uses it. A weights reply nobody asked node 2 for is refused too.
-  InProc ip(3, [](uint32_t, AgentOptions& o) {
-    o.dead_after_ms = 60000;  // the fakes stay "live"
-    o.forward_timeout_ms = 1500;
-  }, {0, 2});
-  zmq::context_t ctx;
-  auto fake = [&](uint32_t id) { return ip.fake_member(ctx, id, 200); };
-  zmq::socket_t f0 = fake(0), f2 = fake(2);
-  // Node 1 asks node 2 for snapshots of node 2's partitions (it starts
-  // unsynced): that gives node 2 the routing id of node 1's DEALER.
-  zmq::message_t id1, m;
-  REQUIRE(eventually([&] { return f2.recv(id1) && f2.recv(m); }));
-  auto c = ip.client({1});
+  ThirdPartyPeer t(1, 0);
+  zmq::socket_t &f0 = t.asked, &f2 = t.f2;
+  const zmq::message_t& id1 = t.real_id;
+  auto& c = t.c;
   auto forged = [&](uint64_t corr, uint64_t version) {
     pb::Envelope e;
     e.set_version(kProtocolVersion);
