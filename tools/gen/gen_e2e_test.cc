@@ -44,6 +44,12 @@ struct TempDir {
     path = t;
   }
   ~TempDir() { (void)test::sh("rm -rf '" + path + "'"); }
+  // path/s.csv: one session (choose, teid_dl 16, eNodeB 198.19.0.200).
+  void one_session_csv() const {
+    std::ofstream o(path + "/s.csv");
+    o << "src_ip,dst_ip,src_port,dst_port,proto,node,teid_dl,enb_ip,bearer\n"
+      << "198.18.0.1,198.19.0.1,1024,80,udp,choose,16,198.19.0.200,5\n";
+  }
 };
 
 std::map<std::string, std::string> json_fields(const std::string& text) {
@@ -325,9 +331,7 @@ TEST_CASE("sb-gen CLI: usage errors exit 2 with a message", "[gen]") {
 TEST_CASE("sink --upstream-rate 0 sends no upstream G-PDUs, a tiny rate at most one", "[gen]") {
   TempDir d;
   {
-    std::ofstream o(d.path + "/s.csv");
-    o << "src_ip,dst_ip,src_port,dst_port,proto,node,teid_dl,enb_ip,bearer\n"
-      << "198.18.0.1,198.19.0.1,1024,80,udp,choose,16,198.19.0.200,5\n";
+    d.one_session_csv();
     std::ofstream u(d.path + "/up.csv");
     u << "teid_ul,ue_ip,server_ip,ue_port,server_port,proto\n"
       << "0x01000001,198.19.14.1,198.18.8.1,4000,80,udp\n";
@@ -352,9 +356,7 @@ TEST_CASE("sink --upstream-rate 0 sends no upstream G-PDUs, a tiny rate at most 
 TEST_CASE("sink --upstream-paused sends upstream only between SIGUSR1 and SIGUSR2", "[gen]") {
   TempDir d;
   {
-    std::ofstream o(d.path + "/s.csv");
-    o << "src_ip,dst_ip,src_port,dst_port,proto,node,teid_dl,enb_ip,bearer\n"
-      << "198.18.0.1,198.19.0.1,1024,80,udp,choose,16,198.19.0.200,5\n";
+    d.one_session_csv();
     std::ofstream u(d.path + "/up.csv");
     u << "teid_ul,ue_ip,server_ip,ue_port,server_port,proto\n"
       << "0x01000001,198.19.14.1,198.18.8.1,4000,80,udp\n";
@@ -389,11 +391,7 @@ TEST_CASE("sink --upstream-paused sends upstream only between SIGUSR1 and SIGUSR
 
 TEST_CASE("sb-gen send: a --rate too small to pace is refused, not a run that sends nothing", "[gen]") {
   TempDir d;
-  {
-    std::ofstream o(d.path + "/s.csv");
-    o << "src_ip,dst_ip,src_port,dst_port,proto,node,teid_dl,enb_ip,bearer\n"
-      << "198.18.0.1,198.19.0.1,1024,80,udp,choose,16,198.19.0.200,5\n";
-  }
+  d.one_session_csv();
   test::Run r = test::sh(kBin + " send --quiet --sessions " + d.path + "/s.csv --port net_null0 --dst-mac " +
                          "02:00:00:00:00:01 --rate 0.0001 --count 1 --duration 0.5 --out " + d.path +
                          "/send.json --file-prefix sbgt-rate-" + std::to_string(getpid()));
@@ -418,11 +416,7 @@ TEST_CASE("sb-gen send: --count alone runs until that many are sent, past the de
   // The default duration (10 s) used to stop a --count run that needed
   // longer: 1575 packets at 150 pps take 10.5 s.
   TempDir d;
-  {
-    std::ofstream o(d.path + "/s.csv");
-    o << "src_ip,dst_ip,src_port,dst_port,proto,node,teid_dl,enb_ip,bearer\n"
-      << "198.18.0.1,198.19.0.1,1024,80,udp,choose,16,198.19.0.200,5\n";
-  }
+  d.one_session_csv();
   test::Run r = test::sh(kBin + " send --quiet --sessions " + d.path + "/s.csv --port net_null0 --dst-mac " +
                          "02:00:00:00:00:01 --rate 150 --count 1575 --out " + d.path + "/send.json --file-prefix sbgt-cnt-" +
                          std::to_string(getpid()));
@@ -437,11 +431,7 @@ TEST_CASE("sb-gen send and sink: an --out that cannot be written is refused befo
   // It used to be found only when the report was written, after the whole
   // run (exit 1): the run's counts were lost.
   TempDir d;
-  {
-    std::ofstream o(d.path + "/s.csv");
-    o << "src_ip,dst_ip,src_port,dst_port,proto,node,teid_dl,enb_ip,bearer\n"
-      << "198.18.0.1,198.19.0.1,1024,80,udp,choose,16,198.19.0.200,5\n";
-  }
+  d.one_session_csv();
   const std::string out = d.path + "/no-such-dir/out.json";
   for (const std::string& cmd : std::vector<std::string>
        {" send --quiet --sessions " + d.path + "/s.csv --port net_null0 --dst-mac 02:00:00:00:00:01 --rate 100 " +
@@ -467,11 +457,7 @@ TEST_CASE("sb-gen send: send.json states a small --rate and --unknown as given, 
   // fast as the ports take") and unknown_fraction four (--unknown 0.00001
   // read 0.0000: no unknown flows).
   TempDir d;
-  {
-    std::ofstream o(d.path + "/s.csv");
-    o << "src_ip,dst_ip,src_port,dst_port,proto,node,teid_dl,enb_ip,bearer\n"
-      << "198.18.0.1,198.19.0.1,1024,80,udp,choose,16,198.19.0.200,5\n";
-  }
+  d.one_session_csv();
   test::Run r = test::sh(kBin + " send --quiet --sessions " + d.path + "/s.csv --port net_null0 --dst-mac " +
                          "02:00:00:00:00:01 --rate 0.001 --unknown 0.00001 --duration 0.2 --out " + d.path +
                          "/send.json --file-prefix sbgt-prec-" + std::to_string(getpid()));
@@ -506,11 +492,7 @@ TEST_CASE("sb-gen send: a closed stderr pipe does not kill the run before its JS
   // `sb-gen send ... 2>&1 | head -1`, or a tee that died: the next status
   // line raised SIGPIPE and the process died without writing send.json.
   TempDir d;
-  {
-    std::ofstream o(d.path + "/s.csv");
-    o << "src_ip,dst_ip,src_port,dst_port,proto,node,teid_dl,enb_ip,bearer\n"
-      << "198.18.0.1,198.19.0.1,1024,80,udp,choose,16,198.19.0.200,5\n";
-  }
+  d.one_session_csv();
   test::Run r = test::sh("bash -c '" + kBin + " send --sessions " + d.path + "/s.csv --port net_null0 --dst-mac " +
                          "02:00:00:00:00:01 --rate 100 --duration 2.5 --out " + d.path + "/send.json --file-prefix " +
                          "sbgt-pipe-" + std::to_string(getpid()) +
@@ -527,11 +509,7 @@ TEST_CASE("sb-gen sink: a G-PDU with a broken IPv4 header checksum is not delive
   // with a wrong checksum sends packets every real eNodeB/UE drops; the
   // sink counted them delivered_correct.
   TempDir d;
-  {
-    std::ofstream o(d.path + "/s.csv");
-    o << "src_ip,dst_ip,src_port,dst_port,proto,node,teid_dl,enb_ip,bearer\n"
-      << "198.18.0.1,198.19.0.1,1024,80,udp,choose,16,198.19.0.200,5\n";
-  }
+  d.one_session_csv();
   const Tuple t{0xc6120001, 0xc6130001, 1024, 80, kProtoUdp};
   std::vector<std::vector<uint8_t>> frames;
   for (uint64_t i = 0; i < 3; ++i) {
@@ -560,11 +538,7 @@ TEST_CASE("sb-gen sink: a G-PDU with a broken IPv4 header checksum is not delive
 
 TEST_CASE("sb-gen send: --out - to a closed stdout fails, not exit 0 with the JSON gone", "[gen]") {
   TempDir d;
-  {
-    std::ofstream o(d.path + "/s.csv");
-    o << "src_ip,dst_ip,src_port,dst_port,proto,node,teid_dl,enb_ip,bearer\n"
-      << "198.18.0.1,198.19.0.1,1024,80,udp,choose,16,198.19.0.200,5\n";
-  }
+  d.one_session_csv();
   test::Run r = test::sh("bash -c '" + kBin + " send --quiet --sessions " + d.path + "/s.csv --port net_null0 " +
                          "--dst-mac 02:00:00:00:00:01 --rate 0 --count 5 --out - --file-prefix sbgt-stdout-" +
                          std::to_string(getpid()) + " | true; echo rc=${PIPESTATUS[0]}'");
