@@ -563,6 +563,24 @@ TEST_CASE("client: a request to a node that is not up fails within its timeout a
   CHECK_FALSE(node.recv(id));
 }
 
+// A session request of n adds (request ids first_id, first_id + 1, ...;
+// handling node 0, teid_dl 0x1234) of keys whose partition `owner` owns.
+pb::Envelope adds_of_owner(const rib::ClusterSpec& spec, uint32_t owner, size_t n, uint64_t first_id) {
+  pb::Envelope req;
+  for (const FlowKey& x : keys(1000)) {
+    if (spec.owner[partition_of(hash_key(x, spec.hash_seed), spec.log2_partitions())] != owner) continue;
+    auto* op = req.mutable_session_request()->add_ops();
+    op->set_kind(pb::ADD);
+    op->set_request_id(first_id++);
+    set_key(op->mutable_session()->mutable_key(), x);
+    op->mutable_session()->set_node(0);
+    op->mutable_session()->set_teid_dl(0x1234);
+    if (size_t(req.session_request().ops_size()) == n) break;
+  }
+  REQUIRE(size_t(req.session_request().ops_size()) == n);
+  return req;
+}
+
 // Three members: `real` runs an agent; `asked` (the one its requests are
 // forwarded to) and node 2 are raw ROUTERs the test plays. The real node
 // starts unsynced and asks node 2 for snapshots of node 2's partitions:
@@ -598,20 +616,8 @@ TEST_CASE("agent: a session reply from a peer the request was not forwarded to i
   zmq::socket_t &f1 = t.asked, &f2 = t.f2;
   const zmq::message_t& id0 = t.real_id;
   auto& c = t.c;
-  FlowKey k{};
-  for (const FlowKey& x : keys(1000))
-    if (ip.spec.owner[partition_of(hash_key(x, ip.spec.hash_seed), ip.spec.log2_partitions())] == 1) {
-      k = x;
-      break;
-    }
-  pb::Envelope req;
+  pb::Envelope req = adds_of_owner(ip.spec, 1, 1, 7);  // an add for node 0 of a key node 1 owns
   req.set_corr(99);
-  auto* op = req.mutable_session_request()->add_ops();
-  op->set_kind(pb::ADD);
-  op->set_request_id(7);
-  set_key(op->mutable_session()->mutable_key(), k);
-  op->mutable_session()->set_node(0);
-  op->mutable_session()->set_teid_dl(0x1234);
   REQUIRE(c->send(0, req, 5000).ok());
   // Node 1 gets the forwarded request (and does not answer it).
   pb::Envelope fwd;
@@ -755,21 +761,6 @@ TEST_CASE("agent: owner_unavailable counts every session op answered OWNER_UNAVA
   // The counter's word (agent.h) is ops, as forwarded_ops is: a request of
   // 3 ops to an owner that is down, silent or answers short must count
   // each op it answers OWNER_UNAVAILABLE, not one per forwarded batch.
-  auto ops_of_owner = [](InProc& ip, uint32_t owner, size_t n, uint64_t first_id) {
-    pb::Envelope req;
-    for (const FlowKey& x : keys(1000)) {
-      if (ip.spec.owner[partition_of(hash_key(x, ip.spec.hash_seed), ip.spec.log2_partitions())] != owner) continue;
-      auto* op = req.mutable_session_request()->add_ops();
-      op->set_kind(pb::ADD);
-      op->set_request_id(first_id++);
-      set_key(op->mutable_session()->mutable_key(), x);
-      op->mutable_session()->set_node(0);
-      op->mutable_session()->set_teid_dl(0x1234);
-      if (size_t(req.session_request().ops_size()) == n) break;
-    }
-    REQUIRE(size_t(req.session_request().ops_size()) == n);
-    return req;
-  };
   auto unavailable = [](const pb::Envelope& rep) {
     size_t n = 0;
     for (const auto& r : rep.session_reply().results()) n += r.code() == pb::OWNER_UNAVAILABLE;
@@ -784,7 +775,7 @@ TEST_CASE("agent: owner_unavailable counts every session op answered OWNER_UNAVA
       Result<pb::Envelope> r = c->call(0, s, 5000);
       return r.ok() && r.value().status().members_size() == 2 && !r.value().status().members(1).live();
     }));
-    Result<pb::Envelope> r = c->call(0, ops_of_owner(ip, 1, 3, 1), 10000);
+    Result<pb::Envelope> r = c->call(0, adds_of_owner(ip.spec, 1, 3, 1), 10000);
     REQUIRE(r.ok());
     CHECK(unavailable(r.value()) == 3);
     CHECK(counter(*c, 0, "owner_unavailable") == 3);
@@ -808,7 +799,7 @@ TEST_CASE("agent: owner_unavailable counts every session op answered OWNER_UNAVA
       }));
     };
     // Silent: the deadline answers all 3.
-    Result<pb::Envelope> r = c->call(0, ops_of_owner(ip, 1, 3, 1), 10000);
+    Result<pb::Envelope> r = c->call(0, adds_of_owner(ip.spec, 1, 3, 1), 10000);
     REQUIRE(r.ok());
     CHECK(unavailable(r.value()) == 3);
     CHECK(counter(*c, 0, "owner_unavailable") == 3);
@@ -816,7 +807,7 @@ TEST_CASE("agent: owner_unavailable counts every session op answered OWNER_UNAVA
     pb::Envelope fwd;
     forwarded(&id, &fwd);
     // Short: 1 result of 3, the other 2 answered OWNER_UNAVAILABLE.
-    pb::Envelope req = ops_of_owner(ip, 1, 3, 10);
+    pb::Envelope req = adds_of_owner(ip.spec, 1, 3, 10);
     req.set_corr(5);
     REQUIRE(c->send(0, req, 5000).ok());
     forwarded(&id, &fwd);
@@ -938,20 +929,8 @@ TEST_CASE("agent: an owner's Error reply to a forwarded request answers the clie
     REQUIRE(f1.send(zmq::buffer(id.data(), id.size()), zmq::send_flags::sndmore));
     REQUIRE(f1.send(zmq::buffer(bytes), zmq::send_flags::none));
   };
-  FlowKey k{};
-  for (const FlowKey& x : keys(1000))
-    if (ip.spec.owner[partition_of(hash_key(x, ip.spec.hash_seed), ip.spec.log2_partitions())] == 1) {
-      k = x;
-      break;
-    }
-  pb::Envelope req;
+  pb::Envelope req = adds_of_owner(ip.spec, 1, 1, 7);  // an add for node 0 of a key node 1 owns
   req.set_corr(31);
-  auto* op = req.mutable_session_request()->add_ops();
-  op->set_kind(pb::ADD);
-  op->set_request_id(7);
-  set_key(op->mutable_session()->mutable_key(), k);
-  op->mutable_session()->set_node(0);
-  op->mutable_session()->set_teid_dl(0x1234);
   REQUIRE(c->send(0, req, 5000).ok());
   zmq::message_t id;
   pb::Envelope fwd;
