@@ -581,6 +581,15 @@ pb::Envelope adds_of_owner(const rib::ClusterSpec& spec, uint32_t owner, size_t 
   return req;
 }
 
+// Waits for a request of kind `what` on a fake member's ROUTER `s`: its
+// sender's routing id and the envelope.
+void forwarded(zmq::socket_t& s, zmq::message_t* id, pb::Envelope* fwd, pb::Envelope::BodyCase what) {
+  REQUIRE(eventually([&] {
+    zmq::message_t x;
+    return s.recv(*id) && s.recv(x) && fwd->ParseFromArray(x.data(), int(x.size())) && fwd->body_case() == what;
+  }));
+}
+
 // Three members: `real` runs an agent; `asked` (the one its requests are
 // forwarded to) and node 2 are raw ROUTERs the test plays. The real node
 // starts unsynced and asks node 2 for snapshots of node 2's partitions:
@@ -786,18 +795,8 @@ TEST_CASE("agent: owner_unavailable counts every session op answered OWNER_UNAVA
       o.forward_timeout_ms = 1500;
     }, {1});
     zmq::context_t ctx;
-    zmq::socket_t f1(ctx, zmq::socket_type::router);
-    f1.set(zmq::sockopt::linger, 0);
-    f1.set(zmq::sockopt::rcvtimeo, 200);
-    f1.bind(ip.spec.members[1].control);
+    zmq::socket_t f1 = ip.fake_member(ctx, 1, 200);
     auto c = ip.client({0});
-    auto forwarded = [&](zmq::message_t* id, pb::Envelope* fwd) {
-      REQUIRE(eventually([&] {
-        zmq::message_t x;
-        return f1.recv(*id) && f1.recv(x) && fwd->ParseFromArray(x.data(), int(x.size())) &&
-               fwd->has_session_request();
-      }));
-    };
     // Silent: the deadline answers all 3.
     Result<pb::Envelope> r = c->call(0, adds_of_owner(ip.spec, 1, 3, 1), 10000);
     REQUIRE(r.ok());
@@ -805,12 +804,12 @@ TEST_CASE("agent: owner_unavailable counts every session op answered OWNER_UNAVA
     CHECK(counter(*c, 0, "owner_unavailable") == 3);
     zmq::message_t id;
     pb::Envelope fwd;
-    forwarded(&id, &fwd);
+    forwarded(f1, &id, &fwd, pb::Envelope::kSessionRequest);
     // Short: 1 result of 3, the other 2 answered OWNER_UNAVAILABLE.
     pb::Envelope req = adds_of_owner(ip.spec, 1, 3, 10);
     req.set_corr(5);
     REQUIRE(c->send(0, req, 5000).ok());
-    forwarded(&id, &fwd);
+    forwarded(f1, &id, &fwd, pb::Envelope::kSessionRequest);
     pb::Envelope rep;
     rep.set_version(kProtocolVersion);
     rep.set_corr(fwd.corr());
@@ -908,17 +907,8 @@ TEST_CASE("agent: an owner's Error reply to a forwarded request answers the clie
     o.forward_timeout_ms = 60000;
   }, {1});
   zmq::context_t ctx;
-  zmq::socket_t f1(ctx, zmq::socket_type::router);
-  f1.set(zmq::sockopt::linger, 0);
-  f1.set(zmq::sockopt::rcvtimeo, 200);
-  f1.bind(ip.spec.members[1].control);
+  zmq::socket_t f1 = ip.fake_member(ctx, 1, 200);
   auto c = ip.client({0});
-  auto forwarded = [&](zmq::message_t* id, pb::Envelope* fwd, pb::Envelope::BodyCase what) {
-    REQUIRE(eventually([&] {
-      zmq::message_t x;
-      return f1.recv(*id) && f1.recv(x) && fwd->ParseFromArray(x.data(), int(x.size())) && fwd->body_case() == what;
-    }));
-  };
   auto refuse = [&](const zmq::message_t& id, uint64_t corr) {
     pb::Envelope e;
     e.set_version(kProtocolVersion);
@@ -934,7 +924,7 @@ TEST_CASE("agent: an owner's Error reply to a forwarded request answers the clie
   REQUIRE(c->send(0, req, 5000).ok());
   zmq::message_t id;
   pb::Envelope fwd;
-  forwarded(&id, &fwd, pb::Envelope::kSessionRequest);
+  forwarded(f1, &id, &fwd, pb::Envelope::kSessionRequest);
   refuse(id, fwd.corr());
   pb::Envelope rep;
   uint32_t from = 0;
