@@ -175,6 +175,10 @@ struct Agent::Impl : rib::OwnerIo {
     uint64_t corr;
   };
   std::vector<std::deque<HeldAck>> held_fib = std::vector<std::deque<HeldAck>>(rib::kMaxNodes);
+  // The ROUTER routing id of each owner's latest connection to us (the one
+  // its FIB batches and snapshot chunks came on): TEID reports go back on
+  // it, in order with the FIB acks (rib/node_state.h, TEID REPORTS).
+  std::vector<std::string> owner_route = std::vector<std::string>(rib::kMaxNodes);
   std::vector<uint64_t> last_seen_us;
   uint64_t next_heartbeat_us = 0, next_snapshot_retry_us = 0, next_report_refresh_us = 0;
   uint64_t batches_seen = 0;
@@ -784,7 +788,8 @@ struct Agent::Impl : rib::OwnerIo {
       case pb::Envelope::kApplied:
       case pb::Envelope::kSnapshotRequest:
       case pb::Envelope::kSnapshotChunk:
-      case pb::Envelope::kWeightsUpdate: return true;
+      case pb::Envelope::kWeightsUpdate:
+      case pb::Envelope::kTeidReportAck: return true;
       default: return false;
     }
   }
@@ -798,6 +803,7 @@ struct Agent::Impl : rib::OwnerIo {
       case pb::Envelope::kSnapshotRequest: return env.snapshot_request().node();
       case pb::Envelope::kSnapshotChunk: return env.snapshot_chunk().owner();
       case pb::Envelope::kWeightsUpdate: return env.weights_update().from();
+      case pb::Envelope::kTeidReportAck: return env.teid_report_ack().owner();
       default: return UINT32_MAX;
     }
   }
@@ -837,6 +843,7 @@ struct Agent::Impl : rib::OwnerIo {
         rib::FibBatch b = from_pb(env.fib_update());
         const uint32_t own = b.owner;
         const uint64_t batch_id = b.batch_id;
+        if (own < owner_route.size()) owner_route[own] = routing;
         rib::FibAckMsg a;
         if (!state->offer_fib(std::move(b), now(), &a)) {  // acked by release_held_fib()
           if (own < held_fib.size()) held_fib[own].push_back(HeldAck{batch_id, routing, env.corr()});
@@ -886,8 +893,15 @@ struct Agent::Impl : rib::OwnerIo {
         break;
       }
       case pb::Envelope::kSnapshotChunk:
+        if (env.snapshot_chunk().owner() < owner_route.size()) owner_route[env.snapshot_chunk().owner()] = routing;
         on_snapshot_chunk(env.snapshot_chunk(), nullptr);
         break;
+      case pb::Envelope::kTeidReportAck: {
+        const auto& a = env.teid_report_ack();
+        const std::vector<uint32_t> retry(a.retry().begin(), a.retry().end());
+        if (!state->on_teid_report_ack(a.owner(), a.report_id(), retry)) ++c[AgentEvent::stray_teid_report_acks];
+        break;
+      }
       case pb::Envelope::kWeightsRequest: on_weights_request(routing, env); break;
       case pb::Envelope::kWeightsUpdate: {
         const auto& u = env.weights_update();
@@ -970,6 +984,18 @@ struct Agent::Impl : rib::OwnerIo {
         if (env.fib_ack().node() != peer) { ++c[AgentEvent::bad_message]; break; }
         owner->on_fib_ack(from_pb(env.fib_ack()), now());
         break;
+      case pb::Envelope::kTeidReport: {
+        if (env.teid_report().node() != peer) { ++c[AgentEvent::bad_message]; break; }
+        const std::vector<uint32_t> retry = owner->on_teid_report(from_pb(env.teid_report()));
+        pb::Envelope& out = *google::protobuf::Arena::CreateMessage<pb::Envelope>(&arena);
+        out.set_corr(env.corr());
+        auto* a = out.mutable_teid_report_ack();
+        a->set_report_id(env.teid_report().report_id());
+        a->set_owner(self);
+        a->mutable_retry()->Add(retry.begin(), retry.end());
+        send_peer(peer, out);
+        break;
+      }
       case pb::Envelope::kSessionReply: on_forward_reply(peer, env.corr(), env.session_reply()); break;
       case pb::Envelope::kSnapshotChunk: on_snapshot_chunk(env.snapshot_chunk(), &peer); break;
       case pb::Envelope::kWeightsAck: on_weights_ack(peer, env.weights_ack()); break;
@@ -1412,6 +1438,26 @@ struct Agent::Impl : rib::OwnerIo {
     }
   }
 
+  // TEID reports (rib/node_state.h, TEID REPORTS): to each owner on the
+  // connection its FIB batches came on, so they follow the acks sent
+  // before them; our own partitions' at once. A report to an owner with no
+  // connection to us yet waits for its resend.
+  static constexpr uint64_t kTeidReportResendUs = 2000000;
+  void send_teid_reports(uint64_t t) {
+    for (rib::NodeState::TeidReport& r : state->take_teid_reports(t, kTeidReportResendUs)) {
+      if (r.owner == self) {
+        const std::vector<uint32_t> retry = owner->on_teid_report(r.msg);
+        (void)state->on_teid_report_ack(self, r.msg.report_id, retry);
+        continue;
+      }
+      if (r.owner >= owner_route.size() || owner_route[r.owner].empty()) continue;
+      google::protobuf::Arena arena;
+      pb::Envelope& out = *google::protobuf::Arena::CreateMessage<pb::Envelope>(&arena);
+      to_pb(r.msg, out.mutable_teid_report());
+      (void)send_router(owner_route[r.owner], out);  // unroutable (counted): the resend retries
+    }
+  }
+
   void request_snapshots() {
     for (uint32_t p : state->take_resync(now())) {
       const uint32_t own = spec.owner[p];
@@ -1555,6 +1601,7 @@ struct Agent::Impl : rib::OwnerIo {
       if (state->offer_fib(std::move(b), now(), &a)) owner->on_fib_ack(a, now());
     }
     release_held_fib(t);
+    send_teid_reports(t);
     Status ps = owner->pump(t);
     if (!ps.ok()) {
       log("RIB error: " + ps.to_string());

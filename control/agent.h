@@ -239,6 +239,7 @@ class Agent {
   X(snapshot_errors_served, "snapshot requests this owner refused")                                \
   X(snapshots_requested, "snapshot requests sent to owners")                                       \
   X(snapshots_served, "snapshots this owner sent")                                                 \
+  X(stray_teid_report_acks, "TEID report answers matching no report in flight (late, or a duplicate)") \
   X(test_dropped_batches, "delta batches dropped by the --test-drop-every hook")                   \
   X(test_dropped_snapshot_chunks, "snapshot chunks dropped by the test hook")                      \
   X(unexpected_message, "messages of a type not expected on their socket")                         \

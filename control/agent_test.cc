@@ -976,3 +976,108 @@ TEST_CASE("agent: an owner's Error reply to a forwarded request answers the clie
   CHECK(wrep.weights_reply().code() == pb::INVALID);
   CHECK(wrep.weights_reply().text().find("refused by the test") != std::string::npos);
 }
+
+TEST_CASE("agent: a session a snapshot installs under a new teid_ul is reported to its owner until answered") {
+  // Node 1 (played by raw sockets) owns half the partitions and serves
+  // node 0 their snapshots; one carries a session node 0 handles whose
+  // teid_ul node 1 does not know (0). Node 0 installs it under a new
+  // teid_ul, which only it knows: without a report its owner would hand
+  // clients (sb-ctl show, replies) 0, and give a stale one to the next
+  // restart. The report must come back on the connection the snapshot came
+  // on, name node 0 and the teid_ul node 0's data plane accepts; an answer
+  // that asks for a key again gets it again (resend), a full answer ends it.
+  InProc ip(2, [](uint32_t, AgentOptions& o) { o.fib_timeout_ms = 2000; }, {1});
+  const rib::ClusterSpec& spec = ip.spec;
+  auto part_of = [&](const FlowKey& k) { return partition_of(hash_key(k, spec.hash_seed), spec.log2_partitions()); };
+  FlowKey k{};
+  for (const FlowKey& x : keys(1000))
+    if (spec.owner[part_of(x)] == 1) {
+      k = x;
+      break;
+    }
+  REQUIRE(spec.owner[part_of(k)] == 1);
+  auto b = rib::make_cluster_gpt_builder(spec);
+  REQUIRE(b.ok());
+  gpt::DeltaList dl;
+  REQUIRE(b.value()->insert(k, 0, &dl).ok());  // the GPT sends k to node 0
+
+  zmq::context_t ctx;
+  zmq::socket_t requests = ip.fake_member(ctx, 1, 10000);  // node 0's snapshot requests come here
+  zmq::socket_t fib(ctx, zmq::socket_type::dealer);       // node 1's FIB channel to node 0
+  fib.set(zmq::sockopt::linger, 0);
+  fib.set(zmq::sockopt::rcvtimeo, 10000);
+  fib.connect(spec.members[0].control);
+  uint32_t owned = 0;
+  for (uint32_t p = 0; p < spec.partitions; ++p) owned += spec.owner[p] == 1;
+  for (uint32_t answered = 0; answered < owned;) {
+    zmq::message_t id, body;
+    REQUIRE(requests.recv(id));
+    REQUIRE(requests.recv(body));
+    pb::Envelope env;
+    REQUIRE(env.ParseFromArray(body.data(), int(body.size())));
+    if (!env.has_snapshot_request()) continue;  // applied reports and the like
+    const uint32_t p = env.snapshot_request().partition();
+    rib::SnapshotChunkMsg c;
+    c.partition = p;
+    c.pos = rib::StreamPos{1, 0};
+    c.request_id = env.snapshot_request().request_id();
+    c.count = 1;
+    REQUIRE(b.value()->serialize_partition(p, &c.gpt).ok());
+    if (p == part_of(k)) c.fib.push_back(rib::FibEntry{k, 0, 0x77, 0xc6120001u, 5, 0});
+    pb::Envelope out;
+    out.set_version(kProtocolVersion);
+    to_pb(c, 1, out.mutable_snapshot_chunk());
+    REQUIRE(fib.send(zmq::buffer(out.SerializeAsString())));
+    ++answered;
+  }
+  auto report = [&](pb::Envelope* out) {
+    zmq::message_t m;
+    for (;;) {
+      if (!fib.recv(m)) return false;
+      if (out->ParseFromArray(m.data(), int(m.size())) && out->has_teid_report()) return true;
+    }
+  };
+  pb::Envelope r1;
+  REQUIRE(report(&r1));
+  INFO(r1.DebugString());
+  REQUIRE(r1.teid_report().node() == 0);
+  REQUIRE(r1.teid_report().key_size() == 1);
+  REQUIRE(r1.teid_report().teid_ul_size() == 1);
+  CHECK(key_of(r1.teid_report().key(0)) == k);
+  const uint32_t teid = r1.teid_report().teid_ul(0);
+  CHECK(teid >> 27 == 0);  // names node 0
+  auto c = ip.client({0});
+  {
+    pb::Envelope req;
+    set_key(req.mutable_lookup_request()->add_keys(), k);
+    Result<pb::Envelope> lr = c->call(0, req, 5000);
+    REQUIRE(lr.ok());
+    CHECK(lr.value().lookup_reply().teid_ul(0) == teid);  // what node 0's data plane accepts
+  }
+  CHECK(counter(*c, 0, "teid_reported") == 1);
+  CHECK(counter(*c, 0, "teid_reports_waiting") == 1);
+  auto answer = [&](const pb::Envelope& r, std::vector<uint32_t> retry) {
+    pb::Envelope a;
+    a.set_version(kProtocolVersion);
+    a.mutable_teid_report_ack()->set_report_id(r.teid_report().report_id());
+    a.mutable_teid_report_ack()->set_owner(1);
+    for (uint32_t i : retry) a.mutable_teid_report_ack()->add_retry(i);
+    REQUIRE(fib.send(zmq::buffer(a.SerializeAsString())));
+  };
+  answer(r1, {0});  // "an op on it is in flight here: again later"
+  pb::Envelope r2;
+  REQUIRE(report(&r2));  // after the resend time (2 s)
+  CHECK(r2.teid_report().report_id() != r1.teid_report().report_id());
+  REQUIRE(r2.teid_report().key_size() == 1);
+  CHECK(key_of(r2.teid_report().key(0)) == k);
+  CHECK(r2.teid_report().teid_ul(0) == teid);
+  answer(r1, {});  // the first report's id again: a stray by now
+  answer(r2, {});
+  CHECK(eventually([&] { return counter(*c, 0, "teid_reports_waiting") == 0; }));
+  CHECK(counter(*c, 0, "stray_teid_report_acks") == 1);
+  CHECK(counter(*c, 0, "teid_report_resends") == 1);
+  // Nothing more comes.
+  fib.set(zmq::sockopt::rcvtimeo, 3000);
+  pb::Envelope r3;
+  CHECK_FALSE(report(&r3));
+}

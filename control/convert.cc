@@ -76,6 +76,23 @@ rib::FibAckMsg from_pb(const pb::FibAck& a) {
   return m;
 }
 
+void to_pb(const rib::TeidReportMsg& r, pb::TeidReport* o) {
+  o->set_report_id(r.report_id);
+  o->set_node(r.node);
+  o->mutable_key()->Reserve(int(r.keys.size()));
+  for (const FlowKey& k : r.keys) set_key(o->add_key(), k);
+  o->mutable_teid_ul()->Add(r.teid_ul.begin(), r.teid_ul.end());
+}
+rib::TeidReportMsg from_pb(const pb::TeidReport& r) {
+  rib::TeidReportMsg m;
+  m.report_id = r.report_id();
+  m.node = r.node();
+  m.keys.reserve(size_t(r.key_size()));
+  for (const auto& k : r.key()) m.keys.push_back(key_of(k));
+  m.teid_ul.assign(r.teid_ul().begin(), r.teid_ul().end());
+  return m;
+}
+
 void to_pb(const rib::StreamDelta& d, pb::GptDelta* o) {
   o->set_partition(d.partition);
   o->set_sub_id(d.sub_id);

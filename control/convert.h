@@ -19,6 +19,8 @@ rib::FibBatch from_pb(const pb::FibUpdate& u);
 
 void to_pb(const rib::FibAckMsg& a, pb::FibAck* out);
 rib::FibAckMsg from_pb(const pb::FibAck& a);
+void to_pb(const rib::TeidReportMsg& r, pb::TeidReport* out);
+rib::TeidReportMsg from_pb(const pb::TeidReport& r);
 
 void to_pb(const rib::StreamDelta& d, pb::GptDelta* out);
 rib::StreamDelta from_pb(const pb::GptDelta& d);

@@ -242,6 +242,16 @@ Seed peer_stream(const std::string& name, uint8_t config, size_t chunk_bytes, bo
     fz::put_record(&s.bytes, op, frame);
   }
   if (restore_wait) fz::put_record(&s.bytes, fz::op(fz::kTick), tick(2000));
+  // The peer owner answers the fuzz node's first TEID reports (one asking
+  // for its first key again), then time passes for the resend.
+  for (uint64_t rid = 1; rid <= 2; ++rid) {
+    pb::Envelope a;
+    a.mutable_teid_report_ack()->set_report_id(rid);
+    a.mutable_teid_report_ack()->set_owner(peer.id);
+    if (rid == 1) a.mutable_teid_report_ack()->add_retry(0);
+    fz::put_record(&s.bytes, fz::op(fz::kRouter, 2), ser(a));
+  }
+  fz::put_record(&s.bytes, fz::op(fz::kTick), tick(2500));
   pb::Envelope l;
   for (const FlowKey& k : keys) set_key(l.mutable_lookup_request()->add_keys(), k);
   fz::put_record(&s.bytes, fz::op(fz::kRouter), ser(l, 77));
@@ -306,6 +316,19 @@ Seed client_ops(const std::string& name, uint8_t config) {
       x->set_seq(3);
     }
     fz::put_record(&s.bytes, fz::op(fz::kRouter, 2 + pi), ser(a));
+  }
+  // The peers' TEID reports of sessions they handle (as after loading a
+  // snapshot under new indexes), on their DEALER connections.
+  for (uint32_t pi = 0; pi < 2; ++pi) {
+    pb::Envelope t;
+    auto* x = t.mutable_teid_report();
+    x->set_report_id(pi + 1);
+    x->set_node(peers[pi]);
+    for (uint32_t i = 3; i < 6; ++i) {
+      set_key(x->add_key(), keys[i]);
+      x->add_teid_ul(peers[pi] << 27 | (i + 100));
+    }
+    fz::put_record(&s.bytes, fz::op(fz::kDealer, pi), ser(t));
   }
   fz::put_record(&s.bytes, fz::op(fz::kTick), tick(5000));
   pb::Envelope l;

@@ -179,6 +179,22 @@ Status validate(const pb::Envelope& env, const ValidationContext& ctx) {
         return Status::InvalidArgument("fib_ack: too many entries");
       return Status::Ok();
     }
+    case pb::Envelope::kTeidReport: {
+      const auto& r = env.teid_report();
+      if (!ctx.is_member(r.node())) return Status::InvalidArgument("teid_report.node: unknown node");
+      if (r.key_size() != r.teid_ul_size())
+        return Status::InvalidArgument("teid_report: key and teid_ul differ in length");
+      if (size_t(r.key_size()) > L.max_ops) return Status::InvalidArgument("teid_report: too many keys");
+      for (int i = 0; i < r.key_size(); ++i)
+        SB_RETURN_IF_ERROR(check_key(true, r.key(i), "teid_report.key[" + std::to_string(i) + "]"));
+      return Status::Ok();
+    }
+    case pb::Envelope::kTeidReportAck: {
+      const auto& a = env.teid_report_ack();
+      if (!ctx.is_member(a.owner())) return Status::InvalidArgument("teid_report_ack.owner: unknown node");
+      if (size_t(a.retry_size()) > L.max_ops) return Status::InvalidArgument("teid_report_ack.retry: too many");
+      return Status::Ok();
+    }
     case pb::Envelope::kDeltaBatch: {
       const auto& b = env.delta_batch();
       if (!ctx.is_member(b.owner())) return Status::InvalidArgument("delta_batch.owner: unknown node");

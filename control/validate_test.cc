@@ -266,3 +266,43 @@ TEST_CASE("validate: a text that is not UTF-8 is refused naming the field, and n
     CHECK(parse("owner says caf\xc3\xa9", &logged).ok());
   }
 }
+
+TEST_CASE("validate: a TEID report pairs keys with teid_ul, names a member, is bounded; it survives conversion") {
+  rib::TeidReportMsg r;
+  r.report_id = 9;
+  r.node = 2;
+  r.keys = {FlowKey::five_tuple(1, 2, 3, 4, 6), FlowKey::five_tuple(5, 6, 7, 8, 17)};
+  r.teid_ul = {2u << 27 | 5u, 2u << 27 | 6u};
+  pb::Envelope e;
+  e.set_version(1);
+  to_pb(r, e.mutable_teid_report());
+  REQUIRE(validate(e, ctx()).ok());
+  const rib::TeidReportMsg back = from_pb(e.teid_report());
+  CHECK(back.report_id == 9);
+  CHECK(back.node == 2);
+  CHECK(back.keys == r.keys);
+  CHECK(back.teid_ul == r.teid_ul);
+  pb::Envelope bad = e;
+  bad.mutable_teid_report()->add_teid_ul(7);
+  CHECK(why(bad).find("differ in length") != std::string::npos);
+  bad = e;
+  bad.mutable_teid_report()->set_node(9);
+  CHECK(why(bad).find("teid_report.node") != std::string::npos);
+  bad = e;
+  bad.mutable_teid_report()->mutable_key(1)->set_hi(uint64_t(1) << 50);
+  CHECK(why(bad).find("teid_report.key[1]") != std::string::npos);
+  bad = e;
+  for (int i = 0; i < 65536; ++i) {
+    set_key(bad.mutable_teid_report()->add_key(), FlowKey::five_tuple(uint32_t(i), 2, 3, 4, 6));
+    bad.mutable_teid_report()->add_teid_ul(1);
+  }
+  CHECK(why(bad).find("too many") != std::string::npos);
+  pb::Envelope a;
+  a.set_version(1);
+  a.mutable_teid_report_ack()->set_report_id(9);
+  a.mutable_teid_report_ack()->set_owner(1);
+  a.mutable_teid_report_ack()->add_retry(0);
+  CHECK(validate(a, ctx()).ok());
+  a.mutable_teid_report_ack()->set_owner(7);
+  CHECK(why(a).find("teid_report_ack.owner") != std::string::npos);
+}

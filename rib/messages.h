@@ -89,6 +89,18 @@ struct FibAckMsg {
   std::vector<StatusCode> remove_code;
 };
 
+// A handling node's uplink TEIDs that its owner may not know: sessions the
+// node installed from a snapshot (or at the end of its restore) under a
+// teid_ul other than the one the snapshot entry named (rib/node_state.h,
+// TEID REPORTS). Travels node -> owner on the same ordered channel as the
+// FIB acks; the owner answers with a TeidReportAck of the same id.
+struct TeidReportMsg {
+  uint64_t report_id = 0;
+  uint32_t node = 0;
+  std::vector<FlowKey> keys;
+  std::vector<uint32_t> teid_ul;  // one per key
+};
+
 // One GPT delta in its partition stream.
 struct StreamDelta {
   uint32_t partition = 0;

@@ -352,12 +352,99 @@ void NodeState::end_restore() {
   std::stable_partition(pend.begin(), pend.end(), [](const FibEntry& e) { return e.teid_ul != 0; });
   for (const FibEntry& e : pend) {
     uint32_t t;
-    if (!install(e, fib_->hash(e.key), &t).ok()) ++c_.fib_errors;
+    const uint64_t h = fib_->hash(e.key);
+    if (!install(e, h, &t).ok()) ++c_.fib_errors;
+    else note_installed(e, h, t);
   }
   std::deque<FibBatch> held;
   held.swap(held_);
   held_by_owner_.fill(0);
   for (const FibBatch& b : held) released_.emplace_back(b.owner, apply_fib(b));
+}
+
+// ---- TEID reports (header, TEID REPORTS) -------------------------------------
+
+void NodeState::note_installed(const FibEntry& e, uint64_t h, uint32_t t) {
+  if (e.handling_node != self_ || t == 0 || t == e.teid_ul) return;
+  const uint32_t owner = spec_.owner[partition_of(h, spec_.log2_partitions())];
+  auto [it, added] = teid_queue_.try_emplace(e.key, TeidQueued{owner, 0});
+  if (!added) {
+    if (it->second.report == 0 && it->second.owner == owner) return;  // already waiting to be sent
+    it->second = TeidQueued{owner, 0};  // a sent report carries an older value: its ack keeps the key
+  }
+  teid_unsent_[owner].push_back(e.key);
+  c_.teid_reports_waiting = teid_queue_.size();
+}
+
+std::vector<NodeState::TeidReport> NodeState::take_teid_reports(uint64_t now_us, uint64_t resend_after_us) {
+  // Reports unanswered too long: their keys are sent again (what the table
+  // says then).
+  for (auto it = teid_sent_.begin(); it != teid_sent_.end();) {
+    if (now_us - it->second.sent_us < resend_after_us) {
+      ++it;
+      continue;
+    }
+    for (const FlowKey& k : it->second.keys) {
+      auto q = teid_queue_.find(k);
+      if (q == teid_queue_.end() || q->second.report != it->first) continue;
+      q->second.report = 0;
+      teid_unsent_[q->second.owner].push_back(k);
+    }
+    ++c_.teid_report_resends;
+    it = teid_sent_.erase(it);
+  }
+  std::vector<TeidReport> out;
+  for (uint32_t owner = 0; owner < kMaxNodes; ++owner) {
+    std::vector<FlowKey>& unsent = teid_unsent_[owner];
+    if (unsent.empty()) continue;
+    TeidReport* r = nullptr;
+    for (const FlowKey& k : unsent) {
+      auto q = teid_queue_.find(k);
+      if (q == teid_queue_.end() || q->second.report != 0 || q->second.owner != owner) continue;  // stale entry
+      // What the table says now: a key no longer handled here (removed,
+      // moved, deleted since) needs no report.
+      const uint32_t v = fib_lookup(k);
+      fib::SessionRecord rec;
+      if (v == fib::kFibMiss || (v & kRemoteBit) != 0 || !sessions_->read(v, &rec) || rec.teid_ul == 0) {
+        teid_queue_.erase(q);
+        continue;
+      }
+      if (r == nullptr || r->msg.keys.size() == kMaxTeidReportKeys) {
+        out.emplace_back();
+        r = &out.back();
+        r->owner = owner;
+        r->msg.report_id = ++next_teid_report_;
+        r->msg.node = self_;
+        teid_sent_[r->msg.report_id] = TeidSent{owner, now_us, {}};
+      }
+      q->second.report = r->msg.report_id;
+      r->msg.keys.push_back(k);
+      r->msg.teid_ul.push_back(rec.teid_ul);
+      teid_sent_[r->msg.report_id].keys.push_back(k);
+      ++c_.teid_reported;
+    }
+    unsent.clear();
+  }
+  c_.teid_reports_waiting = teid_queue_.size();
+  return out;
+}
+
+bool NodeState::on_teid_report_ack(uint32_t owner, uint64_t id, std::span<const uint32_t> retry) {
+  auto it = teid_sent_.find(id);
+  if (it == teid_sent_.end() || it->second.owner != owner) return false;
+  std::vector<FlowKey>& keys = it->second.keys;
+  std::vector<FlowKey> again;  // stay in the report: its resend sends them again
+  for (const uint32_t i : retry)
+    if (i < keys.size()) again.push_back(keys[i]);
+  for (const FlowKey& k : keys) {
+    auto q = teid_queue_.find(k);
+    if (q == teid_queue_.end() || q->second.report != id) continue;
+    if (std::find(again.begin(), again.end(), k) == again.end()) teid_queue_.erase(q);
+  }
+  if (again.empty()) teid_sent_.erase(it);
+  else keys.swap(again);
+  c_.teid_reports_waiting = teid_queue_.size();
+  return true;
 }
 
 // ---- streams ----------------------------------------------------------------
@@ -644,7 +731,10 @@ Status NodeState::on_snapshot(const SnapshotOut& s) {
       const bool restores = e.teid_ul != 0 && e.handling_node == self_;
       if (restores != (pass == 0)) continue;
       uint32_t t;
-      if (!install(e, fib_->hash(e.key), &t, restoring_).ok()) ++c_.fib_errors;
+      bool deferred = false;
+      const uint64_t h = fib_->hash(e.key);
+      if (!install(e, h, &t, restoring_, &deferred).ok()) ++c_.fib_errors;
+      else if (!deferred) note_installed(e, h, t);
     }
   ++c_.snapshots_loaded;
   p.state = kSynced;

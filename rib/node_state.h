@@ -95,6 +95,28 @@
 // the held batches and pending entries (bounded by what owners send in
 // restore_hold_us; at most one held group per owner in flight).
 //
+// TEID REPORTS: an owner learns the teid_ul of a session from its
+// handler's FIB ack; a snapshot has no ack. So when a snapshot entry (or a
+// pending one, at the end of the restore) of a session handled here is
+// installed under a teid_ul other than the one the entry named (0: the
+// owner never learnt it; or its index was taken: teid_lost; or the
+// session already sat at another index), the key is queued for a report
+// to the partition's owner. take_teid_reports() builds the reports (at
+// most kMaxTeidReportKeys keys each), reading each key's teid_ul from the
+// table at that moment (a key no longer handled here is dropped from the
+// queue: the owner's own ops decided it since); the agent sends them on
+// the channel its FIB acks take (the owner's connection to this node), so
+// a report never overtakes the ack of a batch applied before it, and an
+// ack sent after it is newer anyway. on_teid_report_ack() forgets a
+// report's keys but those the owner asks again for (an op on the key in
+// flight there: if it fails, the record it keeps still needs the
+// teid_ul), which go out again with the resends; a report unanswered
+// after resend_after_us is built again
+// from the table (a link that dropped it, an owner that restarted: the
+// restarted one relearns everything from its re-push acks, so a report to
+// it is redundant, never wrong). Space: one queue entry per reported key
+// (at most the sessions handled here).
+//
 // THREAD SAFETY: one control thread calls every mutating method; the
 // data plane may call gpt().lookup_bulk / fib().lookup_bulk concurrently
 // (those structures' own reader guarantees).
@@ -105,6 +127,7 @@
 #include <deque>
 #include <functional>
 #include <memory>
+#include <span>
 #include <unordered_map>
 #include <vector>
 
@@ -171,7 +194,12 @@ inline constexpr uint32_t kRemoteBit = 0x80000000u;
   X(restore_deferred, restore_deferred, kCounter,                                                           \
     "snapshot entries needing a new index installed only once the node's restore ended")                    \
   X(restore_timeouts, restore_timeouts, kCounter,                                                           \
-    "restores ended by restore_hold before every partition had loaded a snapshot")
+    "restores ended by restore_hold before every partition had loaded a snapshot")                          \
+  X(teid_reported, teid_reported, kCounter,                                                                 \
+    "uplink TEIDs reported to their owner (installed from a snapshot under a teid_ul the owner did not name)") \
+  X(teid_report_resends, teid_report_resends, kCounter,                                                     \
+    "TEID reports built again because their owner did not answer in time")                                  \
+  X(teid_reports_waiting, teid_reports_waiting, kGauge, "keys whose TEID report is not answered yet")
 
 SB_COUNTER_STRUCT(NodeCounters, kNodeCounterCount, SB_NODE_COUNTERS)
 
@@ -237,6 +265,22 @@ class NodeState {
   // Held batches and pending snapshot entries.
   size_t held_batches() const { return held_.size(); }
   size_t pending_entries() const { return pending_.size(); }
+
+  // ---- TEID reports (header, TEID REPORTS) ----
+  static constexpr size_t kMaxTeidReportKeys = size_t(1) << 14;
+  struct TeidReport {
+    uint32_t owner = 0;
+    TeidReportMsg msg;
+  };
+  // The reports to send now: every queued key not in a report yet, and
+  // those of reports sent at least resend_after_us ago and not answered.
+  std::vector<TeidReport> take_teid_reports(uint64_t now_us, uint64_t resend_after_us);
+  // The owner's answer to report `id`: its keys are forgotten but those at
+  // the positions `retry` lists (an op on them was in flight at the
+  // owner), which are reported again resend_after_us after the report was
+  // sent. false: no such report of that owner (ignored).
+  bool on_teid_report_ack(uint32_t owner, uint64_t id, std::span<const uint32_t> retry = {});
+  size_t teid_reports_waiting() const { return teid_queue_.size(); }
 
   // Loads FIB entries into an EMPTY node (records, then one bulk FIB
   // build): tests and benchmarks that start from a known session set.
@@ -345,6 +389,9 @@ class NodeState {
   bool needs_new_index(const FibBatch& b) const;
   // Ends the restore phase: installs pending_, applies held_ (acks to released_).
   void end_restore();
+  // A snapshot (or pending) entry was installed here under teid_ul t:
+  // queue a report if its owner does not know t (TEID REPORTS).
+  void note_installed(const FibEntry& e, uint64_t h, uint32_t t);
   // Adds a session this node handles at the index and generation teid_ul
   // names (SessionTable::add_at), moving a copy record that holds the
   // index; an error when it is not this node's teid_ul or a session this
@@ -395,6 +442,22 @@ class NodeState {
   };
   std::unordered_map<FlowKey, FibEntry, PendingHash> pending_;  // snapshot entries waiting
   std::vector<std::pair<uint32_t, FibAckMsg>> released_;
+  // TEID REPORTS: key -> (owner, report id; 0: not in a sent report yet),
+  // the keys not in a sent report yet (by owner, in queue order; an entry
+  // whose queue state says otherwise is skipped) and the sent reports.
+  struct TeidQueued {
+    uint32_t owner = 0;
+    uint64_t report = 0;
+  };
+  std::unordered_map<FlowKey, TeidQueued, PendingHash> teid_queue_;
+  std::array<std::vector<FlowKey>, kMaxNodes> teid_unsent_;
+  struct TeidSent {
+    uint32_t owner = 0;
+    uint64_t sent_us = 0;
+    std::vector<FlowKey> keys;
+  };
+  std::unordered_map<uint64_t, TeidSent> teid_sent_;
+  uint64_t next_teid_report_ = 0;
   NodeCounters c_;
 };
 

@@ -804,7 +804,11 @@ void Owner::send_cleanup(uint32_t n, FibBatch&& b, uint64_t now_us) {
   for (const FibEntry& e : b.install) items[e.key] = CleanupItem{b.batch_id, true};
   for (const FlowKey& k : b.remove) items[k] = CleanupItem{b.batch_id, false};
   if (cleanup_batches_.empty()) cleanup_retry_us_ = now_us + uint64_t(opt_.fib_timeout_ms) * 1000;
-  cleanup_batches_[b.batch_id] = {n, now_us};
+  CleanupBatch& cb = cleanup_batches_[b.batch_id];
+  cb.node = n;
+  cb.sent_us = now_us;
+  cb.installs.reserve(b.install.size());
+  for (const FibEntry& e : b.install) cb.installs.push_back(e.key);
   io_->send_fib(n, std::move(b));
 }
 
@@ -815,7 +819,7 @@ void Owner::retry_cleanups(uint64_t now_us) {
   // again (a node that is not live keeps them until it is).
   std::vector<uint64_t> expired;
   for (const auto& [id, ns] : cleanup_batches_)
-    if (now_us - ns.second >= timeout && (live_mask_ >> ns.first & 1u)) expired.push_back(id);
+    if (now_us - ns.sent_us >= timeout && (live_mask_ >> ns.node & 1u)) expired.push_back(id);
   for (const uint64_t id : expired) cleanup_batches_.erase(id);
   uint32_t nodes = 0;
   for (uint32_t n = 0; n < kMaxNodes; ++n)
@@ -1121,25 +1125,23 @@ void Owner::on_fib_ack(const FibAckMsg& ack, uint64_t now_us) {
     }
     const std::vector<FlowKey> keys = std::move(rb->second.keys);
     repush_.erase(rb);
-    for (size_t i = 0; i < keys.size() && i < ack.teid_ul.size(); ++i) {
-      const uint32_t p = partition_of_key(keys[i]);
-      SessionRec* r = recs_[p].find(keys[i]);
-      if (r == nullptr || r->node != ack.node || ack.teid_ul[i] == 0) continue;
-      if (!teid_names(ack.teid_ul[i], ack.node)) {
-        ++stats_.bad_teid_acks;  // the record keeps what it had
-        continue;
-      }
-      if (r->teid_ul != ack.teid_ul[i]) note_teid(r->key, ack.node, ack.teid_ul[i]);
-      r->teid_ul = ack.teid_ul[i];
-    }
+    for (size_t i = 0; i < keys.size() && i < ack.teid_ul.size(); ++i)
+      if (ack.teid_ul[i] != 0 && learn_teid(keys[i], ack.node, ack.teid_ul[i]) == TeidLearn::kBad)
+        ++stats_.bad_teid_acks;
     if (!parked_.empty()) answer_parked();
     return;
   }
   if (const auto cb = cleanup_batches_.find(ack.batch_id); cb != cleanup_batches_.end()) {
-    if (cb->second.first != ack.node) {
+    if (cb->second.node != ack.node) {
       ++stats_.stray_acks;
       return;
     }
+    // An undo's install may have given the session a new index (its old
+    // one taken while the node restarted): the owner learns it here too.
+    const std::vector<FlowKey>& keys = cb->second.installs;
+    for (size_t i = 0; i < keys.size() && i < ack.teid_ul.size(); ++i)
+      if (ack.teid_ul[i] != 0 && learn_teid(keys[i], ack.node, ack.teid_ul[i]) == TeidLearn::kBad)
+        ++stats_.bad_teid_acks;
     auto& items = cleanup_[ack.node];
     for (auto i = items.begin(); i != items.end();)
       i = i->second.batch == ack.batch_id ? items.erase(i) : std::next(i);
@@ -1192,6 +1194,35 @@ void Owner::on_fib_ack(const FibAckMsg& ack, uint64_t now_us) {
   }
   grp->acks.erase(it);
   finish_ready(now_us);
+}
+
+Owner::TeidLearn Owner::learn_teid(const FlowKey& k, uint32_t node, uint32_t teid_ul) {
+  if (!teid_names(teid_ul, node)) return TeidLearn::kBad;
+  SessionRec* r = recs_[partition_of_key(k)].find(k);
+  if (r == nullptr || r->node != node) return TeidLearn::kSkipped;
+  if (in_flight(k) != nullptr) return TeidLearn::kInFlight;
+  if (r->teid_ul == teid_ul) return TeidLearn::kSame;
+  note_teid(k, node, teid_ul);
+  r->teid_ul = teid_ul;
+  return TeidLearn::kLearnt;
+}
+
+std::vector<uint32_t> Owner::on_teid_report(const TeidReportMsg& r) {
+  std::vector<uint32_t> retry;
+  for (size_t i = 0; i < r.keys.size() && i < r.teid_ul.size(); ++i) {
+    if (!owns(partition_of_key(r.keys[i]))) {
+      ++stats_.teid_reports_refused;
+      continue;
+    }
+    switch (learn_teid(r.keys[i], r.node, r.teid_ul[i])) {
+      case TeidLearn::kLearnt: ++stats_.teid_reports_learnt; break;
+      case TeidLearn::kBad: ++stats_.teid_reports_refused; break;
+      case TeidLearn::kSkipped: ++stats_.teid_reports_skipped; break;
+      case TeidLearn::kInFlight: retry.push_back(uint32_t(i)); break;
+      case TeidLearn::kSame: break;
+    }
+  }
+  return retry;
 }
 
 void Owner::fail_timeouts(uint64_t now_us) {

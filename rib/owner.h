@@ -186,6 +186,12 @@ struct OwnerOptions {
     "FIB removes/restores of moves and failed ops sent again (their ack did not come)")                 \
   X(repush_timeouts, repush_timeouts, kCounter,                                                         \
     "re-push batches not acked within 10 x fib_timeout_ms (forgotten: a late ack is a stray)")         \
+  X(teid_reports_learnt, teid_reports_learnt, kCounter,                                                 \
+    "uplink TEIDs learnt from handlers' TEID reports (sessions they installed from a snapshot)")        \
+  X(teid_reports_refused, teid_reports_refused, kCounter,                                               \
+    "TEID report entries refused: partition not owned here, or a teid_ul not naming the reporter")      \
+  X(teid_reports_skipped, teid_reports_skipped, kCounter,                                               \
+    "TEID report entries skipped: the session is gone or handled elsewhere now")            \
   X(us_wal, us_wal, kCounter, "microseconds groups spent writing the WAL (sum)")                        \
   X(us_fib_wait, us_fib_wait, kCounter, "microseconds groups spent waiting for FIB acks (sum)")         \
   X(us_finish, us_group_finish, kCounter, "microseconds groups spent finishing (sum)")                  \
@@ -210,6 +216,15 @@ class Owner {
   // RIB snapshot is taken after it.
   Status pump(uint64_t now_us);
   void on_fib_ack(const FibAckMsg& ack, uint64_t now_us);
+  // A handling node's TEID report (rib/node_state.h, TEID REPORTS): the
+  // teid_ul of each key is taken when the key's partition is owned here,
+  // its record names r.node as the handler and the teid_ul names r.node;
+  // it is logged like a FIB ack's (WAL TEID record, with the next commit).
+  // Returns the positions of the keys with an op in flight: the node
+  // reports them again later (the op may fail and keep the record, whose
+  // teid_ul the report then still has to set). The caller answers with a
+  // TeidReportAck of r.report_id carrying them.
+  std::vector<uint32_t> on_teid_report(const TeidReportMsg& r);
   // A node's applied position for one partition (its applied-report).
   void on_applied(uint32_t node, uint32_t partition, StreamPos pos, uint64_t now_us);
   void set_live(uint32_t node, bool live, uint64_t now_us);
@@ -395,6 +410,12 @@ class Owner {
   // no group starts): learning a teid_ul costs no commit of its own.
   std::vector<WalRecord> teid_log_;
   void note_teid(const FlowKey& k, uint32_t node, uint32_t teid_ul);
+  // The teid_ul `node` gave k (a re-push or cleanup ack, a TEID report):
+  // taken (and logged) when k's record names `node` as its handler and no
+  // op on k is in flight (that op's own ack decides); kBad when it does
+  // not name `node` (the record keeps what it had).
+  enum class TeidLearn { kLearnt, kSame, kBad, kSkipped, kInFlight };
+  TeidLearn learn_teid(const FlowKey& k, uint32_t node, uint32_t teid_ul);
   void flush_teid_log();  // appends them (the caller commits at once)
 
   std::unordered_map<uint32_t, std::deque<Waiter>> waiters_;  // by partition
@@ -423,7 +444,12 @@ class Owner {
     bool install = false;
   };
   std::array<std::unordered_map<FlowKey, CleanupItem, KeyHasher>, kMaxNodes> cleanup_;
-  std::unordered_map<uint64_t, std::pair<uint32_t, uint64_t>> cleanup_batches_;  // id -> (node, sent_us)
+  struct CleanupBatch {
+    uint32_t node = 0;
+    uint64_t sent_us = 0;
+    std::vector<FlowKey> installs;  // its installs in order (the ack's teid_ul are by position)
+  };
+  std::unordered_map<uint64_t, CleanupBatch> cleanup_batches_;
   uint64_t cleanup_retry_us_ = 0;
   void send_cleanup(uint32_t node, FibBatch&& b, uint64_t now_us);
   void retry_cleanups(uint64_t now_us);
