@@ -1316,9 +1316,18 @@ void Owner::finish_group(uint64_t now_us) {
       r.seq = seq_[p];
       r.weights_version = g.weights_version;
       remember(g.in.request_id, StatusCode::kOk, g.now.node);
-      // Convergence watch (and the make-before-break removal of a move).
+      // Members that came up after the group started (full duplication,
+      // hash partition) got no install: a snapshot they fetched meanwhile
+      // left out the key in flight. They get the entry now (tracked as a
+      // cleanup, so it is sent until acked).
+      const uint32_t want = g.erase ? 0 : placement(g.now, g.h);
+      for (uint32_t mm = want & ~g.install_mask; mm; mm &= mm - 1)
+        cleanup[uint32_t(std::countr_zero(mm))].install.push_back(
+            fib_entry_for(g.now.key, g.now, uint32_t(std::countr_zero(mm))));
+      // Convergence watch (and the make-before-break removal of a move:
+      // not at a node the new record is placed on too).
       uint32_t rm = 0;
-      if (g.in.kind == OpKind::kMove) rm = placement(g.old, g.h) & ~g.install_mask;
+      if (g.in.kind == OpKind::kMove) rm = placement(g.old, g.h) & ~g.install_mask & ~want;
       if (gpt_) {
         waiters_[p].push_back(Waiter{StreamPos{epoch_, seq_[p]}, g.in.t0_us, g.now.key, rm, g.old});
       } else if (rm) {
@@ -1352,17 +1361,23 @@ void Owner::finish_group(uint64_t now_us) {
       else
         wal_->append(WalRecord{WalRecord::kDel, g.now.key, 0, 0, 0, 0, g.in.request_id, /*undo=*/true});
       if (g.erase) {
-        // The entry may already be gone where the remove was acked: restore it.
-        for (uint32_t mm = g.remove_mask; mm; mm &= mm - 1)
+        // The entry may already be gone where the remove was acked: restore
+        // it, also at members that came up since the group started (a
+        // snapshot they fetched meanwhile left out the key in flight).
+        for (uint32_t mm = g.remove_mask | placement(g.old, g.h); mm; mm &= mm - 1)
           cleanup[uint32_t(std::countr_zero(mm))].install.push_back(
               fib_entry_for(g.old.key, g.old, uint32_t(std::countr_zero(mm))));
       } else {
         const uint32_t keep = g.had_old ? placement(g.old, g.h) : 0;
         for (uint32_t mm = g.install_mask & ~keep; mm; mm &= mm - 1)
           cleanup[uint32_t(std::countr_zero(mm))].remove.push_back(g.now.key);
-        // Restore the old entry where the failed op overwrote it.
+        // Restore the old entry where the failed op overwrote it, and where
+        // a member that came up since has none (as above; a failed move's
+        // old handler kept it: installs are idempotent). A move's snapshot
+        // already carried the old entry, a modify's did not.
+        const uint32_t late = g.in.kind == OpKind::kMove ? 0u : keep & ~g.install_mask;
         if (g.had_old)
-          for (uint32_t mm = g.install_mask & keep; mm; mm &= mm - 1)
+          for (uint32_t mm = (g.install_mask & keep) | late; mm; mm &= mm - 1)
             cleanup[uint32_t(std::countr_zero(mm))].install.push_back(
                 fib_entry_for(g.old.key, g.old, uint32_t(std::countr_zero(mm))));
       }

@@ -3534,3 +3534,39 @@ TEST_CASE("node state: snapshot entries installed under a teid_ul their owner di
   CHECK(n.teid_reports_waiting() == 0);
   CHECK_FALSE(n.on_teid_report_ack(0, r2[0].msg.report_id));  // re-built (and dropped) at the resend
 }
+
+TEST_CASE("rib sim: a member that comes back while an op on a key is in flight gets the key's entry (full duplication)",
+          "[owner]") {
+  // Node 2 is down when the op's group starts, so the op installs at
+  // nodes 0 and 1 only. Node 2 comes back and fetches its snapshot while
+  // the op is in flight: the snapshot leaves out a key in flight (a move
+  // carries its old entry). When the op committed, nothing gave node 2 the
+  // new entry, and a move even removed the old one there (its
+  // make-before-break removal went to every old placement the op had not
+  // installed at): node 2 missed the session for good.
+  for (const OpKind kind : {OpKind::kModify, OpKind::kMove}) {
+    INFO(op_kind_name(kind));
+    Sim sim(3, Architecture::kFullDuplication, 141);
+    Client c(sim, 142, 100);
+    sim.run_until_idle();
+    const FlowKey k = c.key_owned_by(0);
+    (void)c.add_handled(k, 1, 0x77);
+    sim.kill(2);
+    ClientOp op = c.make_op(kind, k, kind == OpKind::kMove ? 0 : 1, 0x88);
+    c.outstanding[op.request_id] = op;
+    c.submit_pumped(op);
+    REQUIRE(sim.owners[0]->groups_in_flight() == 1);
+    sim.restart(2);
+    sim.resync();
+    sim.deliver_all(Msg::kSnapReq, 0);
+    sim.deliver_all(Msg::kFib, 2);  // owner 0's snapshot chunks (node 2 was not in the group)
+    sim.run_until_idle();
+    c.drain(nullptr);
+    REQUIRE(c.ok >= 2);
+    const SessionRec* r = sim.owners[0]->find(k);
+    REQUIRE(r != nullptr);
+    CHECK(r->node == (kind == OpKind::kMove ? 0u : 1u));
+    CHECK(r->teid_dl == (kind == OpKind::kMove ? 0x77u : 0x88u));
+    check_converged_state(sim, c);
+  }
+}
