@@ -665,7 +665,7 @@ void Owner::check_converged(uint32_t partition, uint64_t now_us) {
         const uint32_t n = uint32_t(std::countr_zero(m));
         removes[n].remove.push_back(w.key);
       }
-      ++stats_.removes_after_converge;
+      if (w.remove_mask & ~keep) ++stats_.removes_after_converge;  // (a move back kept them all)
     }
     d.pop_front();
   }
@@ -1330,10 +1330,15 @@ void Owner::finish_group(uint64_t now_us) {
       if (g.in.kind == OpKind::kMove) rm = placement(g.old, g.h) & ~g.install_mask & ~want;
       if (gpt_) {
         waiters_[p].push_back(Waiter{StreamPos{epoch_, seq_[p]}, g.in.t0_us, g.now.key, rm, g.old});
-      } else if (rm) {
-        // No GPT: the lookup nodes were updated by the installs just acked.
-        for (uint32_t mm = rm; mm; mm &= mm - 1) cleanup[uint32_t(std::countr_zero(mm))].remove.push_back(g.now.key);
-        ++stats_.removes_after_converge;
+      } else {
+        // No GPT: every node that steers by this session (its placement)
+        // acked the installs, so the change has converged now.
+        lat_converge_.add(now_us - g.in.t0_us);
+        if (rm) {
+          for (uint32_t mm = rm; mm; mm &= mm - 1)
+            cleanup[uint32_t(std::countr_zero(mm))].remove.push_back(g.now.key);
+          ++stats_.removes_after_converge;
+        }
       }
     } else {
       ++stats_.ops_failed;

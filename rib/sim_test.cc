@@ -3570,3 +3570,42 @@ TEST_CASE("rib sim: a member that comes back while an op on a key is in flight g
     check_converged_state(sim, c);
   }
 }
+
+TEST_CASE("rib owner: removes_after_converge counts removals sent, a baseline's op is timed to convergence", "[owner]") {
+  {
+    // A move 1 -> 0 and back 0 -> 1 converge together (node 1's applied
+    // reports are lost until then): the first one's removal at node 1 is
+    // kept (the session is there again), only the second one removes.
+    Sim sim(2, Architecture::kScaleBricks, 151);
+    Client c(sim, 152, 100);
+    sim.run_until_idle();
+    const FlowKey k = c.key_owned_by(0);
+    (void)c.add_handled(k, 1, 0x77);
+    const uint64_t rac0 = sim.owners[0]->stats().removes_after_converge;
+    sim.lose = [](const Msg& m) { return m.kind == Msg::kApplied && m.src == 1; };
+    for (uint32_t to : {0u, 1u}) {
+      c.submit(c.make_op(OpKind::kMove, k, to));
+      for (int i = 0; i < 2000 && c.ok < 2 + to; ++i) {
+        if (!sim.step()) sim.now += 1000;
+        c.drain(nullptr);
+      }
+    }
+    REQUIRE(sim.owners[0]->find(k)->node == 1);
+    REQUIRE(sim.owners[0]->stats().removes_after_converge == rac0);  // nothing converged yet
+    sim.lose = nullptr;
+    sim.refresh_reports();
+    sim.run_until_idle();
+    CHECK(sim.owners[0]->stats().removes_after_converge == rac0 + 1);
+    check_converged_state(sim, c);
+  }
+  {
+    // Full duplication has no GPT: an op has converged once its installs
+    // are acked everywhere, and is timed so (converge_p99_us was 0).
+    Sim sim(2, Architecture::kFullDuplication, 153);
+    Client c(sim, 154, 100);
+    sim.run_until_idle();
+    const uint64_t n0 = sim.owners[0]->converge_latency().count();
+    (void)c.add_handled(c.key_owned_by(0), 1, 0x77);
+    CHECK(sim.owners[0]->converge_latency().count() == n0 + 1);
+  }
+}
