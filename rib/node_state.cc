@@ -710,8 +710,10 @@ Status NodeState::on_snapshot(const SnapshotOut& s) {
                                      std::to_string(partition_of(fib_->hash(e.key), log2p)));
     }
   if (gpt_) {
-    if (s.gpt.empty()) {
+    if (s.gpt.empty()) {  // asked again at once, as for a bad GPT part
       ++c_.snapshot_rejected;
+      if (p.state != kNeedSnapshot) needy_.push_back(s.partition);
+      p.state = kNeedSnapshot;
       return Status::InvalidArgument("snapshot: no GPT part");
     }
     const Status st = gpt_->load_partition(s.partition, s.gpt);

@@ -3609,3 +3609,26 @@ TEST_CASE("rib owner: removes_after_converge counts removals sent, a baseline's 
     CHECK(sim.owners[0]->converge_latency().count() == n0 + 1);
   }
 }
+
+TEST_CASE("node state: a snapshot without its GPT part is refused and asked for again at once", "[snapshot]") {
+  // It left the partition "requested" with nothing outstanding: asked
+  // again only by the retry timer (two periods: the chunk counted as
+  // progress), while every other refusal asks again at once.
+  Sim sim(2, Architecture::kScaleBricks, 161);
+  std::unique_ptr<NodeState> n = sim.make_node(1);
+  const std::vector<uint32_t> first = n->take_resync(1000);
+  REQUIRE(first.size() == sim.spec.partitions);
+  const uint32_t p = first[0];
+  auto s = sim.owners[sim.spec.owner[p]]->snapshot(p, 1);
+  REQUIRE(s.ok());
+  SnapshotOut bad = s.value();
+  bad.gpt.clear();
+  CHECK(n->on_snapshot(bad).code() == StatusCode::kInvalidArgument);
+  CHECK(n->counters().snapshot_rejected == 1);
+  CHECK_FALSE(n->synced(p));
+  const std::vector<uint32_t> again = n->take_resync(2000);
+  REQUIRE(again.size() == 1);
+  CHECK(again[0] == p);
+  CHECK(n->on_snapshot(s.value()).ok());
+  CHECK(n->synced(p));
+}
