@@ -511,6 +511,8 @@ void Owner::submit(ClientOp&& op) { queue_.push_back(std::move(op)); }
 
 bool Owner::idle() const {
   if (!queue_.empty() || !flight_.empty() || !parked_.empty() || cleanups_pending()) return false;
+  for (const auto& [id, w] : repush_)
+    if (live_mask_ >> w.node & 1u) return false;  // re-sent until acked
   for (const auto& [p, d] : waiters_)
     if (!d.empty()) return false;
   return true;
@@ -689,19 +691,25 @@ Result<SnapshotOut> Owner::snapshot(uint32_t partition, uint32_t for_node) const
   out.partition = partition;
   out.pos = head(partition);
   if (gpt_) SB_RETURN_IF_ERROR(gpt_->serialize_partition(partition, &out.gpt));
+  fib_entries_for(partition, for_node, &out.fib);
+  return out;
+}
+
+void Owner::fib_entries_for(uint32_t partition, uint32_t for_node, std::vector<FibEntry>* out_fib) const {
+  std::vector<FibEntry>& fib = *out_fib;
   // FIB entries as they will be once the group in flight lands: its FIB
   // messages were sent before this answer, so a removal in flight must not
   // be undone by the snapshot (snapshots only add).
   recs_[partition].for_each([&](const FlowKey& k, const SessionRec& r) {
     if (in_flight(k)) return;
     uint64_t h = hash_key(k, spec_.hash_seed);
-    if (placement(r, h) >> for_node & 1u) out.fib.push_back(fib_entry_for(k, r, for_node));
+    if (placement(r, h) >> for_node & 1u) fib.push_back(fib_entry_for(k, r, for_node));
   });
   for (const Group& grp : flight_)
     for (const Op& g : grp.ops) {
       if (g.part != partition || g.erase) continue;
       if (g.install_mask >> for_node & 1u)
-        out.fib.push_back(fib_entry_for(g.now.key, g.now, for_node));
+        fib.push_back(fib_entry_for(g.now.key, g.now, for_node));
       else if (g.in.kind == OpKind::kMove && g.had_old && (placement(g.old, g.h) >> for_node & 1u))
         // A move in flight away from this node: the GPT (this snapshot's
         // and the stream's until the move commits) still sends the key
@@ -709,7 +717,7 @@ Result<SnapshotOut> Owner::snapshot(uint32_t partition, uint32_t for_node) const
         // entry is removed only after convergence, which waits for this
         // node to apply the move's delta, so after this snapshot. (Not for
         // a modify: the old tunnel would stay here after it commits.)
-        out.fib.push_back(fib_entry_for(g.old.key, g.old, for_node));
+        fib.push_back(fib_entry_for(g.old.key, g.old, for_node));
     }
   // Moves away from this node that committed but have not converged: a
   // node that has not applied the move's delta yet still steers the key
@@ -721,12 +729,24 @@ Result<SnapshotOut> Owner::snapshot(uint32_t partition, uint32_t for_node) const
       const uint64_t h = hash_key(w.key, spec_.hash_seed);
       if (const SessionRec* r = recs_[partition].find(w.key); r != nullptr && (placement(*r, h) >> for_node & 1u))
         continue;  // the current record is here anyway (e.g. moved back)
-      out.fib.push_back(fib_entry_for(w.old.key, w.old, for_node));
+      fib.push_back(fib_entry_for(w.old.key, w.old, for_node));
     }
-  return out;
 }
 
-void Owner::repush() {
+void Owner::send_repush(uint32_t n, FibBatch&& fb, uint64_t now_us) {
+  fb.batch_id = next_batch_++;
+  fb.owner = opt_.self;
+  RepushWait& w = repush_[fb.batch_id];
+  w.node = n;
+  w.sent_us = now_us;
+  w.partitions = fb.reconcile;
+  w.keys.reserve(fb.install.size());
+  for (const FibEntry& e : fb.install) w.keys.push_back(e.key);
+  ++stats_.repush_batches;
+  io_->send_fib(n, std::move(fb));
+}
+
+void Owner::repush(uint64_t now_us) {
   // Reconciling batches per member: every entry of our partitions it should
   // hold; it drops the rest of those partitions. A batch is self-contained
   // (it reconciles exactly the partitions whose entries it carries), so the
@@ -737,14 +757,7 @@ void Owner::repush() {
   std::unordered_map<uint32_t, FibBatch> b;
   for (const Member& m : spec_.members) b[m.id];
   auto send = [&](uint32_t n, FibBatch& fb) {
-    fb.batch_id = next_batch_++;
-    fb.owner = opt_.self;
-    RepushWait& w = repush_[fb.batch_id];
-    w.node = n;
-    w.keys.reserve(fb.install.size());
-    for (const FibEntry& e : fb.install) w.keys.push_back(e.key);
-    ++stats_.repush_batches;
-    io_->send_fib(n, std::move(fb));
+    send_repush(n, std::move(fb), now_us);
     fb = FibBatch{};
   };
   for (const uint32_t p : mine) {
@@ -768,11 +781,36 @@ Status Owner::pump(uint64_t now_us) {
   if (!repushed_) {
     repushed_ = true;
     repush_deadline_us_ = now_us + kRepushAckWait * opt_.fib_timeout_ms * 1000;
-    repush();
+    repush(now_us);
   }
-  if (!repush_.empty() && now_us >= repush_deadline_us_) {
-    stats_.repush_timeouts += repush_.size();
-    repush_.clear();
+  if (!repush_.empty()) {
+    // Unacked re-push batches: to a live node, built again from the
+    // current state and re-sent; to one that is not, forgotten at the
+    // deadline (RepushWait).
+    std::vector<uint64_t> again;
+    for (auto it = repush_.begin(); it != repush_.end();) {
+      const RepushWait& w = it->second;
+      if (!(live_mask_ >> w.node & 1u)) {
+        if (now_us >= repush_deadline_us_) {
+          ++stats_.repush_timeouts;
+          it = repush_.erase(it);
+          continue;
+        }
+      } else if (now_us - w.sent_us >= uint64_t(opt_.fib_timeout_ms) * 1000) {
+        again.push_back(it->first);
+      }
+      ++it;
+    }
+    for (const uint64_t id : again) {
+      const auto it = repush_.find(id);
+      const uint32_t n = it->second.node;
+      FibBatch b;
+      b.reconcile = std::move(it->second.partitions);
+      repush_.erase(it);
+      for (const uint32_t p : b.reconcile) fib_entries_for(p, n, &b.install);
+      ++stats_.repush_resends;
+      send_repush(n, std::move(b), now_us);
+    }
   }
   if (!parked_.empty()) answer_parked();
   if (now_us >= cleanup_retry_us_ && cleanups_pending()) retry_cleanups(now_us);

@@ -39,7 +39,8 @@
 // restart); a retry gets the first result, a retry of an op still in flight
 // gets the reply when it completes. After a restart a retry of a done op
 // is answered once the reconciling re-push reached the key's live
-// placement nodes (their re-push batches acked, or forgotten after
+// placement nodes (their re-push batches acked, re-sent to a live node
+// until they are; a node that is not live is given up on after
 // kRepushAckWait x fib_timeout_ms): the old process may have died before
 // the op's FIB entry arrived, and the answer promises it there. A move to the node that already
 // handles the session changes nothing but is logged all the same (a PUT of
@@ -185,7 +186,9 @@ struct OwnerOptions {
   X(cleanup_resends, fib_cleanup_resends, kCounter,                                                     \
     "FIB removes/restores of moves and failed ops sent again (their ack did not come)")                 \
   X(repush_timeouts, repush_timeouts, kCounter,                                                         \
-    "re-push batches not acked within 10 x fib_timeout_ms (forgotten: a late ack is a stray)")         \
+    "re-push batches to a node not live, not acked within 10 x fib_timeout_ms (forgotten)")             \
+  X(repush_resends, repush_resends, kCounter,                                                           \
+    "re-push batches to a live node built again and re-sent (not acked within fib_timeout_ms)")         \
   X(teid_reports_learnt, teid_reports_learnt, kCounter,                                                 \
     "uplink TEIDs learnt from handlers' TEID reports (sessions they installed from a snapshot)")        \
   X(teid_reports_refused, teid_reports_refused, kCounter,                                               \
@@ -283,7 +286,7 @@ class Owner {
   bool owns(uint32_t partition) const { return spec_.owner[partition] == opt_.self; }
   uint32_t partition_of_key(const FlowKey& k, uint64_t* h = nullptr) const;
   // Nothing queued, in flight, waiting for convergence or for the ack of a
-  // cleanup (CLEANUPS) to a live node.
+  // cleanup (CLEANUPS) or a re-push batch to a live node.
   bool idle() const;
   size_t queued() const { return queue_.size(); }
   // pump() would start a group now.
@@ -364,7 +367,7 @@ class Owner {
   void forget(uint64_t request_id);
   void pop_done_front();  // evicts the oldest entry of the dedup window
   void reply_now(const ClientOp& op, Status st, const SessionRec* rec, uint32_t part);
-  void repush();
+  void repush(uint64_t now_us);
 
   ClusterSpec spec_;
   OwnerOptions opt_;
@@ -394,15 +397,27 @@ class Owner {
   bool repushed_ = false;
   Status fatal_;  // a log failure outside pump(): returned by every pump()
   // Re-push batches waiting for their ack, by batch id: the node it was
-  // sent to and its keys in order (the ack's teid_ul are by position).
-  // Kept until repush_deadline_us_ at most (kRepushAckWait x
-  // fib_timeout_ms after the re-push): a node that never acks (down at the
-  // time; it resyncs from snapshots when it returns) must not pin a copy of
-  // every key it handles for the owner's lifetime.
+  // sent to, its keys in order (the ack's teid_ul are by position) and the
+  // partitions it reconciles. One to a live node unacked after
+  // fib_timeout_ms is built again from the current state (fib_entries_for:
+  // what a snapshot would carry) and re-sent (`repush_resends`): a lost
+  // one left the node's stale entries of those partitions (a move's old
+  // entry, a deleted session) and missing ones (an op whose FIB entry the
+  // crash lost) for good. One to a node that is not live is forgotten at
+  // repush_deadline_us_ (kRepushAckWait x fib_timeout_ms after the
+  // re-push): a node that never acks (down at the time; it resyncs from
+  // snapshots when it returns) must not pin a copy of every key it handles
+  // for the owner's lifetime.
   struct RepushWait {
     uint32_t node = 0;
     std::vector<FlowKey> keys;
+    std::vector<uint32_t> partitions;
+    uint64_t sent_us = 0;
   };
+  void send_repush(uint32_t node, FibBatch&& b, uint64_t now_us);
+  // The FIB entries `for_node` holds of a partition at the current head,
+  // as they will be once the groups in flight land (snapshot()'s FIB part).
+  void fib_entries_for(uint32_t partition, uint32_t for_node, std::vector<FibEntry>* out) const;
   static constexpr uint64_t kRepushAckWait = 10;
   std::unordered_map<uint64_t, RepushWait> repush_;
   uint64_t repush_deadline_us_ = 0;

@@ -3443,12 +3443,14 @@ TEST_CASE("rib sim: an owner learns the teid_ul a restarted handler gives a sess
   };
   sim.kill(0);
   sim.restart(0);
-  for (const uint64_t end = sim.now + 2000000; sim.now < end;)  // the re-push is forgotten
+  for (const uint64_t end = sim.now + 2000000; sim.now < end;)
     if (!sim.step()) sim.now += 10000;
   REQUIRE(sim.owners[0]->find(k) != nullptr);
   REQUIRE(sim.owners[0]->find(k)->teid_ul == 0);
-  REQUIRE(sim.owners[0]->stats().repush_timeouts >= 1);
+  REQUIRE(sim.owners[0]->stats().repush_resends >= 1);  // (all lost too)
   sim.kill(1);  // its reports die with it
+  REQUIRE(sim.owners[0]->pump(sim.now).ok());
+  REQUIRE(sim.owners[0]->stats().repush_timeouts >= 1);  // node 1 is down: the re-push is given up
   sim.lose = nullptr;
   sim.restart(1);
   sim.run_until_idle();
@@ -3462,7 +3464,9 @@ TEST_CASE("rib sim: an owner learns the teid_ul a restarted handler gives a sess
   sim.kill(0);
   sim.restart(0);
   CHECK(sim.owners[0]->find(k)->teid_ul == teid);  // from its log
-  sim.run_until_idle();
+  for (const uint64_t end = sim.now + 200000; sim.now < end;)  // its re-push to node 1 lost (and re-sent)
+    if (!sim.step()) sim.now += 10000;
+  CHECK(sim.owners[0]->find(k)->teid_ul == teid);
   sim.lose = nullptr;
   sim.run_until_idle();
   CHECK(sim.owners[0]->find(k)->teid_ul == teid);
@@ -3636,4 +3640,45 @@ TEST_CASE("node state: a snapshot without its GPT part is refused and asked for 
   CHECK(again[0] == p);
   CHECK(n->on_snapshot(s.value()).ok());
   CHECK(n->synced(p));
+}
+
+TEST_CASE("rib owner: a re-push batch a live node did not ack is built again and re-sent", "[owner]") {
+  // Node 1 holds an entry of owner 0's partition that owner 0's RIB does
+  // not have (a delete whose FIB remove died with the owner). The
+  // restarted owner's reconciling re-push removes it, but the batch to
+  // node 1 is lost: it was forgotten, and node 1 kept the stale session
+  // (its uplink TEID still accepted there) for good.
+  Sim sim(3, Architecture::kScaleBricks, 171);
+  Client c(sim, 172, 100);
+  sim.run_until_idle();
+  const FlowKey kept = c.key_owned_by(0);
+  (void)c.add_handled(kept, 1, 0x77);
+  FlowKey stale{};
+  for (const FlowKey& k : c.pool)
+    if (c.owner_of(k) == 0 && !(k == kept)) {
+      stale = k;
+      break;
+    }
+  FibBatch b;
+  b.batch_id = 999;
+  b.owner = 0;
+  b.install.push_back(FibEntry{stale, 1, 0x66, 0xc6120001u, 5, 0});
+  REQUIRE(sim.nodes[1]->apply_fib(b).install_code[0] == StatusCode::kOk);
+  sim.kill(0);
+  sim.restart(0);
+  const uint64_t t0 = sim.now;
+  uint32_t lost = 0;
+  sim.lose = [&](const Msg& m) {
+    const bool drop = m.kind == Msg::kFib && m.src == 0 && m.dst == 1 && !m.fib.reconcile.empty() && sim.now < t0 + 40000;
+    lost += drop;
+    return drop;
+  };
+  sim.run_until_idle();
+  sim.lose = nullptr;
+  REQUIRE(lost >= 1);
+  CHECK(sim.owners[0]->stats().repush_resends >= lost);
+  CHECK(sim.owners[0]->stats().repush_timeouts == 0);
+  CHECK(sim.nodes[1]->fib_lookup(stale) == fib::kFibMiss);
+  CHECK(sim.nodes[1]->fib_lookup(kept) != fib::kFibMiss);
+  check_converged_state(sim, c);
 }
