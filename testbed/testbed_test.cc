@@ -313,3 +313,37 @@ TEST_CASE("testbed traffic starts the sender only once the sink is ready", "[tes
   REQUIRE(f.event("send-start") > 0);
   CHECK(f.event("send-start") >= f.event("sink-ready"));
 }
+
+TEST_CASE("testbed traffic never signals a PID it has already reaped", "[testbed]") {
+  // traffic's exit trap killed every PID it had started, the sender and
+  // the sink included after it had waited for them: by then their PIDs
+  // could belong to other processes (pid_max is 32768 on many hosts). In a
+  // PID namespace of its own, the fake report gives a decoy the reaped
+  // sender's PID (ns_last_pid); the decoy must survive traffic's exit.
+  REQUIRE(geteuid() == 0);
+  FakeTraffic f(0.2);
+  std::ofstream(f.dir + "/on-report")
+      << "#!/bin/bash\n"
+      << "ev=" << f.dir << "/events\n"
+      << "grep -q '^decoy ' \"$ev\" && exit 0\n"
+      << "pid=$(awk '$1==\"send-start\" {print $3}' \"$ev\")\n"
+      << "for _ in $(seq 1 20); do\n"
+      << "  echo $((pid - 1)) >/proc/sys/kernel/ns_last_pid\n"
+      << "  setsid sleep 30 </dev/null >/dev/null 2>&1 &\n"
+      << "  d=$!\n"
+      << "  if [ \"$d\" = \"$pid\" ]; then echo \"decoy $(date +%s.%N) $d\" >>\"$ev\"; exit 0; fi\n"
+      << "  kill \"$d\"\n"
+      << "done\n";
+  std::ofstream(f.dir + "/run.sh") << f.cmd() << "\n"
+                                   << "echo \"traffic exit $?\"\n"
+                                   << "d=$(awk '$1==\"decoy\" {print $3}' " << f.dir << "/events)\n"
+                                   << "if [ -n \"$d\" ] && kill -0 \"$d\" 2>/dev/null; then echo 'decoy alive'; fi\n";
+  REQUIRE(sh("chmod +x " + f.dir + "/on-report").rc == 0);
+  // The namespace's first process runs run.sh; when it ends, the kernel
+  // ends every process left in the namespace (the decoy).
+  const Run r = sh("unshare --pid --fork --mount-proc bash " + f.dir + "/run.sh");
+  INFO(r.out << sh("cat " + f.dir + "/events").out);
+  CHECK(has(r.out, "traffic exit 0"));
+  REQUIRE(f.event("decoy") > 0);
+  CHECK(has(r.out, "decoy alive"));
+}
