@@ -147,3 +147,70 @@ TEST_CASE("e2e: bad knobs are rejected before anything is made", "[testbed]") {
   CHECK(access((d + "/ran").c_str(), F_OK) != 0);
   sh("rm -rf " + d);
 }
+
+TEST_CASE("e2e: the exit trap never signals a PID it has already reaped", "[testbed]") {
+  // tools/e2e's cleanup killed every PID it had started, the traffic run
+  // and the churn included after it had waited for them: by then (minutes
+  // and thousands of processes later, pid_max 32768) the PIDs could be
+  // other processes'. tools/e2e runs here in a copy of the tree whose
+  // testbed scripts, ansible-playbook, sb-ctl and curl are fakes, in a PID
+  // namespace of its own: after the traffic run, the fake `sb-ctl cluster
+  // status` hands its PID to a decoy (ns_last_pid) and reports a RIB count
+  // that fails the run; the decoy must survive e2e's exit.
+  REQUIRE(geteuid() == 0);
+  REQUIRE(access("/run/sb-testbed/sb12", F_OK) != 0);
+  char t[] = "/tmp/sb-e2e-trap-XXXXXX";
+  REQUIRE(mkdtemp(t) != nullptr);
+  const std::string d = t;
+  REQUIRE(sh("mkdir -p " + d + "/root/tools " + d + "/root/testbed " + d + "/root/ansible " + d + "/bin " + d +
+             "/build/bin /run/sb-testbed/sb12/n1 && cp " + sb::test::src_dir() + "/tools/e2e " + d + "/root/tools/")
+              .rc == 0);
+  std::ofstream(d + "/root/testbed/up") << "#!/bin/sh\nexit 0\n";
+  std::ofstream(d + "/root/testbed/down") << "#!/bin/sh\nexit 0\n";
+  std::ofstream(d + "/root/testbed/traffic") << "#!/bin/sh\necho $$ > " << d << "/traffic.pid\nsleep 1\n";
+  std::ofstream(d + "/bin/ansible-playbook") << "#!/bin/sh\nexit 0\n";
+  std::ofstream(d + "/bin/curl") << "#!/bin/sh\nexit 7\n";
+  std::ofstream(d + "/build/bin/sb-ctl")
+      << "#!/bin/bash\n"
+      << "while [ \"${1#--}\" != \"$1\" ]; do shift 2; done  # --config F --key K\n"
+      << "case \"$1 $2\" in\n"
+      << "'session gen')\n"
+      << "  shift 2; while [ $# -gt 0 ]; do case \"$1\" in --count) n=$2; shift 2 ;; --out) out=$2; shift 2 ;;"
+      << " *) shift ;; esac; done\n"
+      << "  { echo src_ip,dst_ip,src_port,dst_port,proto,node,teid_dl,enb_ip,bearer\n"
+      << "    seq 1 \"$n\" | awk '{print \"198.18.0.1,198.19.0.1,\" $1 \",80,udp,choose,\" $1 \",198.19.0.200,5\"}'; }"
+      << " >\"$out\" ;;\n"
+      << "'session show') echo 'session node=1 teid_ul=0x10' ;;\n"
+      << "'session load') echo 'rows 5000 accepted 5000' ;;\n"
+      << "'cluster status')\n"
+      << "  if [ ! -e " << d << "/decoy ]; then\n"
+      << "    pid=$(cat " << d << "/traffic.pid)\n"
+      << "    for _ in $(seq 1 20); do\n"
+      << "      echo $((pid - 1)) >/proc/sys/kernel/ns_last_pid\n"
+      << "      setsid sleep 60 </dev/null >/dev/null 2>&1 &\n"
+      << "      if [ $! = \"$pid\" ]; then echo $! > " << d << "/decoy; break; fi\n"
+      << "      kill $!\n"
+      << "    done\n"
+      << "  fi\n"
+      << "  echo '  node 1: up, 1 sessions in its RIB' ;;\n"
+      << "esac\n"
+      << "exit 0\n";
+  std::ofstream(d + "/run.sh")
+      << "bash -c 'sleep 300 & wait' &\n"  // node 1's supervisor and its sb-node
+      << "echo $! > /run/sb-testbed/sb12/n1/sb-node.pid\n"
+      << "printf '        n1:\\n          ansible_host: 198.18.192.11\\n          s1u_ip: 198.18.201.11\\n'"
+      << " > /run/sb-testbed/sb12/hosts.yml\n"
+      << "PATH=" << d << "/bin:$PATH NODES=1 KILL_NODE=1 SESSIONS=300 UP_SAMPLE=5 SECONDS_TRAFFIC=1 INDEX=12 OUT="
+      << d << "/out " << d << "/root/tools/e2e " << d << "/build\n"
+      << "echo \"e2e exit $?\"\n"
+      << "if [ -s " << d << "/decoy ]; then echo 'decoy made'; fi\n"
+      << "if [ -s " << d << "/decoy ] && kill -0 \"$(cat " << d << "/decoy)\" 2>/dev/null; then echo 'decoy alive'; fi\n";
+  REQUIRE(sh("chmod +x " + d + "/root/testbed/* " + d + "/bin/* " + d + "/build/bin/sb-ctl").rc == 0);
+  const auto r = sh("unshare --pid --fork --mount-proc bash " + d + "/run.sh");
+  sh("rm -rf /run/sb-testbed/sb12 " + d);
+  INFO(r.out);
+  CHECK(sb::test::has(r.out, "sessions lost or extra in the RIBs"));  // the failure the fake status causes
+  CHECK(sb::test::has(r.out, "e2e exit 1"));
+  REQUIRE(sb::test::has(r.out, "decoy made"));
+  CHECK(sb::test::has(r.out, "decoy alive"));
+}
