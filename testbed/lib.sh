@@ -14,6 +14,9 @@ TB_ROOT=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
 
 tb_die() { echo "testbed: $*" >&2; exit 1; }
 
+# --help: the opening comment of script $1 (after the #! line), "# " removed.
+tb_usage() { awk 'NR == 1 { next } /^#/ { sub(/^# ?/, ""); print; next } { exit }' "$1"; }
+
 tb_need_root() {
   [ "$(id -u)" -eq 0 ] || tb_die "$1 needs root (it creates network namespaces, veth pairs, bridges and sshd processes); run it as root"
 }

@@ -297,6 +297,16 @@ TEST_CASE("testbed scripts reject bad arguments and non-root users", "[testbed]"
   const Run h = sh(up + " --help");
   CHECK(h.rc == 0);
   for (const char* o : {"--nodes", "--index", "--force"}) CHECK(has(h.out, o));
+  // --help prints the script's opening comment, and only that (a fixed
+  // line range printed `set -euo pipefail` as its last line).
+  for (const char* s : {"up", "down", "traffic"}) {
+    const Run hs = sh(src() + "/testbed/" + s + " --help");
+    INFO(s << " --help:\n" << hs.out);
+    CHECK(hs.rc == 0);
+    CHECK(has(hs.out, std::string("testbed/") + s + ": "));
+    CHECK(!has(hs.out, "set -e"));
+    CHECK(!has(hs.out, "#!"));
+  }
 }
 
 TEST_CASE("testbed traffic starts the sender only once the sink is ready", "[testbed]") {
