@@ -52,7 +52,8 @@ struct SinkOptions {
   bool has_mac = false;
   Mac mac{};                         // our MAC (default: the port's)
   double duration_s = 0;             // 0: until SIGINT/SIGTERM (or idle exit)
-  double idle_exit_s = 0;            // exit after this long without any frame (from the start); 0: never
+  double idle_exit_s = 0;            // exit after this long without any frame but Echo Responses
+                                     // (from the start); 0: never
   std::string out;                   // sink.json
   std::string pcap;
   std::vector<uint32_t> echo_to;     // GTP-U peers to send Echo Requests to

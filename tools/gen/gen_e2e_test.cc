@@ -546,3 +546,27 @@ TEST_CASE("sb-gen send: --out - to a closed stdout fails, not exit 0 with the JS
   CHECK(test::has(r.out, "rc=1"));
   CHECK(test::has(r.out, "stdout: write failed"));
 }
+
+TEST_CASE("sb-gen sink --idle-exit: the Echo Responses its own --echo-to draws do not keep it running", "[gen]") {
+  // With --echo-to, the peers answer an Echo Request every second: the
+  // sink took those answers for traffic and never went idle (the README's
+  // testbed example, --idle-exit 5 --echo-to ..., never ended). Here the
+  // port delivers the node's Echo Responses without end (infinite_rx).
+  TempDir d;
+  d.one_session_csv();
+  uint8_t req[64], resp[128];
+  const uint32_t n = write_echo_request(req, kEnbMac, kNodeMac, 0xc61300c8, kS1u, 1);
+  node::Upstream up;
+  REQUIRE(node::parse_upstream(req, n, kNodeMac, kS1u, &up) == node::Drop::kNone);
+  const uint32_t rn = node::write_echo_response(req, up, kNodeMac, kS1u, resp);
+  REQUIRE(write_pcap(d.path + "/echo.pcap", {std::vector<uint8_t>(resp, resp + rn)}).ok());
+  test::Run r = test::sh(kBin + " sink --quiet --sessions " + d.path + "/s.csv --port net_pcap0,rx_pcap=" + d.path +
+                         "/echo.pcap,infinite_rx=1,tx_pcap=" + d.path + "/out.pcap --mac 02:5b:0e:00:01:00" +
+                         " --echo-to 198.18.9.11 --gw-mac 02:5b:0e:01:03:00 --idle-exit 1 --duration 8 --out " +
+                         d.path + "/sink.json --file-prefix sbgt-idle-" + std::to_string(getpid()));
+  INFO(r.out);
+  REQUIRE(r.rc == 0);
+  auto k = json_file(d.path + "/sink.json");
+  CHECK(u(k, "echo_responses") > 0);  // the answers arrived, and were counted
+  CHECK(k.at("stopped_by") == "idle");
+}

@@ -150,7 +150,10 @@ int run_sink(const SinkOptions& o) {
   bool run_known = o.run_id != 0;
   const uint64_t hz = rte_get_tsc_hz();
   const uint64_t t0 = rte_rdtsc();
-  uint64_t last_rx = t0;  // tsc of the last received frame (the start before the first)
+  // tsc of the last received frame (the start before the first) other than
+  // an Echo Response: those answer our own --echo-to requests every second,
+  // and would keep an idle sink (--idle-exit) running for ever.
+  uint64_t last_rx = t0;
   const uint64_t end_tsc = o.duration_s > 0 ? t0 + uint64_t(o.duration_s * double(hz)) : ~0ULL;
   const uint64_t idle_tsc = uint64_t(o.idle_exit_s * double(hz));
   uint64_t next_status = t0 + hz, next_echo = t0, next_up = t0;
@@ -246,7 +249,7 @@ int run_sink(const SinkOptions& o) {
       continue;
     }
     empty = 0;
-    last_rx = now;
+    bool not_echo = false;
     const uint64_t now_ns = mono_ns();
     for (uint16_t i = 0; i < n; ++i) {
       const uint8_t* d = rte_pktmbuf_mtod(b[i], const uint8_t*);
@@ -271,6 +274,7 @@ int run_sink(const SinkOptions& o) {
           for (const auto& q : peers) learning |= !q.has_mac;
         }
       }
+      not_echo |= v != Verdict::kEchoResponse;
       switch (v) {
         case Verdict::kGpduMarker: {
           ++c.received;
@@ -321,6 +325,7 @@ int run_sink(const SinkOptions& o) {
       }
     }
     rte_pktmbuf_free_bulk(b, n);
+    if (not_echo) last_rx = now;
   }
   const double dur = double(rte_rdtsc() - t0) / double(hz);
   status.finish();
