@@ -357,3 +357,29 @@ TEST_CASE("testbed traffic never signals a PID it has already reaped", "[testbed
   REQUIRE(f.event("decoy") > 0);
   CHECK(has(r.out, "decoy alive"));
 }
+
+TEST_CASE("testbed traffic refuses a bad --duration or a missing value before it starts anything", "[testbed]") {
+  // --duration reached shell arithmetic ($((DURATION + 60))) unchecked,
+  // after the sampler had started: names and a[$(cmd)] were evaluated (the
+  // command ran, as root), 2.5 failed half-way with a syntax error, 010 was
+  // 8 to the shell and 10 to sb-gen, 0 made sb-gen send run until a signal.
+  REQUIRE(geteuid() == 0);
+  FakeTraffic f(0.2);
+  struct Case { std::string args, msg; };
+  const Case cases[] = {
+      {" --duration 'PATH[$(touch " + f.dir + "/ran)]'", "--duration must be a whole number"},
+      {" --duration 2.5", "--duration must be a whole number"},
+      {" --duration 0", "--duration must be a whole number"},
+      {" --duration 010", "--duration must be a whole number"},
+      {" --out", "--out needs a value"},
+  };
+  for (const auto& c : cases) {
+    REQUIRE(sh(": > " + f.dir + "/events").rc == 0);
+    const Run r = sh(f.cmd() + c.args);
+    INFO(c.args << "\n" << r.out);
+    CHECK(r.rc != 0);
+    CHECK(has(r.out, c.msg));
+    CHECK(access((f.dir + "/ran").c_str(), F_OK) != 0);
+    CHECK(sh("cat " + f.dir + "/events").out.empty());  // no sink, no sender started
+  }
+}
