@@ -214,3 +214,24 @@ TEST_CASE("e2e: the exit trap never signals a PID it has already reaped", "[test
   REQUIRE(sb::test::has(r.out, "decoy made"));
   CHECK(sb::test::has(r.out, "decoy alive"));
 }
+
+TEST_CASE("demo summary: duplicates fail the demo like misdelivered packets", "[testbed]") {
+  // tools/demo_report.py passed a run whose sink saw packets twice (a
+  // flooding fabric bridge and a node that takes frames not addressed to
+  // it: ARCHITECTURE.md "Layer 2"); it printed the duplicates and exited 0.
+  char t[] = "/tmp/sb-demo-report-XXXXXX";
+  REQUIRE(mkdtemp(t) != nullptr);
+  const std::string d = t;
+  REQUIRE(sh("mkdir -p " + d + "/state && : > " + d + "/state/hosts.yml").rc == 0);
+  for (const int dups : {0, 7}) {
+    std::ofstream(d + "/report.json") << "{\"run_id\":1,\"sent\":10000,\"unknown_sent\":100,\"delivered\":9900,"
+                                      << "\"delivered_correct\":9900,\"misdelivered\":0,\"lost\":0,\"duplicates\":"
+                                      << dups << ",\"unknown_delivered\":0,\"duration_s\":1,\"rate_pps\":10000}\n";
+    const auto r = sh("/usr/bin/python3 " + sb::test::src_dir() + "/tools/demo_report.py --out " + d + " --state " +
+                      d + "/state --nodes 1 --min-correct 0.999");
+    INFO("duplicates " << dups << "\n" << r.out);
+    CHECK(r.rc == (dups ? 1 : 0));
+    if (dups) CHECK(sb::test::has(r.out, "demo: FAILED"));
+  }
+  sh("rm -rf " + d);
+}
