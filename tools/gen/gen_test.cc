@@ -308,6 +308,32 @@ TEST_CASE("session files: CSV and JSONL, errors carry line numbers", "[gen]") {
   }
 }
 
+TEST_CASE("session files: every protocol sb-gen accepts, the gateway keys as the session", "[gen]") {
+  // The gateway keys SCTP (132) and UDP-Lite (136) by ports, like TCP and
+  // UDP; sb-gen writes no L4 header for them, so the node read the
+  // marker's first 4 bytes as the ports: every packet of such a session was
+  // an unknown flow to the gateway (dropped, fib_miss) and counted lost.
+  const std::string h = "src_ip,dst_ip,src_port,dst_port,proto,node,teid_dl,enb_ip,bearer\n";
+  for (unsigned proto = 0; proto < 256; ++proto) {
+    INFO("proto " << proto);
+    std::istringstream in(h + "198.18.0.1,198.19.0.1,0,0," + std::to_string(proto) + ",choose,16,198.19.0.200,5\n");
+    std::vector<Session> v;
+    const Status st = parse_sessions(in, "x", &v);
+    if (!st.ok()) {
+      CHECK(test::has(st.message(), "x:2: proto " + std::to_string(proto)));
+      continue;
+    }
+    REQUIRE(v.size() == 1);
+    Marker m;
+    m.flow = 0;
+    const auto f = down_frame(v[0].t, 128, m);
+    node::Downstream d;
+    REQUIRE(node::parse_downstream(f.data(), uint32_t(f.size()), kDst, KeyMode::kFiveTuple, false, &d) ==
+            node::Drop::kNone);
+    CHECK(d.key == v[0].t.key());
+  }
+}
+
 TEST_CASE("upstream TEID file", "[gen]") {
   std::istringstream in("teid_ul,ue_ip,server_ip,ue_port,server_port,proto,gw_ip\n"
                         "0x01000005,198.19.0.1,198.18.0.1,4000,80,udp\n"

@@ -82,6 +82,11 @@ Status parse_sessions(std::istream& in, const std::string& name, std::vector<Ses
     if (l4_len(s.t.proto) == 0 && (s.t.src_port != 0 || s.t.dst_port != 0))
       return err("proto " + std::to_string(s.t.proto) +
                  ": sb-gen writes ports only for tcp (6) and udp (17); other protocols need ports 0");
+    // The gateway reads ports for these too (node/packet.cc has_ports): in
+    // a frame without their header it would take the marker for the ports.
+    if (s.t.proto == 132 || s.t.proto == 136)
+      return err("proto " + std::to_string(s.t.proto) +
+                 ": the gateway keys sctp (132) and udp-lite (136) by ports, and sb-gen writes no header for them");
     auto [it, fresh] = seen.emplace(s.t.key(), rd.line());
     if (!fresh)
       return err("duplicate flow " + s.t.key().to_string() + " (first on line " + std::to_string(it->second) + ")");

@@ -11,8 +11,10 @@
 //
 // sb-gen stops at the first bad row, and on top of the reader rejects, with
 // the file name and line number: duplicate 5-tuples (the sink could not
-// tell which session a packet belongs to), and ports on a protocol sb-gen
-// has no L4 header for (anything but TCP and UDP must have ports 0).
+// tell which session a packet belongs to), ports on a protocol sb-gen
+// has no L4 header for (anything but TCP and UDP must have ports 0), and
+// SCTP (132) and UDP-Lite (136), which the gateway keys by ports but sb-gen
+// has no header for.
 //
 // Upstream TEID file (sink --upstream-teids): lines
 //   teid_ul,ue_ip,server_ip,ue_port,server_port,proto[,gw_ip]
