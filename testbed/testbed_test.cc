@@ -383,3 +383,38 @@ TEST_CASE("testbed traffic refuses a bad --duration or a missing value before it
     CHECK(sh("cat " + f.dir + "/events").out.empty());  // no sink, no sender started
   }
 }
+
+TEST_CASE("testbed up stopped by a signal right after it made a namespace or a bridge leaves neither behind", "[testbed]") {
+  // up recorded a namespace or a bridge only after `ip` had made it: a
+  // SIGTERM (or the Ctrl-C that also reaches up) while `ip` ran took up's
+  // exit trap to testbed/down before the record line was written, and the
+  // object was never removed. (A veth cannot leak so: its other end is
+  // recorded, and deleting one end deletes the pair.) Here `ip` signals up
+  // as soon as it has made the object.
+  REQUIRE(geteuid() == 0);
+  const std::string up = src() + "/testbed/up", down = src() + "/testbed/down";
+  const std::string ip = sh("command -v ip").out;
+  REQUIRE(!ip.empty());
+  // Shell case patterns of the `ip` command lines after which up is signalled.
+  for (const char* made : {"'netns add sb14n1'", "'link add sb14fab type bridge stp_state 0'"}) {
+    INFO(made);
+    sh(down + " --index 14");  // a previous crashed run
+    REQUIRE(traces().empty());
+    char tmpl[] = "/tmp/sbtb-fakeip-XXXXXX";
+    REQUIRE(mkdtemp(tmpl) != nullptr);
+    const std::string bin = tmpl;
+    std::ofstream(bin + "/ip") << "#!/bin/sh\n"
+                               << ip.substr(0, ip.size() - 1) << " \"$@\"; rc=$?\n"
+                               << "case \"$*\" in " << made << ") kill -TERM $PPID ;; esac\n"
+                               << "exit $rc\n";
+    REQUIRE(sh("chmod +x " + bin + "/ip").rc == 0);
+    const Run u = sh("PATH=" + bin + ":$PATH " + up + " --nodes 2 --index 14");
+    sh("rm -rf " + bin);
+    INFO(u.out);
+    CHECK(u.rc != 0);
+    CHECK(has(u.out, "removing what was made"));
+    CHECK(traces().empty());
+    // Whatever the check found, leave nothing for the next test.
+    sh("ip netns del sb14n1 2>/dev/null; ip link del sb14fab 2>/dev/null; " + down + " --index 14");
+  }
+}
