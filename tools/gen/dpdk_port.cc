@@ -4,6 +4,9 @@
 #include <rte_ethdev.h>
 #include <rte_mbuf.h>
 
+#include <net/if.h>
+#include <sys/ioctl.h>
+#include <sys/socket.h>
 #include <sys/stat.h>
 #include <unistd.h>
 
@@ -83,6 +86,28 @@ Status port_open(const std::string& dev, rte_mempool* pool, PortInfo* out) {
   std::memcpy(out->mac.b, a.addr_bytes, 6);
   out->id = pid;
   out->dev = dev;
+  return Status::Ok();
+}
+
+Status check_frame_fits(const std::string& dev, uint32_t max_frame) {
+  // "net_af_packet0,iface=ext1,qpairs=1" -> "ext1"
+  const size_t at = dev.find(",iface=");
+  if (at == std::string::npos) return Status::Ok();
+  const size_t b = at + 7;
+  const std::string iface = dev.substr(b, dev.find(',', b) - b);
+  if (iface.empty() || iface.size() >= IFNAMSIZ) return Status::Ok();
+  const int fd = socket(AF_INET, SOCK_DGRAM | SOCK_CLOEXEC, 0);
+  if (fd < 0) return Status::Ok();
+  ifreq ifr{};
+  std::memcpy(ifr.ifr_name, iface.c_str(), iface.size());
+  const int rc = ioctl(fd, SIOCGIFMTU, &ifr);
+  close(fd);
+  if (rc != 0 || ifr.ifr_mtu <= 0) return Status::Ok();
+  const uint32_t fits = uint32_t(ifr.ifr_mtu) + 14;
+  if (max_frame > fits)
+    return Status::InvalidArgument("frames of " + std::to_string(max_frame) + " bytes do not fit " + iface +
+                                   " (MTU " + std::to_string(ifr.ifr_mtu) + ": at most " + std::to_string(fits) +
+                                   " bytes; the kernel would discard them)");
   return Status::Ok();
 }
 

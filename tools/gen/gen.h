@@ -91,6 +91,12 @@ struct PortInfo {
 // port of a device string. pool: the rx mbuf pool.
 Status port_open(const std::string& dev, struct rte_mempool* pool, PortInfo* out);
 void eal_done(const std::vector<PortInfo>& ports);
+// For a device string naming a kernel interface (iface=NAME: af_packet):
+// fails when frames of max_frame bytes (without FCS) exceed that
+// interface's MTU + 14, which the kernel discards without an error (they
+// would count as sent, then lost). Ok for other devices, or when the
+// interface cannot be queried (the EAL then says why the port fails).
+Status check_frame_fits(const std::string& dev, uint32_t max_frame);
 
 uint64_t mono_ns();
 uint64_t real_ns();

@@ -80,3 +80,46 @@ TEST_CASE("send -> sink over a veth pair between two namespaces (af_packet)", "[
   CHECK(delivered * 1000 >= (sent - unknown) * 999);
   CHECK(f.count("latency_us_p50"));
 }
+
+TEST_CASE("send refuses a --size whose frames do not fit the af_packet interface's MTU", "[gen][veth]") {
+  // The kernel discards an af_packet frame longer than the interface's MTU
+  // + 14 without an error (PACKET_LOSS): sb-gen counted every such frame in
+  // `sent` (opackets too, oerrors 0) and the report called them all lost.
+  if (geteuid() != 0 || test::sh("command -v ip").rc != 0) {
+    WARN("skipped: needs root and iproute2");
+    return;
+  }
+  char t[] = "/tmp/sbgen-mtu-XXXXXX";
+  REQUIRE(mkdtemp(t) != nullptr);
+  const std::string dir = t;
+  {
+    std::ofstream o(dir + "/s.csv");
+    o << "src_ip,dst_ip,src_port,dst_port,proto,node,teid_dl,enb_ip,bearer\n"
+      << "198.18.8.1,198.19.14.1,2000,443,udp,choose,100,198.19.15.1,5\n";
+  }
+  const std::string id = std::to_string(getpid() % 100000);
+  const std::string A = "sbgtM" + id, ia = "sbgt" + id + "m", ib = "sbgt" + id + "n";
+  const std::string send = "ip netns exec " + A + " timeout 60 " + std::string(SB_GEN_BIN) + " send --quiet --sessions " +
+                           dir + "/s.csv --port net_af_packet0,iface=" + ia +
+                           " --dst-mac 02:5b:0e:00:00:01 --rate 0 --count 1 --file-prefix sbgt-mtu-" + id;
+  const std::string script = "exec 2>&1\n"
+                             "cleanup() { ip netns del " + A + " 2>/dev/null; true; }\n"
+                             "trap cleanup EXIT\n"
+                             "set -e\n"
+                             "ip netns add " + A + "\n"
+                             "ip -n " + A + " link add " + ia + " mtu 1600 type veth peer name " + ib + " mtu 1600\n"
+                             "ip -n " + A + " link set " + ia + " up\n"
+                             "ip -n " + A + " link set " + ib + " up\n"
+                             "set +e\n" +
+                             send + " --size 1614 --out " + dir + "/fits.json; echo \"fits rc=$?\"\n" +
+                             send + " --size 1615 --out " + dir + "/big.json; echo \"big rc=$?\"\n";
+  test::Run r = test::sh(script);
+  const std::string fits = test::sh("cat " + dir + "/fits.json").out;
+  (void)test::sh("rm -rf '" + dir + "'");
+  INFO(r.out);
+  CHECK(test::sh("ip netns list | grep -c " + A).out.find('1') == std::string::npos);
+  CHECK(test::has(r.out, "fits rc=0"));
+  CHECK(test::has(fits, "\"sent\":1,"));
+  CHECK(test::has(r.out, "big rc=2"));
+  CHECK(test::has(r.out, "MTU 1600"));
+}

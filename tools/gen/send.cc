@@ -135,6 +135,14 @@ int run_send(const SendOptions& o) {
     std::fprintf(stderr, "sb-gen send: --out %s\n", st.message().c_str());
     return 2;
   }
+  // The longest frame this run can build (TCP's minimum is the largest).
+  for (const auto& dev : o.eal.devices) {
+    st = check_frame_fits(dev, frame_len(o.size, kProtoTcp));
+    if (!st.ok()) {
+      std::fprintf(stderr, "sb-gen send: --size %u: %s\n", o.size, st.message().c_str());
+      return 2;
+    }
+  }
   PcapWriter pcap;
   if (!o.pcap.empty()) {
     st = pcap.open(o.pcap);
