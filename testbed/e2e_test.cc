@@ -5,6 +5,9 @@
 // address, zero misdelivered, unknown flows dropped by the nodes and
 // counted, and nothing left behind. It is `make demo` at a small size
 // (tools/demo), on testbed index 13, as root, serially.
+#include <arpa/inet.h>
+#include <netinet/in.h>
+#include <sys/socket.h>
 #include <unistd.h>
 
 #include <catch2/catch.hpp>
@@ -18,6 +21,7 @@
 
 #include "core/test_util.h"
 
+using sb::test::Run;
 using sb::test::sh;
 
 namespace {
@@ -148,71 +152,147 @@ TEST_CASE("e2e: bad knobs are rejected before anything is made", "[testbed]") {
   sh("rm -rf " + d);
 }
 
+// tools/e2e in a copy of the tree whose testbed scripts, ansible-playbook
+// and sb-ctl are fakes (1 node at 127.0.0.2, 300 sessions, testbed index
+// 12), run in a PID namespace of its own by dir/run.sh. The fake traffic
+// run writes its PID to dir/traffic.pid; the fake `sb-ctl cluster status`
+// runs dir/on-status if there is one and reports `rib` sessions (4800 is
+// what the churn leaves: e2e goes on to its quiet run, which finds no
+// report and fails). run.sh prints "e2e exit RC".
+struct FakeE2e {
+  std::string d;
+  FakeE2e(int rib, const std::string& env) {
+    REQUIRE(geteuid() == 0);
+    REQUIRE(access("/run/sb-testbed/sb12", F_OK) != 0);
+    char t[] = "/tmp/sb-e2e-fake-XXXXXX";
+    REQUIRE(mkdtemp(t) != nullptr);
+    d = t;
+    REQUIRE(sh("mkdir -p " + d + "/root/tools " + d + "/root/testbed " + d + "/root/ansible " + d + "/bin " + d +
+               "/build/bin /run/sb-testbed/sb12/n1 && cp " + sb::test::src_dir() + "/tools/e2e " + d + "/root/tools/")
+                .rc == 0);
+    std::ofstream(d + "/root/testbed/up") << "#!/bin/sh\nexit 0\n";
+    std::ofstream(d + "/root/testbed/down") << "#!/bin/sh\nexit 0\n";
+    std::ofstream(d + "/root/testbed/traffic") << "#!/bin/sh\necho $$ > " << d << "/traffic.pid\nsleep 1\n";
+    std::ofstream(d + "/bin/ansible-playbook") << "#!/bin/sh\nexit 0\n";
+    std::ofstream(d + "/build/bin/sb-ctl")
+        << "#!/bin/bash\n"
+        << "while [ \"${1#--}\" != \"$1\" ]; do shift 2; done  # --config F --key K\n"
+        << "case \"$1 $2\" in\n"
+        << "'session gen')\n"
+        << "  shift 2; while [ $# -gt 0 ]; do case \"$1\" in --count) n=$2; shift 2 ;; --out) out=$2; shift 2 ;;"
+        << " *) shift ;; esac; done\n"
+        << "  { echo src_ip,dst_ip,src_port,dst_port,proto,node,teid_dl,enb_ip,bearer\n"
+        << "    seq 1 \"$n\" | awk '{print \"198.18.0.1,198.19.0.1,\" $1 \",80,udp,choose,\" $1 \",198.19.0.200,5\"}'; }"
+        << " >\"$out\" ;;\n"
+        << "'session show') echo 'session node=1 teid_ul=0x10' ;;\n"
+        << "'session load') echo 'rows 5000 accepted 5000' ;;\n"
+        << "'cluster status')\n"
+        << "  if [ -x " << d << "/on-status ]; then " << d << "/on-status; fi\n"
+        << "  echo '  node 1: up, " << rib << " sessions in its RIB' ;;\n"
+        << "esac\n"
+        << "exit 0\n";
+    std::ofstream(d + "/run.sh")
+        << "bash -c 'sleep 300 & wait' &\n"  // node 1's supervisor and its sb-node
+        << "echo $! > /run/sb-testbed/sb12/n1/sb-node.pid\n"
+        << "printf '        n1:\\n          ansible_host: 127.0.0.2\\n          s1u_ip: 198.18.201.11\\n'"
+        << " > /run/sb-testbed/sb12/hosts.yml\n"
+        << env << " PATH=" << d << "/bin:$PATH NODES=1 KILL_NODE=1 SESSIONS=300 UP_SAMPLE=5 SECONDS_TRAFFIC=1 INDEX=12 OUT="
+        << d << "/out " << d << "/root/tools/e2e " << d << "/build\n"
+        << "echo \"e2e exit $?\"\n"
+        << "if [ -s " << d << "/decoy ]; then echo 'decoy made'; fi\n"
+        << "if [ -s " << d << "/decoy ] && kill -0 \"$(cat " << d << "/decoy)\" 2>/dev/null; then echo 'decoy alive'; fi\n";
+    REQUIRE(sh("chmod +x " + d + "/root/testbed/* " + d + "/bin/* " + d + "/build/bin/sb-ctl").rc == 0);
+  }
+  ~FakeE2e() { sh("rm -rf /run/sb-testbed/sb12 " + d); }
+  // The namespace's first process runs run.sh; when it ends, the kernel
+  // ends every process left in the namespace.
+  Run run() const { return sh("unshare --pid --fork --mount-proc bash " + d + "/run.sh"); }
+};
+
+// A listening socket on 127.0.0.1 that only counts: hit() says whether
+// anything connected (the kernel completes handshakes without accept).
+struct Listener {
+  int fd = -1;
+  int port = 0;
+  Listener() {
+    fd = socket(AF_INET, SOCK_STREAM | SOCK_NONBLOCK | SOCK_CLOEXEC, 0);
+    REQUIRE(fd >= 0);
+    sockaddr_in a{};
+    a.sin_family = AF_INET;
+    a.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+    REQUIRE(bind(fd, reinterpret_cast<sockaddr*>(&a), sizeof a) == 0);
+    REQUIRE(listen(fd, 64) == 0);
+    socklen_t l = sizeof a;
+    REQUIRE(getsockname(fd, reinterpret_cast<sockaddr*>(&a), &l) == 0);
+    port = ntohs(a.sin_port);
+  }
+  ~Listener() { close(fd); }
+  bool hit() const {
+    const int c = accept(fd, nullptr, nullptr);
+    if (c < 0) return false;
+    close(c);
+    return true;
+  }
+  std::string proxy_env() const {
+    const std::string u = "http://127.0.0.1:" + std::to_string(port);
+    return "http_proxy=" + u + " HTTP_PROXY=" + u;
+  }
+};
+
 TEST_CASE("e2e: the exit trap never signals a PID it has already reaped", "[testbed]") {
   // tools/e2e's cleanup killed every PID it had started, the traffic run
   // and the churn included after it had waited for them: by then (minutes
   // and thousands of processes later, pid_max 32768) the PIDs could be
-  // other processes'. tools/e2e runs here in a copy of the tree whose
-  // testbed scripts, ansible-playbook, sb-ctl and curl are fakes, in a PID
-  // namespace of its own: after the traffic run, the fake `sb-ctl cluster
+  // other processes'. After the traffic run, the fake `sb-ctl cluster
   // status` hands its PID to a decoy (ns_last_pid) and reports a RIB count
   // that fails the run; the decoy must survive e2e's exit.
-  REQUIRE(geteuid() == 0);
-  REQUIRE(access("/run/sb-testbed/sb12", F_OK) != 0);
-  char t[] = "/tmp/sb-e2e-trap-XXXXXX";
-  REQUIRE(mkdtemp(t) != nullptr);
-  const std::string d = t;
-  REQUIRE(sh("mkdir -p " + d + "/root/tools " + d + "/root/testbed " + d + "/root/ansible " + d + "/bin " + d +
-             "/build/bin /run/sb-testbed/sb12/n1 && cp " + sb::test::src_dir() + "/tools/e2e " + d + "/root/tools/")
-              .rc == 0);
-  std::ofstream(d + "/root/testbed/up") << "#!/bin/sh\nexit 0\n";
-  std::ofstream(d + "/root/testbed/down") << "#!/bin/sh\nexit 0\n";
-  std::ofstream(d + "/root/testbed/traffic") << "#!/bin/sh\necho $$ > " << d << "/traffic.pid\nsleep 1\n";
-  std::ofstream(d + "/bin/ansible-playbook") << "#!/bin/sh\nexit 0\n";
-  std::ofstream(d + "/bin/curl") << "#!/bin/sh\nexit 7\n";
-  std::ofstream(d + "/build/bin/sb-ctl")
-      << "#!/bin/bash\n"
-      << "while [ \"${1#--}\" != \"$1\" ]; do shift 2; done  # --config F --key K\n"
-      << "case \"$1 $2\" in\n"
-      << "'session gen')\n"
-      << "  shift 2; while [ $# -gt 0 ]; do case \"$1\" in --count) n=$2; shift 2 ;; --out) out=$2; shift 2 ;;"
-      << " *) shift ;; esac; done\n"
-      << "  { echo src_ip,dst_ip,src_port,dst_port,proto,node,teid_dl,enb_ip,bearer\n"
-      << "    seq 1 \"$n\" | awk '{print \"198.18.0.1,198.19.0.1,\" $1 \",80,udp,choose,\" $1 \",198.19.0.200,5\"}'; }"
-      << " >\"$out\" ;;\n"
-      << "'session show') echo 'session node=1 teid_ul=0x10' ;;\n"
-      << "'session load') echo 'rows 5000 accepted 5000' ;;\n"
-      << "'cluster status')\n"
-      << "  if [ ! -e " << d << "/decoy ]; then\n"
-      << "    pid=$(cat " << d << "/traffic.pid)\n"
-      << "    for _ in $(seq 1 20); do\n"
-      << "      echo $((pid - 1)) >/proc/sys/kernel/ns_last_pid\n"
-      << "      setsid sleep 60 </dev/null >/dev/null 2>&1 &\n"
-      << "      if [ $! = \"$pid\" ]; then echo $! > " << d << "/decoy; break; fi\n"
-      << "      kill $!\n"
-      << "    done\n"
-      << "  fi\n"
-      << "  echo '  node 1: up, 1 sessions in its RIB' ;;\n"
-      << "esac\n"
-      << "exit 0\n";
-  std::ofstream(d + "/run.sh")
-      << "bash -c 'sleep 300 & wait' &\n"  // node 1's supervisor and its sb-node
-      << "echo $! > /run/sb-testbed/sb12/n1/sb-node.pid\n"
-      << "printf '        n1:\\n          ansible_host: 198.18.192.11\\n          s1u_ip: 198.18.201.11\\n'"
-      << " > /run/sb-testbed/sb12/hosts.yml\n"
-      << "PATH=" << d << "/bin:$PATH NODES=1 KILL_NODE=1 SESSIONS=300 UP_SAMPLE=5 SECONDS_TRAFFIC=1 INDEX=12 OUT="
-      << d << "/out " << d << "/root/tools/e2e " << d << "/build\n"
-      << "echo \"e2e exit $?\"\n"
-      << "if [ -s " << d << "/decoy ]; then echo 'decoy made'; fi\n"
-      << "if [ -s " << d << "/decoy ] && kill -0 \"$(cat " << d << "/decoy)\" 2>/dev/null; then echo 'decoy alive'; fi\n";
-  REQUIRE(sh("chmod +x " + d + "/root/testbed/* " + d + "/bin/* " + d + "/build/bin/sb-ctl").rc == 0);
-  const auto r = sh("unshare --pid --fork --mount-proc bash " + d + "/run.sh");
-  sh("rm -rf /run/sb-testbed/sb12 " + d);
+  FakeE2e f(1, "");
+  std::ofstream(f.d + "/on-status") << "#!/bin/bash\n"
+                                    << "[ -e " << f.d << "/decoy ] && exit 0\n"
+                                    << "pid=$(cat " << f.d << "/traffic.pid)\n"
+                                    << "for _ in $(seq 1 20); do\n"
+                                    << "  echo $((pid - 1)) >/proc/sys/kernel/ns_last_pid\n"
+                                    << "  setsid sleep 60 </dev/null >/dev/null 2>&1 &\n"
+                                    << "  if [ $! = \"$pid\" ]; then echo $! > " << f.d << "/decoy; exit 0; fi\n"
+                                    << "  kill $!\n"
+                                    << "done\n";
+  REQUIRE(sh("chmod +x " + f.d + "/on-status").rc == 0);
+  const auto r = f.run();
   INFO(r.out);
   CHECK(sb::test::has(r.out, "sessions lost or extra in the RIBs"));  // the failure the fake status causes
   CHECK(sb::test::has(r.out, "e2e exit 1"));
   REQUIRE(sb::test::has(r.out, "decoy made"));
   CHECK(sb::test::has(r.out, "decoy alive"));
+}
+
+TEST_CASE("e2e and the demo summary read the nodes' /metrics directly, never through an http_proxy", "[testbed]") {
+  // curl (tools/e2e, testbed/traffic) and urllib (tools/demo_report.py)
+  // honour http_proxy: on a host that sets one, every request for a node's
+  // /metrics went to the proxy (off the machine, with the testbed's
+  // addresses), which cannot reach the testbed's namespaces: the counters
+  // read as missing. Here the proxy is a listener that must see nothing.
+  Listener proxy;
+  {
+    FakeE2e f(4800, proxy.proxy_env());
+    const auto r = f.run();
+    INFO(r.out);
+    CHECK(sb::test::has(r.out, "quiet traffic run"));  // e2e got to its /metrics reads
+    CHECK(!proxy.hit());
+  }
+  char t[] = "/tmp/sb-demo-report-XXXXXX";
+  REQUIRE(mkdtemp(t) != nullptr);
+  const std::string d = t;
+  REQUIRE(sh("mkdir -p " + d + "/state").rc == 0);
+  std::ofstream(d + "/state/hosts.yml") << "        n1:\n          ansible_host: 127.0.0.2\n";
+  std::ofstream(d + "/report.json") << "{\"run_id\":1,\"sent\":100,\"unknown_sent\":0,\"delivered\":100,"
+                                    << "\"delivered_correct\":100,\"misdelivered\":0,\"lost\":0,\"duplicates\":0,"
+                                    << "\"unknown_delivered\":0,\"duration_s\":1,\"rate_pps\":100}\n";
+  const auto r = sh(proxy.proxy_env() + " /usr/bin/python3 " + sb::test::src_dir() + "/tools/demo_report.py --out " +
+                    d + " --state " + d + "/state --nodes 1");
+  sh("rm -rf " + d);
+  INFO(r.out);
+  CHECK(sb::test::has(r.out, "cannot read http://127.0.0.2:9100/metrics"));  // nothing listens there
+  CHECK(!proxy.hit());
 }
 
 TEST_CASE("demo summary: duplicates fail the demo like misdelivered packets", "[testbed]") {

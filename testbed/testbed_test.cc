@@ -2,6 +2,9 @@
 // create network namespaces, bridges, veths and sshd processes (root
 // needed: make test runs as root), use testbed index 14 so they never touch
 // a demo testbed (index 0), and check that down leaves nothing behind.
+#include <arpa/inet.h>
+#include <netinet/in.h>
+#include <sys/socket.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
@@ -50,14 +53,15 @@ std::string traces() {
 
 
 // A fake testbed sb14 for testbed/traffic: no namespaces, no DPDK. The
-// state dir holds a one-node inventory; dir/bin has what traffic runs
-// (`ip netns exec NS CMD` runs CMD here, curl answers nothing) and
+// state dir holds a one-node inventory (the node at 127.0.0.2); dir/bin has
+// what traffic runs (`ip netns exec NS CMD` runs CMD here, curl answers
+// nothing unless fake_curl is false) and
 // dir/build/bin/sb-gen logs "EVENT TIME PID" lines to dir/events. Its sink
 // is ready (prints its status lines) sink_delay s after it starts, as a
 // DPDK EAL and port take a while; its report runs dir/on-report if there is one.
 struct FakeTraffic {
   std::string dir;
-  explicit FakeTraffic(double sink_delay) {
+  explicit FakeTraffic(double sink_delay, bool fake_curl = true) {
     sh(src() + "/testbed/down --index 14");  // a previous crashed run
     REQUIRE(traces().empty());
     char t[] = "/tmp/sbtb-traffic-XXXXXX";
@@ -70,7 +74,7 @@ struct FakeTraffic {
     std::ofstream(dir + "/bin/ip") << "#!/bin/sh\n"
                                    << "if [ \"$1\" = netns ] && [ \"$2\" = exec ]; then shift 3; exec \"$@\"; fi\n"
                                    << "exec " << ip.substr(0, ip.size() - 1) << " \"$@\"\n";
-    std::ofstream(dir + "/bin/curl") << "#!/bin/sh\nexit 7\n";
+    if (fake_curl) std::ofstream(dir + "/bin/curl") << "#!/bin/sh\nexit 7\n";
     std::ofstream(dir + "/build/bin/sb-gen")
         << "#!/bin/bash\n"
         << "ev=" << dir << "/events mode=$1 out=\n"
@@ -94,11 +98,11 @@ struct FakeTraffic {
         << "esac\n";
     std::ofstream("/run/sb-testbed/sb14/hosts.yml") << "all:\n  children:\n    sb_nodes:\n      hosts:\n"
                                                     << "        n1:\n"
-                                                    << "          ansible_host: 198.18.224.11\n"
+                                                    << "          ansible_host: 127.0.0.2\n"
                                                     << "          ext_mac: \"02:5b:0e:01:01:00\"\n"
                                                     << "          enb_port_mac: \"02:5b:0e:03:01:00\"\n"
                                                     << "          s1u_ip: 198.18.233.11\n";
-    REQUIRE(sh("chmod +x " + dir + "/bin/ip " + dir + "/bin/curl " + dir + "/build/bin/sb-gen").rc == 0);
+    REQUIRE(sh("chmod +x " + dir + "/bin/* " + dir + "/build/bin/sb-gen").rc == 0);
   }
   ~FakeTraffic() {
     sh(src() + "/testbed/down --index 14");
@@ -417,4 +421,30 @@ TEST_CASE("testbed up stopped by a signal right after it made a namespace or a b
     // Whatever the check found, leave nothing for the next test.
     sh("ip netns del sb14n1 2>/dev/null; ip link del sb14fab 2>/dev/null; " + down + " --index 14");
   }
+}
+
+TEST_CASE("testbed traffic samples the nodes' /metrics directly, never through an http_proxy", "[testbed]") {
+  // curl honours http_proxy: on a host that sets one, the sampler sent
+  // every request for a node's /metrics to the proxy (off the machine),
+  // which cannot reach the testbed: metrics.csv stayed empty. The proxy
+  // here is a listener on 127.0.0.1 that must see no connection.
+  REQUIRE(geteuid() == 0);
+  const int fd = socket(AF_INET, SOCK_STREAM | SOCK_NONBLOCK | SOCK_CLOEXEC, 0);
+  REQUIRE(fd >= 0);
+  sockaddr_in a{};
+  a.sin_family = AF_INET;
+  a.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+  REQUIRE(bind(fd, reinterpret_cast<sockaddr*>(&a), sizeof a) == 0);
+  REQUIRE(listen(fd, 64) == 0);
+  socklen_t l = sizeof a;
+  REQUIRE(getsockname(fd, reinterpret_cast<sockaddr*>(&a), &l) == 0);
+  const std::string proxy = "http://127.0.0.1:" + std::to_string(ntohs(a.sin_port));
+  FakeTraffic f(0.2, false);
+  const Run r = sh("http_proxy=" + proxy + " HTTP_PROXY=" + proxy + " " + f.cmd());
+  INFO(r.out);
+  CHECK(r.rc == 0);
+  const int c = accept(fd, nullptr, nullptr);
+  CHECK(c < 0);  // nothing connected to the proxy
+  if (c >= 0) close(c);
+  close(fd);
 }
