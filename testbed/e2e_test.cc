@@ -155,10 +155,11 @@ TEST_CASE("e2e: bad knobs are rejected before anything is made", "[testbed]") {
 // tools/e2e in a copy of the tree whose testbed scripts, ansible-playbook
 // and sb-ctl are fakes (1 node at 127.0.0.2, 300 sessions, testbed index
 // 12), run in a PID namespace of its own by dir/run.sh. The fake traffic
-// run writes its PID to dir/traffic.pid; the fake `sb-ctl cluster status`
+// run writes its PID to dir/traffic.pid and a report of 100 packets
+// delivered, 10 upstream received, in its --out; the fake `sb-ctl cluster status`
 // runs dir/on-status if there is one and reports `rib` sessions (4800 is
-// what the churn leaves: e2e goes on to its quiet run, which finds no
-// report and fails). run.sh prints "e2e exit RC".
+// what the churn leaves: e2e goes on to its quiet run and its checks).
+// run.sh prints "e2e exit RC".
 struct FakeE2e {
   std::string d;
   FakeE2e(int rib, const std::string& env) {
@@ -172,7 +173,12 @@ struct FakeE2e {
                 .rc == 0);
     std::ofstream(d + "/root/testbed/up") << "#!/bin/sh\nexit 0\n";
     std::ofstream(d + "/root/testbed/down") << "#!/bin/sh\nexit 0\n";
-    std::ofstream(d + "/root/testbed/traffic") << "#!/bin/sh\necho $$ > " << d << "/traffic.pid\nsleep 1\n";
+    std::ofstream(d + "/root/testbed/traffic")
+        << "#!/bin/bash\necho $$ > " << d << "/traffic.pid\nsleep 1\n"
+        << "while [ $# -gt 0 ]; do case \"$1\" in --out) out=$2; shift 2 ;; *) shift ;; esac; done\n"
+        << "mkdir -p \"$out\" && : > \"$out/metrics.csv\"\n"
+        << "echo '{\"sent\":100,\"unknown_sent\":0,\"delivered\":100,\"delivered_correct\":100,\"misdelivered\":0,"
+        << "\"lost\":0,\"duplicates\":0,\"upstream_sent\":10,\"upstream_received\":10}' > \"$out/report.json\"\n";
     std::ofstream(d + "/bin/ansible-playbook") << "#!/bin/sh\nexit 0\n";
     std::ofstream(d + "/build/bin/sb-ctl")
         << "#!/bin/bash\n"
@@ -293,6 +299,18 @@ TEST_CASE("e2e and the demo summary read the nodes' /metrics directly, never thr
   INFO(r.out);
   CHECK(sb::test::has(r.out, "cannot read http://127.0.0.2:9100/metrics"));  // nothing listens there
   CHECK(!proxy.hit());
+}
+
+TEST_CASE("e2e: a node whose /metrics does not answer fails the checks with a reason, not curl's exit code", "[testbed]") {
+  // up_counters' curl | awk under set -e and pipefail: the first node that
+  // did not answer ended e2e on the spot with curl's exit status (7, 28)
+  // and no reason, although up_counters says a missing node just has no
+  // line and the checks then fail. Nothing answers at 127.0.0.2:9100 here.
+  FakeE2e f(4800, "");
+  const auto r = f.run();
+  INFO(r.out);
+  CHECK(sb::test::has(r.out, "node 1's sb_gtpu_in_total not read from /metrics"));
+  CHECK(sb::test::has(r.out, "e2e exit 1"));
 }
 
 TEST_CASE("demo summary: duplicates fail the demo like misdelivered packets", "[testbed]") {
