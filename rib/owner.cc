@@ -1237,8 +1237,10 @@ void Owner::on_fib_ack(const FibAckMsg& ack, uint64_t now_us) {
 Owner::TeidLearn Owner::learn_teid(const FlowKey& k, uint32_t node, uint32_t teid_ul) {
   if (!teid_names(teid_ul, node)) return TeidLearn::kBad;
   SessionRec* r = recs_[partition_of_key(k)].find(k);
-  if (r == nullptr || r->node != node) return TeidLearn::kSkipped;
+  // An op in flight decides first (an add in flight has no record yet; if
+  // it fails, the report is still wanted for what the record then is).
   if (in_flight(k) != nullptr) return TeidLearn::kInFlight;
+  if (r == nullptr || r->node != node) return TeidLearn::kSkipped;
   if (r->teid_ul == teid_ul) return TeidLearn::kSame;
   note_teid(k, node, teid_ul);
   r->teid_ul = teid_ul;
