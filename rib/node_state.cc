@@ -787,7 +787,7 @@ std::vector<std::pair<uint32_t, StreamPos>> NodeState::applied_refresh(uint64_t 
   std::vector<std::pair<uint32_t, StreamPos>> out;
   for (uint32_t i = 0; i < parts_.size(); ++i) {
     const Part& p = parts_[i];
-    if (p.state == kSynced && p.reported_us != 0 && p.applied.seq != 0 && now_us - p.reported_us <= window_us)
+    if (p.state == kSynced && p.reported_us != 0 && p.applied.epoch != 0 && now_us - p.reported_us <= window_us)
       out.emplace_back(i, p.applied);
   }
   return out;

@@ -475,7 +475,9 @@ struct Sim {
     for (uint32_t i = 0; i < owners.size(); ++i) {
       if (owners[i] && !owners[i]->idle()) {
         why += " owner " + std::to_string(i) + " busy (queued " + std::to_string(owners[i]->queued()) +
-               ", groups " + std::to_string(owners[i]->groups_in_flight()) + ");";
+               ", groups " + std::to_string(owners[i]->groups_in_flight()) + ", re-push resends " +
+               std::to_string(owners[i]->stats().repush_resends) + ", cleanup resends " +
+               std::to_string(owners[i]->stats().cleanup_resends) + ");";
         for (uint32_t p = 0; p < spec.partitions; ++p) {
           if (spec.owner[p] != i || owners[i]->min_applied(p) == owners[i]->head(p)) continue;
           why += " p" + std::to_string(p) + " head " + std::to_string(owners[i]->head(p).epoch) + "/" +
@@ -3718,4 +3720,25 @@ TEST_CASE("rib owner: a TEID report for a key with an op in flight is asked for 
   CHECK(sim.owners[0]->on_teid_report(r).empty());
   CHECK(sim.owners[0]->find(k)->teid_ul == acked + 1);
   CHECK(sim.owners[0]->stats().teid_reports_learnt == 1);
+}
+
+TEST_CASE("node state: the applied refresh re-sends a position at the start of an epoch (seq 0)", "[snapshot]") {
+  // After an owner's restart a node loads the new epoch's snapshot at
+  // (epoch, 0). When that report was lost the refresh never sent it again
+  // (it skipped seq 0), so the owner's convergence waited for good on an
+  // op that produced no delta (chaos: drop=2:50,drop=3:50,drop=5:30,
+  // kill=20, seed 6004: owner never idle).
+  auto ns = two_member_node1();
+  NodeState& n = *ns;
+  SnapshotOut s;
+  s.partition = 0;
+  s.pos = StreamPos{7, 0};
+  REQUIRE(n.on_snapshot(s).ok());
+  const auto first = n.take_applied_changes(1000);
+  REQUIRE(first.size() == 1);
+  CHECK(first[0].second == StreamPos{7, 0});  // lost on the way
+  const auto again = n.applied_refresh(2000, 30000000);
+  REQUIRE(again.size() == 1);
+  CHECK(again[0].first == 0);
+  CHECK(again[0].second == StreamPos{7, 0});
 }
