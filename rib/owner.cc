@@ -618,6 +618,26 @@ void Owner::set_live(uint32_t node, bool live, uint64_t now_us) {
     for (const auto& [p, d] : waiters_) parts.push_back(p);
     for (uint32_t p : parts) check_converged(p, now_us);
   }
+  // A member back after it was seen down may have missed FIB batches (ops
+  // that left it out while it was down: a full-duplication copy of a
+  // session deleted meanwhile would stay for good). A reconciling re-push
+  // of our partitions to it repairs that (installs are idempotent; a
+  // restarted member gets what its snapshots also bring).
+  if (before != live_mask_ && live && node != opt_.self && repushed_) {
+    for (auto it = repush_.begin(); it != repush_.end();)
+      it = it->second.node == node ? repush_.erase(it) : std::next(it);
+    ++stats_.member_repushes;
+    FibBatch b;
+    for (const uint32_t p : spec_.partitions_of(opt_.self)) {
+      fib_entries_for(p, node, &b.install);
+      b.reconcile.push_back(p);
+      if (b.install.size() >= std::max<uint32_t>(1, opt_.repush_chunk)) {
+        send_repush(node, std::move(b), now_us);
+        b = FibBatch{};
+      }
+    }
+    if (!b.reconcile.empty()) send_repush(node, std::move(b), now_us);
+  }
 }
 
 StreamPos Owner::min_applied(uint32_t partition) const {
@@ -716,7 +736,9 @@ void Owner::fib_entries_for(uint32_t partition, uint32_t for_node, std::vector<F
         // here, and if the move fails nothing reinstalls it here. The old
         // entry is removed only after convergence, which waits for this
         // node to apply the move's delta, so after this snapshot. (Not for
-        // a modify: the old tunnel would stay here after it commits.)
+        // a modify: the old tunnel would stay here after it commits. A
+        // node the modify did not install at gets its entry when it
+        // commits: finish, members the group did not install at.)
         fib.push_back(fib_entry_for(g.old.key, g.old, for_node));
     }
   // Moves away from this node that committed but have not converged: a

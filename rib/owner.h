@@ -187,6 +187,8 @@ struct OwnerOptions {
     "FIB removes/restores of moves and failed ops sent again (their ack did not come)")                 \
   X(repush_timeouts, repush_timeouts, kCounter,                                                         \
     "re-push batches to a node not live, not acked within 10 x fib_timeout_ms (forgotten)")             \
+  X(member_repushes, member_repushes, kCounter,                                                         \
+    "reconciling re-pushes to a member seen live again after it was down (it may have missed batches)") \
   X(repush_resends, repush_resends, kCounter,                                                           \
     "re-push batches to a live node built again and re-sent (not acked within fib_timeout_ms)")         \
   X(teid_reports_learnt, teid_reports_learnt, kCounter,                                                 \
