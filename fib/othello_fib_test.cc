@@ -146,6 +146,13 @@ TEST_CASE("othello fib: reconstruction forced by inserts, all answers stay exact
 // (what sb-node's data plane gives, Fib::set_reader_sync) the
 // reconstructions switch arrays under the readers instead of reloading in
 // place; the sync here is a minimal quiescent-state RCU over the readers.
+// The keys that get parked are the churned ones (the 40 stable keys fill
+// an empty table and never close a cycle), so readers look those up too:
+// each key has a state word the writer moves to "changing" before it
+// touches the key and to "present"/"absent" after, and a reader judges an
+// answer only when the state was the same before and after its lookup.
+// (Checking the stable keys alone let a readmission that emptied the
+// fallback slot before publishing pass.)
 TEST_CASE("othello fib: parked keys stay visible while readmitted", "[fib][othello][tsan]") {
   const uint64_t seed = test_seed(34);
   const bool with_sync = GENERATE(false, true);
@@ -171,11 +178,21 @@ TEST_CASE("othello fib: parked keys stay visible while readmitted", "[fib][othel
   std::vector<uint32_t> s(stable);
   std::atomic<size_t> visible{0};  // stable keys [0, visible) are inserted
   std::atomic<bool> stop{false};
-  std::atomic<uint64_t> wrong{0}, reads{0}, progress{0};
+  std::atomic<uint64_t> wrong{0}, reads{0}, progress{0}, churn_judged{0}, churn_wrong{0};
+  // Churned keys: state = 4 x (changes so far) + phase (0 absent, 1
+  // present with value val[k], 2 changing); slot[j] names the key at
+  // position j of the writer's churn list (a sampling hint for readers).
+  std::vector<std::atomic<uint64_t>> state(keys.size());
+  std::vector<std::atomic<uint32_t>> val(keys.size());
+  std::vector<std::atomic<size_t>> slot(cap);
+  std::atomic<size_t> nslots{0};
+  auto set_state = [&](size_t k, uint64_t phase) {
+    state[k].store((state[k].load(std::memory_order_relaxed) / 4 + 1) * 4 + phase, std::memory_order_release);
+  };
   auto reader = [&](uint64_t rs, int id) {
     running[id].store(true, std::memory_order_release);
     Rng rng(rs);
-    uint64_t bad = 0, n = 0;
+    uint64_t bad = 0, n = 0, judged = 0, cbad = 0;
     while (!stop.load(std::memory_order_relaxed)) {
       qs[id].fetch_add(1, std::memory_order_release);  // quiescent between lookups
       const size_t v = visible.load(std::memory_order_acquire);
@@ -192,11 +209,29 @@ TEST_CASE("othello fib: parked keys stay visible while readmitted", "[fib][othel
       fib->lookup_bulk(q, h, 8, out);
       for (int k = 0; k < 8; ++k) bad += out[k] != s[which[k]];
       n += 8;
+      // Churned keys, judged by their state before and after the lookup.
+      if (const size_t ns = nslots.load(std::memory_order_acquire); ns != 0) {
+        uint64_t st0[8];
+        for (int k = 0; k < 8; ++k) {
+          which[k] = slot[rng.below(ns)].load(std::memory_order_acquire);
+          st0[k] = state[which[k]].load(std::memory_order_acquire);
+          q[k] = keys[which[k]];
+          h[k] = fib->hash(q[k]);
+        }
+        fib->lookup_bulk(q, h, 8, out);
+        for (int k = 0; k < 8; ++k) {
+          if (state[which[k]].load(std::memory_order_acquire) != st0[k] || (st0[k] & 3) == 2) continue;
+          ++judged;
+          cbad += out[k] != ((st0[k] & 3) == 1 ? val[which[k]].load(std::memory_order_relaxed) : kFibMiss);
+        }
+      }
       progress.fetch_add(1, std::memory_order_relaxed);
     }
     running[id].store(false, std::memory_order_release);
     wrong += bad;
     reads += n;
+    churn_judged += judged;
+    churn_wrong += cbad;
   };
   std::thread r1(reader, seed + 1, 0), r2(reader, seed + 2, 1);
   for (size_t i = 0; i < stable; ++i) {
@@ -211,17 +246,32 @@ TEST_CASE("othello fib: parked keys stay visible while readmitted", "[fib][othel
   size_t next = stable;
   for (int round = 0; round < 6000 && next < keys.size(); ++round) {
     if (table->size() < cap - 2) {
+      set_state(next, 2);
       const uint32_t t = table->add({keys[next], 0, 0, 0}).value();
       const Status st = fib->insert(keys[next], t);
       REQUIRE((st.ok() || st.code() == StatusCode::kCapacity));
-      if (st.ok()) churn.push_back({next, t}); else REQUIRE(table->remove(t).ok());
+      if (st.ok()) {
+        val[next].store(t, std::memory_order_relaxed);
+        set_state(next, 1);
+        slot[churn.size()].store(next, std::memory_order_release);
+        churn.push_back({next, t});
+        nslots.store(churn.size(), std::memory_order_release);
+      } else {
+        REQUIRE(table->remove(t).ok());
+        set_state(next, 0);
+      }
       ++next;
     } else if (!churn.empty()) {
       const size_t j = rng.below(churn.size());
-      REQUIRE(fib->erase(keys[churn[j].first]).ok());
+      const size_t k = churn[j].first;
+      set_state(k, 2);
+      REQUIRE(fib->erase(keys[k]).ok());
       REQUIRE(table->remove(churn[j].second).ok());
+      set_state(k, 0);
       churn[j] = churn.back();
       churn.pop_back();
+      if (j < churn.size()) slot[j].store(churn[j].first, std::memory_order_release);
+      // slot[churn.size()] keeps naming k (absent now): readers judge it a miss.
     }
     if (round % 16 == 0) std::this_thread::yield();
   }
@@ -229,9 +279,11 @@ TEST_CASE("othello fib: parked keys stay visible while readmitted", "[fib][othel
   r1.join();
   r2.join();
   INFO("reads " << reads << " deferred " << fib->deferred_cycles() << " reconstructions "
-                << fib->control().stats().reconstructions);
+                << fib->control().stats().reconstructions << " churned answers judged " << churn_judged);
   CHECK(wrong == 0);
+  CHECK(churn_wrong == 0);
   CHECK(reads > 0);
+  CHECK(churn_judged > 0);
   CHECK(fib->deferred_cycles() > 0);
   CHECK(fib->control().stats().reconstructions > 0);
   if (with_sync) CHECK(syncs > 0);  // reconstructions switched arrays
