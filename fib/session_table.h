@@ -37,9 +37,9 @@
 //             Packets wrap at 2^48 per session and lcore.
 //
 // teid_ul = node_id << (32 - kNodeBits) | generation << index_bits | index
-// (kNodeBits = 5, index_bits = ceil(log2 capacity), generation takes the
+// (kNodeBits = 5, index_bits = max(1, ceil(log2 capacity)), generation takes the
 // bits in between, modulo). Decoding it gives node and index without a
-// table; validate() checks index liveness and the generation bits.
+// table; validate_teid_ul() checks index liveness and the generation bits.
 //
 // TEID 0 is never a teid_ul: GTP-U reserves it (Echo and other path
 // messages carry it; FibEntry::teid_ul uses 0 for "unknown"). Only node 0's
