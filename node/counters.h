@@ -27,13 +27,13 @@ inline constexpr const char* kRoleNames[kRoles] = {"ext", "fabric", "enb"};
 
 #define SB_PIPELINE_COUNTERS(X)                                                            \
   X(fabric_in, "frames received from the fabric for this node")                            \
-  X(fabric_out, "frames sent to another node over the fabric")                             \
+  X(fabric_out, "frames handed to the fabric port for another node (a full queue then drops some: tx_full)") \
   X(fabric_shim_in, "baseline frames with a resolved session (no lookup here)")            \
-  X(gtpu_out, "downstream packets sent GTP-U encapsulated toward the eNodeB side (once per packet, fragmented or not)")   \
-  X(gtpu_in, "upstream G-PDUs decapsulated toward the Internet side")                      \
+  X(gtpu_out, "downstream packets GTP-U encapsulated and handed to the eNodeB-side port (once per packet, fragmented or not; a full queue then drops some: tx_full)") \
+  X(gtpu_in, "upstream G-PDUs decapsulated and handed to the Internet-side port (a full queue then drops some: tx_full)") \
   X(echo_replies, "GTP-U Echo Responses sent")                                             \
   X(fragments_out, "outer IPv4 fragments sent (MTU policy fragment; each packet also counts once in gtpu_out)") \
-  X(local_hits, "downstream packets resolved at this ingress node and handled here (no fabric hop)") \
+  X(local_hits, "downstream packets resolved at this ingress node and handled here (no fabric hop; encapsulation may still drop some: too_big, no_mbuf)") \
   X(bursts, "non-empty rx bursts processed")                                               \
   X(busy_cycles, "TSC cycles of poll rounds that got packets")                                \
   X(idle_polls, "polls that received nothing")
