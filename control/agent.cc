@@ -755,7 +755,10 @@ struct Agent::Impl : rib::OwnerIo {
         }
         --it->second.remaining;
       }
-      if (rep.results_size() != int(idx.size())) ++c[AgentEvent::short_forward_replies];
+      // More results than ops: the extra ones answer nothing here (a
+      // peer's error), counted as a malformed reply, not a short one.
+      if (rep.results_size() < int(idx.size())) ++c[AgentEvent::short_forward_replies];
+      else if (rep.results_size() > int(idx.size())) ++c[AgentEvent::bad_message];
       if (it->second.remaining == 0) finish_req(it);
     }
     fwds.erase(f);

@@ -826,6 +826,30 @@ TEST_CASE("agent: owner_unavailable counts every session op answered OWNER_UNAVA
     CHECK(unavailable(got) == 2);
     CHECK(counter(*c, 0, "short_forward_replies") == 1);
     CHECK(counter(*c, 0, "owner_unavailable") == 5);
+    // Long: 3 results for 1 op. The op gets the first; the reply is not
+    // short (it counted as one), but malformed.
+    const uint64_t bad0 = counter(*c, 0, "bad_message");
+    pb::Envelope one = adds_of_owner(ip.spec, 1, 1, 20);
+    one.set_corr(6);
+    REQUIRE(c->send(0, one, 5000).ok());
+    forwarded(f1, &id, &fwd, pb::Envelope::kSessionRequest);
+    pb::Envelope lrep;
+    lrep.set_version(kProtocolVersion);
+    lrep.set_corr(fwd.corr());
+    for (int i = 0; i < 3; ++i) {
+      auto* x = lrep.mutable_session_reply()->add_results();
+      x->set_request_id(fwd.session_request().ops(0).request_id());
+      x->set_code(pb::ALREADY_EXISTS);
+    }
+    const std::string lbytes = lrep.SerializeAsString();
+    REQUIRE(f1.send(zmq::buffer(id.data(), id.size()), zmq::send_flags::sndmore));
+    REQUIRE(f1.send(zmq::buffer(lbytes), zmq::send_flags::none));
+    REQUIRE(c->recv(&got, &from, 10000).ok());
+    REQUIRE(got.corr() == 6);
+    REQUIRE(got.session_reply().results_size() == 1);
+    CHECK(got.session_reply().results(0).code() == pb::ALREADY_EXISTS);
+    CHECK(counter(*c, 0, "short_forward_replies") == 1);
+    CHECK(counter(*c, 0, "bad_message") == bad0 + 1);
   }
 }
 
