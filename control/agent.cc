@@ -476,13 +476,33 @@ struct Agent::Impl : rib::OwnerIo {
   }
   // Links libzmq gave up on: count and re-create. A link whose socket could
   // not be re-created (slot empty) was counted already: only retried.
+  // A link that keeps failing (a CURVE key mismatch closes it at every
+  // reconnect) is logged once per kLinkLogUs, with the count of the drops
+  // not logged since; the counter counts each.
+  static constexpr uint64_t kLinkLogUs = 60000000;
+  struct LinkLog {
+    uint64_t last_us = 0;
+    uint64_t quiet = 0;  // drops since the last line
+  };
+  std::vector<LinkLog> link_log = std::vector<LinkLog>(2 * rib::kMaxNodes);
+  void log_link(size_t slot, uint64_t t, const std::string& line) {
+    LinkLog& l = link_log[slot];
+    if (l.last_us != 0 && t - l.last_us < kLinkLogUs) {
+      ++l.quiet;
+      return;
+    }
+    log(line + (l.quiet ? " (" + std::to_string(l.quiet) + " more since the last such message)" : ""));
+    l.last_us = t;
+    l.quiet = 0;
+  }
   void check_links(uint64_t t) {
     for (const auto& m : spec.members) {
       if (m.id == self || link_down_us[m.id] == 0 || t - link_down_us[m.id] < kLinkGraceUs) continue;
       if (dealer[m.id]) {
         ++c[AgentEvent::peer_links_dropped];
-        log("the link to node " + std::to_string(m.id) +
-            " was closed by a protocol error (an oversized or malformed frame?): reconnecting");
+        log_link(m.id, t, "the link to node " + std::to_string(m.id) +
+                              " was closed by a protocol error (an oversized or malformed frame, or a CURVE key "
+                              "mismatch?): reconnecting");
       }
       relink(m, true, t);
     }
@@ -490,8 +510,9 @@ struct Agent::Impl : rib::OwnerIo {
       if (m.id == self || sub_down_us[m.id] == 0 || t - sub_down_us[m.id] < kLinkGraceUs) continue;
       if (sub[m.id]) {
         ++c[AgentEvent::peer_links_dropped];
-        log("the subscription to node " + std::to_string(m.id) + " (" + m.publish +
-            ") was closed by a protocol error: re-subscribing");
+        log_link(rib::kMaxNodes + m.id, t,
+                 "the subscription to node " + std::to_string(m.id) + " (" + m.publish +
+                     ") was closed by a protocol error: re-subscribing");
       }
       relink(m, false, t);  // only this peer's; loses nothing its stream cannot resync
     }

@@ -11,6 +11,8 @@
 #include <chrono>
 #include <filesystem>
 #include <functional>
+#include <memory>
+#include <mutex>
 #include <thread>
 
 #include <zmq.hpp>
@@ -431,6 +433,30 @@ TEST_CASE("agent: a peer link libzmq closes for an oversized reply is counted an
   REQUIRE(eventually([&] { return counter(*t.c, 0, "peer_links_dropped") >= 1; }));
   CHECK(t.request_from_new_link());
   CHECK(counter(*t.c, 0, "peer_links_dropped") == 1);
+}
+
+TEST_CASE("agent: a peer link that keeps being closed is counted each time, logged once a minute") {
+  // A CURVE key mismatch closes the link at every reconnect, about once a
+  // second: one log line each filled the log. Here the fake peer closes
+  // three links in a row with oversized frames.
+  auto lines = std::make_shared<std::vector<std::string>>();
+  auto mu = std::make_shared<std::mutex>();
+  OversizedPeer t([&](AgentOptions& o) {
+    o.log = [lines, mu](const std::string& l) {
+      std::lock_guard<std::mutex> g(*mu);
+      lines->push_back(l);
+    };
+  });
+  for (uint64_t n = 1; n <= 3; ++n) {
+    t.drop_link();
+    REQUIRE(eventually([&] { return counter(*t.c, 0, "peer_links_dropped") >= n; }));
+    REQUIRE(t.request_from_new_link());
+  }
+  CHECK(counter(*t.c, 0, "peer_links_dropped") == 3);
+  std::lock_guard<std::mutex> g(*mu);
+  size_t logged = 0;
+  for (const std::string& l : *lines) logged += l.find("closed by a protocol error") != std::string::npos;
+  CHECK(logged == 1);
 }
 
 TEST_CASE("agent: a peer link that cannot be re-created is counted and retried, the agent keeps running") {
