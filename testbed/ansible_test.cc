@@ -733,3 +733,87 @@ TEST_CASE("ansible: the example-hardware inventory renders configurations sb-nod
   }
   sh("rm -rf " + d);
 }
+
+namespace {
+// A plain HTTP server on 127.0.0.1 (an ephemeral port) serving the files of
+// `dir` (a stand-in node's /health and /metrics), stopped by its PID.
+struct LocalHttp {
+  std::string pid, port;
+  explicit LocalHttp(const std::string& dir) {
+    pid = sh("python3 -u -m http.server --bind 127.0.0.1 0 --directory " + dir + " > " + dir +
+             "/../http.log 2>&1 & echo $!").out;
+    for (int i = 0; i < 50 && port.empty(); ++i) {
+      std::this_thread::sleep_for(std::chrono::milliseconds(100));
+      port = sh("sed -n 's/.* port \\([0-9]*\\) .*/\\1/p' " + dir + "/../http.log").out;
+    }
+    if (!port.empty()) port.pop_back();
+  }
+  ~LocalHttp() {
+    if (!pid.empty()) sh("kill " + pid);
+  }
+};
+
+// A port on 127.0.0.1 that accepts connections and never answers: an
+// http_proxy that cannot reach the nodes. hit(): anything connected.
+struct DeadProxy {
+  int fd = -1, port = 0;
+  DeadProxy() {
+    fd = ::socket(AF_INET, SOCK_STREAM | SOCK_NONBLOCK | SOCK_CLOEXEC, 0);
+    REQUIRE(fd >= 0);
+    sockaddr_in a{};
+    a.sin_family = AF_INET;
+    a.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+    REQUIRE(::bind(fd, reinterpret_cast<sockaddr*>(&a), sizeof a) == 0);
+    REQUIRE(::listen(fd, 64) == 0);
+    socklen_t l = sizeof a;
+    REQUIRE(::getsockname(fd, reinterpret_cast<sockaddr*>(&a), &l) == 0);
+    port = ntohs(a.sin_port);
+  }
+  ~DeadProxy() { ::close(fd); }
+  bool hit() const {
+    const int c = ::accept(fd, nullptr, nullptr);
+    if (c < 0) return false;
+    ::close(c);
+    return true;
+  }
+  std::string env() const {
+    const std::string u = "http://127.0.0.1:" + std::to_string(port);
+    return "http_proxy=" + u + " HTTP_PROXY=" + u + " no_proxy= NO_PROXY= ";
+  }
+};
+}  // namespace
+
+TEST_CASE("ansible: the /health waits and status.yml's /metrics read never go through an http_proxy", "[ansible]") {
+  // The uri module honours http_proxy: on a host whose environment sets one
+  // (common on servers behind a corporate proxy), every /health probe went
+  // to the proxy, which cannot reach the nodes' management addresses: the
+  // health waits failed (after up to 30 min) on a healthy cluster, and
+  // status.yml printed no counters. Here the proxy never answers.
+  const std::string d = tmpdir();
+  REQUIRE(sh("mkdir -p " + d + "/www && echo ready > " + d + "/www/health && "
+             "echo 'sb_rx_packets_total{port=\"ext\"} 42' > " + d + "/www/metrics").rc == 0);
+  const LocalHttp node(d + "/www");
+  REQUIRE_FALSE(node.port.empty());
+  const DeadProxy proxy;
+  std::ofstream(d + "/hosts.yml") << "all:\n  children:\n    sb_nodes:\n      hosts:\n"
+                                     "        n1: {node_id: 1, ansible_host: 127.0.0.1}\n"
+                                     "  vars:\n    ansible_connection: local\n    health_mode: http\n"
+                                     "    metrics_port: " << node.port << "\n"
+                                     "    health_retries: 1\n    health_delay: 0\n    health_timeout: 2\n"
+                                     "    service_mode: supervised\n    install_dir: " << d << "/bin\n";
+  // The single-node wait (health role) and the every-node wait of a rolling restart.
+  std::ofstream(d + "/health.yml") << "- hosts: sb_nodes\n  gather_facts: false\n  roles: [health]\n"
+                                      "  tasks:\n    - ansible.builtin.include_role: {name: health, tasks_from: cluster}\n";
+  const std::string env = "cd " + src() + "/ansible && " + proxy.env() +
+                          "ANSIBLE_CONFIG=ansible.cfg ANSIBLE_NOCOLOR=1 ANSIBLE_ROLES_PATH=" + src() +
+                          "/ansible/roles ansible-playbook -i " + d + "/hosts.yml ";
+  Run r = sh(env + d + "/health.yml");
+  INFO(r.out);
+  CHECK(r.rc == 0);
+  r = sh(env + "status.yml");
+  INFO(r.out);
+  CHECK(r.rc == 0);
+  CHECK(has(r.out, "sb_rx_packets_total{port=\\\"ext\\\"} 42"));
+  CHECK_FALSE(proxy.hit());
+  sh("rm -rf " + d);
+}
