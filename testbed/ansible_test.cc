@@ -817,3 +817,48 @@ TEST_CASE("ansible: the /health waits and status.yml's /metrics read never go th
   CHECK_FALSE(proxy.hit());
   sh("rm -rf " + d);
 }
+
+TEST_CASE("ansible: install_mode build retries a build that failed, never keeps the old binaries", "[ansible]") {
+  // The host build ran only when the source sync changed something: after
+  // a build that failed (a missing package, an interrupted run), the next
+  // run found the source unchanged, skipped the build, kept the previous
+  // sb-node installed and reported success with nothing changed. A
+  // stand-in cmake builds "binaries" holding the source's version, fails
+  // while d/fail exists, and says "ninja: no work to do." when up to date.
+  const std::string d = tmpdir();
+  REQUIRE(sh("mkdir -p " + d + "/src " + d + "/path && echo v1 > " + d + "/src/version && cd " + d + " && "
+             "printf '#!/bin/sh\\n"
+             "[ \"$1\" = -S ] && mkdir -p build-release && touch build-release/build.ninja\\n"
+             "if [ \"$1\" = --build ]; then\\n"
+             "  [ -e " + d + "/fail ] && { echo build failed >&2; exit 1; }\\n"
+             "  if [ \"$(cat \"$2/bin/sb-node\" 2>/dev/null)\" = \"$(cat version)\" ]; then echo \"ninja: no work to do.\"; exit 0; fi\\n"
+             "  mkdir -p \"$2/bin\" && cp version \"$2/bin/sb-node\" && cp version \"$2/bin/sb-ctl\"\\n"
+             "fi\\n' > path/cmake && chmod +x path/cmake").rc == 0);
+  std::ofstream(d + "/hosts.yml") << "all:\n  children:\n    sb_nodes:\n      hosts:\n        n1:\n"
+                                     "  vars:\n    ansible_connection: local\n    install_mode: build\n"
+                                     "    install_dir: " << d << "/bin\n    sb_source_dir: " << d << "/src\n"
+                                     "    sb_src_dir: " << d << "/host-src\n";
+  const std::string play = "export PATH=" + d + "/path:$PATH && " + local_play(d, "install");
+  Run r = sh(play);
+  INFO(r.out);
+  REQUIRE(r.rc == 0);
+  REQUIRE(sh("cat " + d + "/bin/sb-node").out == "v1\n");
+  // A new version whose build fails: the run fails ...
+  REQUIRE(sh("echo v2 > " + d + "/src/version && touch " + d + "/fail").rc == 0);
+  r = sh(play);
+  INFO(r.out);
+  CHECK(r.rc != 0);
+  // ... and once the cause is fixed, the next run builds and installs it.
+  REQUIRE(sh("rm " + d + "/fail").rc == 0);
+  r = sh(play);
+  INFO(r.out);
+  CHECK(r.rc == 0);
+  CHECK(sh("cat " + d + "/bin/sb-node").out == "v2\n");
+  CHECK(has(r.out, "RUNNING HANDLER [restart sb-node]"));
+  // Nothing new: nothing changed.
+  r = sh(play);
+  INFO(r.out);
+  CHECK(r.rc == 0);
+  CHECK(changed_count(r.out, "n1") == 0);
+  sh("rm -rf " + d);
+}
