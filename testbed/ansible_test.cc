@@ -862,3 +862,32 @@ TEST_CASE("ansible: install_mode build retries a build that failed, never keeps 
   CHECK(changed_count(r.out, "n1") == 0);
   sh("rm -rf " + d);
 }
+
+TEST_CASE("ansible: keys are generated in a keys_dir whose path has a space", "[ansible]") {
+  // keys_dir defaults to the checkout (playbook_dir/keys/<cluster>), and a
+  // checkout may live in "/home/ops/My Projects/": the keypair command was a
+  // string split on spaces, so `--out` got the first half of the path and
+  // the run failed (or wrote the key elsewhere).
+  const std::string d = tmpdir() + "/my checkout";
+  REQUIRE(sh("mkdir -p '" + d + "'").rc == 0);
+  std::ofstream(d + "/hosts.yml") << "all:\n  children:\n    sb_nodes:\n      hosts:\n        n1:\n"
+                                     "  vars:\n    ansible_connection: local\n    keys_dir: \"" << d << "/keys\"\n"
+                                     "    sb_ctl_local: " SB_BUILD_DIR "/bin/sb-ctl\n    key_file: \"" << d
+                                  << "/n1/node.key\"\n";
+  std::ofstream(d + "/play.yml") << "- hosts: sb_nodes\n  gather_facts: false\n  roles: [keys]\n"
+                                    "  handlers:\n    - name: restart sb-node\n      ansible.builtin.debug: {msg: marked}\n";
+  const std::string play = "cd " + src() + "/ansible && ANSIBLE_CONFIG=ansible.cfg ANSIBLE_NOCOLOR=1 ANSIBLE_ROLES_PATH=" +
+                           src() + "/ansible/roles ansible-playbook -i '" + d + "/hosts.yml' '" + d + "/play.yml'";
+  Run r = sh(play);
+  INFO(r.out);
+  REQUIRE(r.rc == 0);
+  for (const char* k : {"/keys/n1.key", "/keys/admin.key", "/n1/node.key"}) {
+    INFO(k);
+    CHECK(sh("stat -c %a '" + d + k + "'").out == "600\n");
+  }
+  r = sh(play);
+  INFO(r.out);
+  CHECK(r.rc == 0);
+  CHECK(changed_count(r.out, "n1") == 0);
+  sh("rm -rf '" + d.substr(0, d.rfind('/')) + "'");
+}
