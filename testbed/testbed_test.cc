@@ -423,6 +423,47 @@ TEST_CASE("testbed up stopped by a signal right after it made a namespace or a b
   }
 }
 
+TEST_CASE("testbed up refuses a testbed whose namespaces exist without its state, whichever they are", "[testbed]") {
+  // up looked only for node 1's namespace, with `ip netns list | grep -q`
+  // under pipefail: a leftover of the same index without its state dir
+  // (another node's or the generator's namespace) went unseen, and grep -q
+  // ending before ip had written everything made ip die of SIGPIPE, which
+  // read as "not found" even when node 1's namespace was listed. Either way
+  // up went on over the leftovers. A stand-in `ip netns list` lists them.
+  REQUIRE(geteuid() == 0);
+  const std::string up = src() + "/testbed/up", down = src() + "/testbed/down";
+  const std::string ip = sh("command -v ip").out;
+  REQUIRE(!ip.empty());
+  struct Case {
+    const char* what;
+    std::string list;  // shell commands printing `ip netns list`
+  };
+  const Case cases[] = {
+      {"the generator's and node 2's namespaces", "echo 'sb14gen (id: 7)'; echo sb14n2"},
+      {"node 1's namespace first in a long list", "echo 'sb14n1 (id: 3)'; seq 1 200000 | sed 's/^/other/'"},
+  };
+  for (const Case& c : cases) {
+    INFO(c.what);
+    sh(down + " --index 14");  // a previous crashed run
+    REQUIRE(traces().empty());
+    char tmpl[] = "/tmp/sbtb-fakeip-XXXXXX";
+    REQUIRE(mkdtemp(tmpl) != nullptr);
+    const std::string bin = tmpl;
+    std::ofstream(bin + "/ip") << "#!/bin/sh\n"
+                               << "if [ \"$*\" = \"netns list\" ]; then " << c.list << "; exit $?; fi\n"  // like ip: dies of SIGPIPE once its reader is gone
+                               << "exec " << ip.substr(0, ip.size() - 1) << " \"$@\"\n";
+    REQUIRE(sh("chmod +x " + bin + "/ip").rc == 0);
+    const Run u = sh("PATH=" + bin + ":$PATH " + up + " --nodes 2 --index 14");
+    sh("rm -rf " + bin);
+    INFO(u.out);
+    CHECK(u.rc != 0);
+    CHECK(has(u.out, "already exists"));
+    CHECK_FALSE(has(u.out, "creating sb14"));
+    sh(down + " --index 14");  // whatever it made
+    CHECK(traces().empty());
+  }
+}
+
 TEST_CASE("testbed traffic samples the nodes' /metrics directly, never through an http_proxy", "[testbed]") {
   // curl honours http_proxy: on a host that sets one, the sampler sent
   // every request for a node's /metrics to the proxy (off the machine),
