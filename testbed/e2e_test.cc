@@ -313,6 +313,21 @@ TEST_CASE("e2e: a node whose /metrics does not answer fails the checks with a re
   CHECK(sb::test::has(r.out, "e2e exit 1"));
 }
 
+TEST_CASE("e2e: a supervisor with no sb-node to kill fails the run with a reason", "[testbed]") {
+  // The node kill took the supervisor's child with `pgrep -P SUP | head -1`
+  // under set -e and pipefail: a supervisor between two starts of sb-node
+  // (a crash being restarted) has no child, and e2e ended there with no
+  // reason (or ran `kill -9 ""`). Here node 1's supervisor never has one.
+  FakeE2e f(4800, "");
+  REQUIRE(sh("sed -i \"s/^bash -c 'sleep 300 \\& wait' \\&$/sleep 300 \\&/\" " + f.d + "/run.sh && grep -qx 'sleep 300 &' " +
+             f.d + "/run.sh").rc == 0);
+  const auto r = f.run();
+  INFO(r.out);
+  CHECK(sb::test::has(r.out, "e2e: node 1's supervisor (pid "));
+  CHECK(sb::test::has(r.out, "has had no sb-node"));
+  CHECK(sb::test::has(r.out, "e2e exit 1"));
+}
+
 TEST_CASE("demo summary: duplicates fail the demo like misdelivered packets", "[testbed]") {
   // tools/demo_report.py passed a run whose sink saw packets twice (a
   // flooding fabric bridge and a node that takes frames not addressed to
