@@ -328,6 +328,29 @@ TEST_CASE("e2e: a supervisor with no sb-node to kill fails the run with a reason
   CHECK(sb::test::has(r.out, "e2e exit 1"));
 }
 
+TEST_CASE("demo summary: a node whose /metrics cannot be read is unavailable and fails the demo, not zeros", "[testbed]") {
+  // tools/demo_report.py printed such a node's row as zeros (no packets, no
+  // GPT, no drops), as if measured, and passed. Nothing answers at
+  // 127.0.0.2:9100 here; the sink's figures are all good.
+  char t[] = "/tmp/sb-demo-report-XXXXXX";
+  REQUIRE(mkdtemp(t) != nullptr);
+  const std::string d = t;
+  REQUIRE(sh("mkdir -p " + d + "/state").rc == 0);
+  std::ofstream(d + "/state/hosts.yml") << "        n1:\n          ansible_host: 127.0.0.2\n";
+  std::ofstream(d + "/report.json") << "{\"run_id\":1,\"sent\":100,\"unknown_sent\":0,\"delivered\":100,"
+                                    << "\"delivered_correct\":100,\"misdelivered\":0,\"lost\":0,\"duplicates\":0,"
+                                    << "\"unknown_delivered\":0,\"duration_s\":1,\"rate_pps\":100}\n";
+  const auto r = sh("/usr/bin/python3 " + sb::test::src_dir() + "/tools/demo_report.py --out " + d + " --state " + d +
+                    "/state --nodes 1");
+  const std::string json = slurp(d + "/node_metrics.json");
+  sh("rm -rf " + d);
+  INFO(r.out);
+  CHECK(r.rc == 1);
+  CHECK(sb::test::has(r.out, "   1 unavailable"));  // node 1's row
+  CHECK(sb::test::has(r.out, "demo: FAILED: node 1: /metrics unavailable"));
+  CHECK(sb::test::has(json, "\"1\": null"));  // not an empty set of counters
+}
+
 TEST_CASE("demo summary: duplicates fail the demo like misdelivered packets", "[testbed]") {
   // tools/demo_report.py passed a run whose sink saw packets twice (a
   // flooding fabric bridge and a node that takes frames not addressed to

@@ -4,9 +4,10 @@ node's /metrics, the cluster figures from sb-gen's report, and a PNG plot of
 per-node throughput over time (from testbed/traffic's metrics.csv) with the
 latency the sink measured.
 
-Fails (exit 1) when the delivered-correct fraction is below --min-correct, or
-anything was misdelivered, delivered twice or delivered for an unknown flow:
-the demo must fail loudly, not print a bad table.
+Fails (exit 1) when the delivered-correct fraction is below --min-correct,
+anything was misdelivered, delivered twice or delivered for an unknown flow,
+or a node's /metrics could not be read (its row says "unavailable", never
+zeros as if measured): the demo must fail loudly, not print a bad table.
 """
 import argparse
 import csv
@@ -38,12 +39,13 @@ NO_PROXY = urllib.request.build_opener(urllib.request.ProxyHandler({}))
 
 
 def scrape(addr):
+    """The node's counters, or None when its /metrics cannot be read."""
     vals = {}
     try:
         text = NO_PROXY.open(f"http://{addr}:9100/metrics", timeout=5).read().decode()
     except OSError as e:
         print(f"demo: cannot read http://{addr}:9100/metrics: {e}", file=sys.stderr)
-        return vals
+        return None
     for line in text.splitlines():
         if line.startswith("#") or not line.strip():
             continue
@@ -83,8 +85,11 @@ def main():
     print(f"{'node':>4} {'rx ext':>10} {'fabric out':>10} {'fabric in':>10} {'GTP-U out':>10} "
           f"{'GPT':>10} {'FIB+records':>12}  drops")
     full = 0
-    for n, _ in hosts:
+    for n, addr in hosts:
         m = per[n]
+        if m is None:  # not measured: no zeros that look like a measurement
+            print(f"{n:>4} unavailable (http://{addr}:9100/metrics could not be read)")
+            continue
         drops = {k[len('sb_drops_total{reason="'):-2]: int(v) for k, v in m.items()
                  if k.startswith("sb_drops_total") and v}
         fib = g(m, "sb_agent_fib_bytes") + g(m, "sb_agent_session_record_bytes")
@@ -107,13 +112,13 @@ def main():
     if "latency_us_p50" in rep:
         print(f"latency (sender to sink, one clock): p50 {rep['latency_us_p50']:.0f} us, "
               f"p99 {rep['latency_us_p99']:.0f} us (2 shared cores: includes scheduler noise)")
-    gpt = [g(per[n], "sb_agent_gpt_bytes") for n, _ in hosts]
+    gpt = [g(per[n], "sb_agent_gpt_bytes") for n, _ in hosts if per[n] is not None]
     if gpt and max(gpt):
         print(f"GPT per node: {human(max(gpt))} vs a full FIB of every session on one node: ~{human(full)} "
               f"({full / max(max(gpt), 1):.0f}x)")
 
     plot(a.out, rep)
-    bad = []
+    bad = [f"node {n}: /metrics unavailable" for n, _ in hosts if per[n] is None]
     if frac < a.min_correct:
         bad.append(f"delivered-correct {frac:.5f} < {a.min_correct}")
     for k in ("misdelivered", "duplicates", "unknown_delivered"):
