@@ -891,3 +891,36 @@ TEST_CASE("ansible: keys are generated in a keys_dir whose path has a space", "[
   CHECK(changed_count(r.out, "n1") == 0);
   sh("rm -rf '" + d.substr(0, d.rfind('/')) + "'");
 }
+
+TEST_CASE("ansible: status.yml says what it could not read, never an empty report", "[ansible]") {
+  // A node whose /metrics did not answer was reported as an empty list of
+  // counters, and a missing sb-supervise or sb-node as an empty process
+  // state or version: a report that looks like a quiet node. Here nothing
+  // is installed and the metrics port refuses connections (a socket bound
+  // but not listening).
+  const int s = ::socket(AF_INET, SOCK_STREAM, 0);
+  REQUIRE(s >= 0);
+  sockaddr_in a{};
+  a.sin_family = AF_INET;
+  a.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+  REQUIRE(::bind(s, reinterpret_cast<sockaddr*>(&a), sizeof a) == 0);
+  socklen_t al = sizeof a;
+  REQUIRE(::getsockname(s, reinterpret_cast<sockaddr*>(&a), &al) == 0);
+  const std::string d = tmpdir();
+  std::ofstream(d + "/hosts.yml") << "all:\n  children:\n    sb_nodes:\n      hosts:\n"
+                                     "        n1: {node_id: 1, ansible_host: 127.0.0.1}\n"
+                                     "  vars:\n    ansible_connection: local\n    health_mode: http\n"
+                                     "    metrics_port: " << ntohs(a.sin_port) << "\n    health_timeout: 2\n"
+                                     "    service_mode: supervised\n    install_dir: " << d << "/bin\n";
+  const Run r = sh("cd " + src() + "/ansible && ANSIBLE_CONFIG=ansible.cfg ANSIBLE_NOCOLOR=1 ansible-playbook -i " + d +
+                   "/hosts.yml status.yml");
+  ::close(s);
+  INFO(r.out);
+  CHECK(r.rc == 0);  // a report, not a check
+  CHECK(has(r.out, "\"metrics: unavailable ("));
+  CHECK(has(r.out, "\"process: [Errno 2] No such file or directory"));
+  CHECK(has(r.out, "\"version: [Errno 2] No such file or directory"));
+  CHECK_FALSE(has(r.out, "\"process: \","));
+  CHECK_FALSE(has(r.out, "\"version: \","));
+  sh("rm -rf " + d);
+}
