@@ -924,3 +924,59 @@ TEST_CASE("ansible: status.yml says what it could not read, never an empty repor
   CHECK_FALSE(has(r.out, "\"version: \","));
   sh("rm -rf " + d);
 }
+
+TEST_CASE("ansible: a changed unit restarts a running node even when it also had to be enabled", "[ansible]") {
+  // systemd mode: the handler marks a node unless the start task changed
+  // (started just now, already on the new files). Enabling and starting
+  // were one task, so a running node that was disabled (systemctl disable
+  // while debugging) changed it by the enable alone: its new unit (or
+  // configuration, key, binary) was never restarted. The service role on
+  // one local "host" with a stand-in systemctl keeping its state in files.
+  const std::string d = tmpdir();
+  REQUIRE(sh("mkdir -p " + d + "/path " + d + "/state && cat > " + d + "/path/systemctl <<'EOF'\n#!/bin/sh\n"
+             "S=" + d + "/state\n"
+             "case \"$1\" in\n"
+             "  daemon-reload) ;;\n"
+             "  show) a=inactive; [ -e $S/active ] && a=active\n"
+             "        printf 'Id=sb-node.service\\nLoadState=loaded\\nActiveState=%s\\n' $a ;;\n"
+             "  is-enabled) if [ -e $S/enabled ]; then echo enabled; else echo disabled; exit 1; fi ;;\n"
+             "  enable) touch $S/enabled ;;\n"
+             "  disable) rm -f $S/enabled ;;\n"
+             "  start|restart) touch $S/active ;;\n"
+             "  stop) rm -f $S/active ;;\n"
+             "  *) exit 1 ;;\n"
+             "esac\nEOF\nchmod +x " + d + "/path/systemctl").rc == 0);
+  std::ofstream(d + "/hosts.yml") << "all:\n  children:\n    sb_nodes:\n      hosts:\n        n1:\n"
+                                     "  vars:\n    ansible_connection: local\n    service_mode: systemd\n"
+                                     "    install_dir: " << d << "/bin\n    config_path: " << d << "/sb-node.yaml\n"
+                                     "    sb_unit_path: " << d << "/sb-node.service\n";
+  // The role's own handler; then what it marked.
+  std::ofstream(d + "/play.yml") << "- hosts: sb_nodes\n  gather_facts: false\n  roles: [service]\n"
+                                    "- hosts: sb_nodes\n  gather_facts: false\n  tasks:\n"
+                                    "    - ansible.builtin.debug: {msg: \"pending={{ sb_node_restart_pending | default('none') }}\"}\n";
+  const std::string play = "cd " + src() + "/ansible && PATH=" + d + "/path:$PATH ANSIBLE_CONFIG=ansible.cfg "
+                           "ANSIBLE_NOCOLOR=1 ANSIBLE_ROLES_PATH=" + src() + "/ansible/roles ansible-playbook -i " + d +
+                           "/hosts.yml " + d + "/play.yml";
+  Run r = sh(play);  // first run: started with the new unit, nothing to restart
+  INFO(r.out);
+  REQUIRE(r.rc == 0);
+  CHECK(has(r.out, "pending=False"));
+  r = sh(play);
+  INFO(r.out);
+  REQUIRE(r.rc == 0);
+  CHECK(changed_count(r.out, "n1") == 0);
+  // Running but disabled, and the unit changes: marked for a restart.
+  REQUIRE(sh("rm " + d + "/state/enabled").rc == 0);
+  r = sh(play + " -e sb_node_args=--control-only");
+  INFO(r.out);
+  REQUIRE(r.rc == 0);
+  CHECK(has(r.out, "pending=True"));
+  CHECK(access((d + "/state/enabled").c_str(), F_OK) == 0);
+  // Stopped, and the unit changes: started on it, nothing to restart.
+  REQUIRE(sh("rm " + d + "/state/active").rc == 0);
+  r = sh(play);
+  INFO(r.out);
+  REQUIRE(r.rc == 0);
+  CHECK(has(r.out, "pending=False"));
+  sh("rm -rf " + d);
+}
