@@ -980,3 +980,37 @@ TEST_CASE("ansible: a changed unit restarts a running node even when it also had
   CHECK(has(r.out, "pending=False"));
   sh("rm -rf " + d);
 }
+
+TEST_CASE("ansible: site.yml --check before the first run passes and makes nothing", "[ansible]") {
+  // A dry run on new hosts (systemd mode) with no keys generated yet failed
+  // three times over: the public keys were read from files the (skipped)
+  // key generation had not made, the node's key was copied from one, and
+  // systemd was asked to enable, start or restart a unit check mode had not
+  // written. A stand-in systemctl knows the unit only once its file exists.
+  const std::string d = tmpdir();
+  fake_keygen(d);
+  REQUIRE(sh("mkdir -p " + d + "/path " + d + "/build/bin && echo 1 > " + d + "/build/bin/sb-node && echo 1 > " + d +
+             "/build/bin/sb-ctl && cat > " + d + "/path/systemctl <<'EOF'\n#!/bin/sh\n"
+             "case \"$1\" in\n"
+             "  daemon-reload) ;;\n"
+             "  show) l=loaded; [ -e " + d + "/sb-node.service ] || l=not-found\n"
+             "        printf 'Id=sb-node.service\\nLoadState=%s\\nActiveState=inactive\\n' $l ;;\n"
+             "  is-enabled) echo disabled; exit 1 ;;\n"
+             "  list-unit-files) ;;\n"
+             "  is-active) echo inactive; exit 3 ;;\n"
+             "  *) echo \"systemctl $*: not in a dry run\" >> " + d + "/ran; exit 1 ;;\n"
+             "esac\nEOF\nchmod +x " + d + "/path/systemctl").rc == 0);
+  std::ofstream(d + "/hosts.yml") << local_inventory(
+      d, 2,
+      "    manage_packages: false\n    service_mode: systemd\n    sb_unit_path: " + d + "/sb-node.service\n"
+      "    install_dir: \"" + d + "/{{ inventory_hostname }}/bin\"\n    sb_build_dir: " + d + "/build\n");
+  const Run r = sh("cd " + src() + "/ansible && PATH=" + d + "/path:$PATH ANSIBLE_CONFIG=ansible.cfg ANSIBLE_NOCOLOR=1 "
+                   "ansible-playbook -i " + d + "/hosts.yml site.yml --check");
+  INFO(r.out);
+  CHECK(r.rc == 0);
+  for (const char* made : {"/keys", "/n1", "/n2", "/sb-node.service", "/ran"}) {
+    INFO(made);
+    CHECK(access((d + made).c_str(), F_OK) != 0);
+  }
+  sh("rm -rf " + d);
+}
