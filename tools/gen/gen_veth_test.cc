@@ -48,10 +48,16 @@ TEST_CASE("send -> sink over a veth pair between two namespaces (af_packet)", "[
       "ip netns exec " + A + " sysctl -qw net.ipv6.conf." + ia + ".disable_ipv6=1\n"
       "ip netns exec " + B + " sysctl -qw net.ipv6.conf." + ib + ".disable_ipv6=1\n"
       "MB=$(ip -n " + B + " -o link show " + ib + " | grep -o 'link/ether [0-9a-f:]*' | cut -d' ' -f2)\n"
-      "ip netns exec " + B + " timeout 60 " + bin + " sink --quiet --sessions " + dir + "/s.csv --port net_af_packet0,iface=" +
-      ib + " --plain --idle-exit 3 --duration 40 --out " + dir + "/sink.json --file-prefix sbgt-vsink-" + id + " &\n"
+      "ip netns exec " + B + " timeout 60 " + bin + " sink --sessions " + dir + "/s.csv --port net_af_packet0,iface=" +
+      ib + " --plain --idle-exit 3 --duration 40 --out " + dir + "/sink.json --file-prefix sbgt-vsink-" + id + " 2>" +
+      dir + "/sink.log &\n"
       "SP=$!\n"
-      "sleep 1.5\n"
+      // The sender starts once the sink listens (its first status line,
+      // a second after its port started): a fixed sleep lost the first
+      // packets whenever EAL and port set-up took longer (a loaded host).
+      "for i in $(seq 1 300); do grep -qE '^sb-gen sink: +[0-9.]+ s  rx ' " + dir + "/sink.log && break; "
+      "kill -0 $SP 2>/dev/null || { cat " + dir + "/sink.log; exit 1; }; sleep 0.1; done\n"
+      "grep -qE '^sb-gen sink: +[0-9.]+ s  rx ' " + dir + "/sink.log || { cat " + dir + "/sink.log; exit 1; }\n"
       "ip netns exec " + A + " timeout 60 " + bin + " send --quiet --sessions " + dir + "/s.csv --port net_af_packet0,iface=" +
       ia + " --dst-mac $MB --rate 5000 --duration 2 --unknown 0.02 --size 300 --out " + dir +
       "/send.json --file-prefix sbgt-vsend-" + id + "\n"
