@@ -1,8 +1,13 @@
-// core/test_util.h: helpers for tests: seed printing and override, and
-// running a program (the CLI, testbed and Ansible tests drive real tools).
+// core/test_util.h: helpers for tests: seed printing and override,
+// running a program (the CLI, testbed and Ansible tests drive real tools),
+// and a loopback listener (a port in use, a proxy that must stay unused).
 #pragma once
 
+#include <arpa/inet.h>
+#include <netinet/in.h>
+#include <sys/socket.h>
 #include <sys/wait.h>
+#include <unistd.h>
 
 #include <cstdint>
 #include <cstdio>
@@ -50,5 +55,45 @@ inline std::string src_dir() {
   const char* s = std::getenv("SB_TEST_SRCDIR");
   return s ? s : ".";
 }
+
+// A TCP socket listening on 127.0.0.1 on a free port (fd < 0 if the
+// kernel refused: tests REQUIRE(ok())). hit(): something connected (the
+// kernel completes the handshake without accept); proxy_env(): the
+// http_proxy / HTTP_PROXY assignments naming it.
+struct LoopbackListener {
+  int fd = -1;
+  int port = 0;
+  explicit LoopbackListener(int backlog = 64) {
+    fd = socket(AF_INET, SOCK_STREAM | SOCK_NONBLOCK | SOCK_CLOEXEC, 0);
+    if (fd < 0) return;
+    sockaddr_in a{};
+    a.sin_family = AF_INET;
+    a.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+    socklen_t l = sizeof a;
+    if (bind(fd, reinterpret_cast<sockaddr*>(&a), sizeof a) != 0 || listen(fd, backlog) != 0 ||
+        getsockname(fd, reinterpret_cast<sockaddr*>(&a), &l) != 0) {
+      close(fd);
+      fd = -1;
+      return;
+    }
+    port = ntohs(a.sin_port);
+  }
+  LoopbackListener(const LoopbackListener&) = delete;
+  LoopbackListener& operator=(const LoopbackListener&) = delete;
+  ~LoopbackListener() {
+    if (fd >= 0) close(fd);
+  }
+  bool ok() const { return fd >= 0; }
+  bool hit() const {
+    const int c = accept(fd, nullptr, nullptr);
+    if (c < 0) return false;
+    close(c);
+    return true;
+  }
+  std::string proxy_env() const {
+    const std::string u = "http://127.0.0.1:" + std::to_string(port);
+    return "http_proxy=" + u + " HTTP_PROXY=" + u;
+  }
+};
 
 }  // namespace sb::test

@@ -225,16 +225,9 @@ TEST_CASE("sb-node: a control or publish endpoint that cannot be bound exits 4 n
   TempDir d;
   const std::string pfx = "sb-nt-bind-" + std::to_string(getpid());
   // A listening socket on a free loopback port: the endpoint in use.
-  const int fd = socket(AF_INET, SOCK_STREAM, 0);
-  REQUIRE(fd >= 0);
-  sockaddr_in a{};
-  a.sin_family = AF_INET;
-  a.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
-  REQUIRE(bind(fd, reinterpret_cast<sockaddr*>(&a), sizeof a) == 0);
-  REQUIRE(listen(fd, 1) == 0);
-  socklen_t len = sizeof a;
-  REQUIRE(getsockname(fd, reinterpret_cast<sockaddr*>(&a), &len) == 0);
-  const std::string busy = "tcp://127.0.0.1:" + std::to_string(ntohs(a.sin_port));
+  const sb::test::LoopbackListener in_use(1);
+  REQUIRE(in_use.ok());
+  const std::string busy = "tcp://127.0.0.1:" + std::to_string(in_use.port);
   for (const std::string field : {"control", "publish"}) {
     INFO(field);
     std::string yaml = config(d, kPorts, pfx);
@@ -246,7 +239,6 @@ TEST_CASE("sb-node: a control or publish endpoint that cannot be bound exits 4 n
     CHECK(out.find("cluster.members[id=0]." + field + ": cannot bind " + busy) != std::string::npos);
     CHECK(out.find("data plane:") == std::string::npos);  // no port was started
   }
-  close(fd);
 }
 
 TEST_CASE("sb-node: runs the pipeline on net_null ports, serves /health, /metrics and telemetry, stops on SIGTERM") {

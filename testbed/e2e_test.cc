@@ -215,36 +215,6 @@ struct FakeE2e {
   Run run() const { return sh("unshare --pid --fork --mount-proc bash " + d + "/run.sh"); }
 };
 
-// A listening socket on 127.0.0.1 that only counts: hit() says whether
-// anything connected (the kernel completes handshakes without accept).
-struct Listener {
-  int fd = -1;
-  int port = 0;
-  Listener() {
-    fd = socket(AF_INET, SOCK_STREAM | SOCK_NONBLOCK | SOCK_CLOEXEC, 0);
-    REQUIRE(fd >= 0);
-    sockaddr_in a{};
-    a.sin_family = AF_INET;
-    a.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
-    REQUIRE(bind(fd, reinterpret_cast<sockaddr*>(&a), sizeof a) == 0);
-    REQUIRE(listen(fd, 64) == 0);
-    socklen_t l = sizeof a;
-    REQUIRE(getsockname(fd, reinterpret_cast<sockaddr*>(&a), &l) == 0);
-    port = ntohs(a.sin_port);
-  }
-  ~Listener() { close(fd); }
-  bool hit() const {
-    const int c = accept(fd, nullptr, nullptr);
-    if (c < 0) return false;
-    close(c);
-    return true;
-  }
-  std::string proxy_env() const {
-    const std::string u = "http://127.0.0.1:" + std::to_string(port);
-    return "http_proxy=" + u + " HTTP_PROXY=" + u;
-  }
-};
-
 TEST_CASE("e2e: the exit trap never signals a PID it has already reaped", "[testbed]") {
   // tools/e2e's cleanup killed every PID it had started, the traffic run
   // and the churn included after it had waited for them: by then (minutes
@@ -277,7 +247,8 @@ TEST_CASE("e2e and the demo summary read the nodes' /metrics directly, never thr
   // /metrics went to the proxy (off the machine, with the testbed's
   // addresses), which cannot reach the testbed's namespaces: the counters
   // read as missing. Here the proxy is a listener that must see nothing.
-  Listener proxy;
+  sb::test::LoopbackListener proxy;
+  REQUIRE(proxy.ok());
   {
     FakeE2e f(4800, proxy.proxy_env());
     const auto r = f.run();

@@ -470,22 +470,11 @@ TEST_CASE("testbed traffic samples the nodes' /metrics directly, never through a
   // which cannot reach the testbed: metrics.csv stayed empty. The proxy
   // here is a listener on 127.0.0.1 that must see no connection.
   REQUIRE(geteuid() == 0);
-  const int fd = socket(AF_INET, SOCK_STREAM | SOCK_NONBLOCK | SOCK_CLOEXEC, 0);
-  REQUIRE(fd >= 0);
-  sockaddr_in a{};
-  a.sin_family = AF_INET;
-  a.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
-  REQUIRE(bind(fd, reinterpret_cast<sockaddr*>(&a), sizeof a) == 0);
-  REQUIRE(listen(fd, 64) == 0);
-  socklen_t l = sizeof a;
-  REQUIRE(getsockname(fd, reinterpret_cast<sockaddr*>(&a), &l) == 0);
-  const std::string proxy = "http://127.0.0.1:" + std::to_string(ntohs(a.sin_port));
+  const sb::test::LoopbackListener proxy;
+  REQUIRE(proxy.ok());
   FakeTraffic f(0.2, false);
-  const Run r = sh("http_proxy=" + proxy + " HTTP_PROXY=" + proxy + " " + f.cmd());
+  const Run r = sh(proxy.proxy_env() + " " + f.cmd());
   INFO(r.out);
   CHECK(r.rc == 0);
-  const int c = accept(fd, nullptr, nullptr);
-  CHECK(c < 0);  // nothing connected to the proxy
-  if (c >= 0) close(c);
-  close(fd);
+  CHECK_FALSE(proxy.hit());  // nothing connected to the proxy
 }
