@@ -65,8 +65,16 @@ class ShardArray {
 }  // namespace
 
 struct LudoBuilder::Shard {
-  struct Bucket {
+  // One line per bucket (64 bytes, line-aligned in ShardArray): the keys'
+  // hashes, each key's OTHER candidate bucket and which of its two it sits
+  // in. alt/side are what an insert asks of every key it looks at (the
+  // cuckoo path search, §4.4.8, expands a bucket into its keys' alternate
+  // buckets; a moved key's bucket-locator bit, §4.4.4, is the flip of its
+  // old one): stored, they cost no hash remix per key (measured: gpt/README.md
+  // "2026-11-24, twelfth session").
+  struct alignas(64) Bucket {
     uint64_t h[4];
+    uint32_t alt[4];      // alt[i]: the candidate bucket of key i that is not this one
     uint8_t v[4];
     uint8_t cnt = 0;
     uint8_t seed = 0;     // slot seed (0..255)
@@ -78,6 +86,7 @@ struct LudoBuilder::Shard {
     // make_lookup_shard writes them too, so a shard rebuilt for the lazy
     // local table (gpt/ludo.h UPDATES) is the delta-fed one, bit for bit.
     uint8_t ghosts = 0;
+    uint8_t side = 0;     // bit i: key i's bucket-locator bit (1: this is its h1 bucket)
   };
   uint64_t nb = 0;
   uint64_t cap = 0;    // key capacity: floor(grow_load * 4 nb)
@@ -94,15 +103,34 @@ struct LudoBuilder::Shard {
     const uint64_t x = b0(h);
     return b == x ? b1(h) : x;
   }
+  static unsigned side_of(const Bucket& B, unsigned i) { return (B.side >> i) & 1u; }
   // append / remove: the bucket is rewritten (a node of the same delta),
-  // so its erased keys' old values leave the lookup side.
-  void append(uint64_t b, const FlowKey& k, uint64_t h, uint8_t v) {
+  // so its erased keys' old values leave the lookup side. `alt` is the
+  // key's other candidate bucket, `side` its bucket-locator bit here.
+  void append(uint64_t b, const FlowKey& k, uint64_t h, uint8_t v, uint64_t alt, unsigned side) {
     Bucket& B = bk[b];
     B.ghosts = 0;
-    keys[4 * b + B.cnt] = k;
-    B.h[B.cnt] = h;
-    B.v[B.cnt] = v;
+    const unsigned i = B.cnt;
+    keys[4 * b + i] = k;
+    B.h[i] = h;
+    B.v[i] = v;
+    B.alt[i] = uint32_t(alt);
+    B.side = uint8_t((B.side & ~(1u << i)) | side << i);
     ++B.cnt;
+  }
+  // A new key of bucket b (c0, c1: its candidates; b is one of them).
+  void append_new(uint64_t b, const FlowKey& k, uint64_t h, uint8_t v, uint64_t c0, uint64_t c1) {
+    append(b, k, h, v, b == c0 ? c1 : c0, b == c0 ? 0u : 1u);
+  }
+  // Key `slot` of `from` moves to its other bucket (one cuckoo step): its
+  // alternate becomes `from`, its locator bit flips. Returns the new bit.
+  unsigned move_key(uint64_t from, unsigned slot) {
+    const Bucket& F = bk[from];
+    const uint64_t to = F.alt[slot];
+    const unsigned bit = side_of(F, slot) ^ 1u;
+    append(to, keys[4 * from + slot], F.h[slot], F.v[slot], from, bit);
+    remove(from, slot);
+    return bit;
   }
   void remove(uint64_t b, unsigned i) {
     Bucket& B = bk[b];
@@ -111,6 +139,8 @@ struct LudoBuilder::Shard {
     if (i != last) {
       B.h[i] = B.h[last];
       B.v[i] = B.v[last];
+      B.alt[i] = B.alt[last];
+      B.side = uint8_t((B.side & ~(1u << i)) | side_of(B, last) << i);
       keys[4 * b + i] = keys[4 * b + last];
     }
     --B.cnt;
@@ -123,6 +153,9 @@ struct LudoBuilder::Shard {
     if (i != last) {
       std::swap(B.h[i], B.h[last]);
       std::swap(B.v[i], B.v[last]);
+      std::swap(B.alt[i], B.alt[last]);
+      const unsigned si = side_of(B, i), sl = side_of(B, last);
+      B.side = uint8_t((B.side & ~((1u << i) | (1u << last))) | sl << i | si << last);
       keys[4 * b + i] = keys[4 * b + last];
     }
     --B.cnt;
@@ -143,16 +176,8 @@ struct LudoBuilder::Shard {
     prefetch_keys(c0);
     prefetch_keys(c1);
   }
-  // A 40-byte Bucket straddles two lines for half the buckets (its count
-  // at offset 36 is then on the second): prefetch the line of its first
-  // and of its last byte (the same line costs nothing more). Measured at
-  // 1M keys, 5 runs alternated: update_kops +4-8%. A bucket's four keys
-  // are exactly one line (ShardArray is line-aligned).
-  void prefetch_bucket(uint64_t b) const {
-    const char* p = reinterpret_cast<const char*>(&bk[b]);
-    prefetch_r(p);
-    prefetch_r(p + sizeof(Bucket) - 1);
-  }
+  // A bucket is one line (64 bytes, line-aligned); so are its four keys.
+  void prefetch_bucket(uint64_t b) const { prefetch_r(&bk[b]); }
   void prefetch_keys(uint64_t b) const { prefetch_r(&keys[4 * b]); }
   bool has_hash(uint64_t b, uint64_t h) const {
     const Bucket& B = bk[b];
@@ -163,6 +188,7 @@ struct LudoBuilder::Shard {
 };
 
 static_assert(4 * sizeof(FlowKey) == 64, "a bucket's four keys fill one line");
+static_assert(sizeof(LudoBuilder::Shard::Bucket) == 64, "a bucket fills one line");
 
 namespace {
 
@@ -229,7 +255,7 @@ bool bfs_path(LudoBuilder::Shard& S, uint64_t h, unsigned max_nodes, std::vector
     const auto& B = S.bk[n.bucket];
     uint64_t alt[4];
     for (unsigned s = 0; s < 4; ++s) {
-      alt[s] = S.other(B.h[s], n.bucket);
+      alt[s] = B.alt[s];
       S.prefetch_bucket(alt[s]);
     }
     for (unsigned s = 0; s < 4; ++s) {
@@ -323,7 +349,7 @@ bool relocate_out(LudoBuilder::Shard& S, uint64_t b, unsigned inline_seeds, unsi
       if (n.parent >= 0 && B.cnt < 4) continue;  // a free bucket: not expanded
       uint64_t alt[4];
       for (unsigned t = 0; t < B.cnt; ++t) {
-        alt[t] = S.other(B.h[t], n.bucket);
+        alt[t] = B.alt[t];
         S.prefetch_bucket(alt[t]);
       }
       for (unsigned t = 0; t < B.cnt; ++t) {
@@ -367,8 +393,7 @@ bool relocate_out(LudoBuilder::Shard& S, uint64_t b, unsigned inline_seeds, unsi
         for (size_t j = L; j >= 1; --j) {
           const uint64_t from = chain[j - 1].bucket, to = chain[j].bucket;
           const unsigned sl = chain[j].slot;
-          S.append(to, S.keys[4 * from + sl], S.bk[from].h[sl], S.bk[from].v[sl]);
-          S.remove(from, sl);
+          S.move_key(from, sl);
           Bucket& T = S.bk[to];
           T.seed = uint8_t(seeds[j]);
           T.ovf = 0;
@@ -460,11 +485,9 @@ Status LudoBuilder::build_shard(uint32_t /*g*/, const uint32_t* idx, size_t n, c
     for (size_t j = chain.size() - 1; j >= 1; --j) {
       const uint64_t from = chain[j - 1].bucket;
       const unsigned slot = chain[j].slot;
-      const auto& B = S->bk[from];
-      S->append(chain[j].bucket, S->keys[4 * from + slot], B.h[slot], B.v[slot]);
-      S->remove(from, slot);
+      S->move_key(from, slot);
     }
-    S->append(chain[0].bucket, keys[i], h, values[i]);
+    S->append_new(chain[0].bucket, keys[i], h, values[i], r0, r1);
     ++S->count;
   }
   // Step 2: seeds.
@@ -484,7 +507,7 @@ Status LudoBuilder::build_shard(uint32_t /*g*/, const uint32_t* idx, size_t n, c
   for (uint64_t b = 0; b < nb; ++b)
     for (unsigned i = 0; i < S->bk[b].cnt; ++i) {
       hs.push_back(S->bk[b].h[i]);
-      bits.push_back(S->bit_of(S->bk[b].h[i], b));
+      bits.push_back(Shard::side_of(S->bk[b], i));
     }
   OthelloControl::Options opt;
   opt.capacity = std::max<uint64_t>(1, S->cap);
@@ -743,7 +766,7 @@ void LudoBuilder::prefetch_update(const FlowKey& key, unsigned stage) const {
   if (S.find_in(c0, key, h) >= 0 || S.find_in(c1, key, h) >= 0) return;
   for (const uint64_t c : {c0, c1})
     for (unsigned i = 0; i < 4; ++i) {
-      const uint64_t kh = S.bk[c].h[i], alt = S.other(kh, c);
+      const uint64_t kh = S.bk[c].h[i], alt = S.bk[c].alt[i];
       if (stage == 1) {
         S.prefetch_bucket(alt);
       } else if (alt != c && alt != c0 && alt != c1 && S.bk[alt].cnt < 4) {
@@ -774,7 +797,8 @@ Status LudoBuilder::insert(const FlowKey& key, uint64_t h, uint8_t value, DeltaL
   Shard& S = *shards_[g];
   ++stats_.inserts;
   static thread_local std::vector<BfsNode> q, chain;
-  if (S.has_hash(S.b0(h), h) || S.has_hash(S.b1(h), h) ||
+  const uint64_t r0 = S.b0(h), r1 = S.b1(h);  // after a growth: the new geometry's
+  if (S.has_hash(r0, h) || S.has_hash(r1, h) ||
       !bfs_path(S, h, cfg_.max_bfs_buckets, q, chain)) {
     ++stats_.fallback_inserts;
     ++size_;
@@ -802,19 +826,18 @@ Status LudoBuilder::insert(const FlowKey& key, uint64_t h, uint8_t value, DeltaL
     const uint64_t from = chain[j - 1].bucket, to = chain[j].bucket;
     const unsigned slot = chain[j].slot;
     const uint64_t kh = S.bk[from].h[slot];
-    S.append(to, S.keys[4 * from + slot], kh, S.bk[from].v[slot]);
-    S.remove(from, slot);
-    SB_RETURN_IF_ERROR(S.oth.alter(kh, S.bit_of(kh, to)));
+    const unsigned bit = S.move_key(from, slot);
+    SB_RETURN_IF_ERROR(S.oth.alter(kh, bit));
     settle(to);
     put_node(nb_buf, to, S.bk[to], l, S.oth.changes());
     S.oth.clear_changes();
     ++nodes;
   }
   const uint64_t root = chain[0].bucket;
-  S.append(root, key, h, value);
+  S.append_new(root, key, h, value, r0, r1);
   ++S.count;
   ++size_;
-  Status st = S.oth.add(h, S.bit_of(h, root));
+  Status st = S.oth.add(h, Shard::side_of(S.bk[root], S.bk[root].cnt - 1u));
   if (!st.ok()) {  // no acyclic Othello seed: keep the key in the fallback table
     S.remove(root, unsigned(S.bk[root].cnt - 1));
     --S.count;
@@ -854,7 +877,7 @@ Status LudoBuilder::insert(const FlowKey& key, uint64_t h, uint8_t value, DeltaL
               if (j > 0) {
                 const auto& T = S.bk[to];
                 const uint64_t kh = T.h[T.cnt - 1];
-                if (Status a = S.oth.alter(kh, S.bit_of(kh, to)); !a.ok()) mv = a;
+                if (Status a = S.oth.alter(kh, Shard::side_of(T, T.cnt - 1u)); !a.ok()) mv = a;
               }
               put_node(nb_buf, to, S.bk[to], l, S.oth.changes());
               S.oth.clear_changes();
@@ -1115,6 +1138,8 @@ Status LudoBuilder::check() const {
         if (table_->shard_of(h) != g) return Status::Internal("ludo check: key in a foreign shard");
         auto v = S.oth.value_of(h);
         if (!v.ok() || *v != S.bit_of(h, b)) return Status::Internal("ludo check: Othello bit wrong");
+        if (B.alt[i] != S.other(h, b) || Shard::side_of(B, i) != S.bit_of(h, b))
+          return Status::Internal("ludo check: stored alternate bucket or side wrong");
         if (!B.fb) {
           const unsigned bit = 1u << ludo_slot(ludo_slot_word(h), B.seed);
           if (used & bit) return Status::Internal("ludo check: seed not injective");
