@@ -225,7 +225,7 @@ void OthelloControl::unlink(uint32_t e) {
   }
 }
 
-uint32_t OthelloControl::new_edge(uint64_t h, uint64_t value) {
+uint32_t OthelloControl::new_edge(uint64_t h, uint64_t value, uint32_t ia, uint32_t ib) {
   uint32_t e;
   if (!free_.empty()) {
     e = free_.back();
@@ -236,18 +236,18 @@ uint32_t OthelloControl::new_edge(uint64_t h, uint64_t value) {
   }
   edges_[e].h = h;
   edges_[e].value = value;
-  edges_[e].ea = uint32_t(shape_.index_a(h));
-  edges_[e].eb = uint32_t(shape_.index_b(h));
+  edges_[e].ea = ia;
+  edges_[e].eb = ib;
   return e;
 }
 
-uint32_t OthelloControl::find_edge(uint64_t h) const {
+uint32_t OthelloControl::find_edge(uint64_t h, uint32_t ia, uint32_t ib) const {
   if (shape_.m_a == 0) return kNone;
-  const uint32_t va = uint32_t(shape_.index_a(h));
+  const uint32_t va = ia;
   // What follows a lookup by key (erase's unlink, alter's BFS from the B
   // end) walks the B end's list too: start its first edge's miss now, in
   // the round of the walk below instead of after it.
-  prefetch_head_edge(vertex_b(uint32_t(shape_.index_b(h))));
+  prefetch_head_edge(vertex_b(ib));
   for (uint32_t e = verts_[va].head; e != kNone; e = next_of(e, va))
     if (edges_[e].h == h) return e;
   return kNone;
@@ -265,12 +265,12 @@ Result<uint64_t> OthelloControl::value_of(uint64_t h) const {
 bool OthelloControl::try_seed(uint32_t seed, bool* dup) {
   *dup = false;
   ++stats_.seeds_tried;
-  shape_.seed = seed;
+  set_seed(seed);
   for (size_t v = 0; v < verts_.size(); ++v) verts_[v].head = kNone;
   for (uint32_t e = 0; e < edges_.size(); ++e) {
     if (edges_[e].ea == kNone) continue;
-    edges_[e].ea = uint32_t(shape_.index_a(edges_[e].h));
-    edges_[e].eb = uint32_t(shape_.index_b(edges_[e].h));
+    edges_[e].ea = ia_of(edges_[e].h);
+    edges_[e].eb = ib_of(edges_[e].h);
     link(e);
   }
   a_.reset(shape_.m_a, shape_.value_bits);  // unassigned vertices stay 0
@@ -348,6 +348,7 @@ Status OthelloControl::construct(const Options& opt, const uint64_t* hashes, con
     if (values[i] & ~mask) return Status::InvalidArgument("othello: value wider than value_bits");
   opt_ = opt;
   shape_ = shape;
+  set_seed(shape.seed);
   n_ = n;
   edges_.clear();
   edges_.reserve(std::max<size_t>(n, opt.capacity) + opt.capacity / 16 + 16);
@@ -365,7 +366,7 @@ Status OthelloControl::construct(const Options& opt, const uint64_t* hashes, con
     verts_.assign(shape_.m_a + shape_.m_b, Vertex{kNone, 0});
     a_.reset(shape_.m_a, shape_.value_bits);
     b_.reset(shape_.m_b, shape_.value_bits);
-    shape_.seed = opt.seed;
+    set_seed(opt.seed);
     return st;
   }
   stats_.reconstructions = 0;
@@ -400,12 +401,15 @@ bool OthelloControl::expand(std::vector<Visit>& q, size_t& i, uint32_t stop) {
 Status OthelloControl::add(uint64_t h, uint64_t value) {
   if (value & ~low_mask(shape_.value_bits))
     return Status::InvalidArgument("othello: value wider than value_bits");
-  prefetch(h);
+  const uint32_t ia = ia_of(h), ib = ib_of(h);
+  const uint32_t va = ia, vb = vertex_b(ib);
+  othello_detail::prefetch_line(&verts_[va]);  // prefetch(h), indexes derived once
+  othello_detail::prefetch_line(&verts_[vb]);
+  othello_detail::prefetch_line(a_.words() + (uint64_t(ia) * shape_.value_bits >> 6));
+  othello_detail::prefetch_line(b_.words() + (uint64_t(ib) * shape_.value_bits >> 6));
   // The edge record new_edge() will reuse (a freed one, anywhere in the
   // array): its line is written at the end, so start the miss now.
   if (!free_.empty()) othello_detail::prefetch_line(&edges_[free_.back()]);
-  const uint32_t ia = uint32_t(shape_.index_a(h)), ib = uint32_t(shape_.index_b(h));
-  const uint32_t va = ia, vb = vertex_b(ib);
   prefetch_head_edge(vb);  // the BFS from vb starts there; overlaps va's walk
   bool cycle = false;
   bool a_written = false;  // this add writes A[ia]
@@ -453,7 +457,7 @@ Status OthelloControl::add(uint64_t h, uint64_t value) {
   }
   if (cycle && !opt_.rebuild_on_cycle)
     return Status::FailedPrecondition("othello: the key closes a cycle (rebuild_on_cycle is off)");
-  const uint32_t e = new_edge(h, value);
+  const uint32_t e = new_edge(h, value, ia, ib);
   ++n_;
   if (!cycle) {
     link(e);
@@ -555,7 +559,8 @@ Status OthelloControl::check() const {
     if (edges_[e].ea == kNone) continue;
     ++live;
     if (lookup(edges_[e].h) != edges_[e].value) return Status::Internal("othello: wrong value for a key");
-    if (edges_[e].ea != shape_.index_a(edges_[e].h) || edges_[e].eb != shape_.index_b(edges_[e].h))
+    if (edges_[e].ea != shape_.index_a(edges_[e].h) || edges_[e].eb != shape_.index_b(edges_[e].h) ||
+        salt_a_ != shape_.salt_a() || salt_b_ != shape_.salt_b())
       return Status::Internal("othello: stale endpoints");
   }
   if (live != n_) return Status::Internal("othello: key count mismatch");

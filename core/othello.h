@@ -509,7 +509,7 @@ class OthelloControl {
   // records and both array words), so they overlap instead of serializing.
   void prefetch(uint64_t h) const {
     if (shape_.m_a == 0) return;
-    const uint64_t ia = shape_.index_a(h), ib = shape_.index_b(h);
+    const uint64_t ia = ia_of(h), ib = ib_of(h);
     othello_detail::prefetch_line(&verts_[ia]);
     othello_detail::prefetch_line(&verts_[shape_.m_a + ib]);
     othello_detail::prefetch_line(a_.words() + (ia * shape_.value_bits >> 6));
@@ -520,8 +520,8 @@ class OthelloControl {
   // vertex records.
   void prefetch_edges(uint64_t h) const {
     if (shape_.m_a == 0) return;
-    prefetch_head_edge(uint32_t(shape_.index_a(h)));
-    prefetch_head_edge(vertex_b(uint32_t(shape_.index_b(h))));
+    prefetch_head_edge(ia_of(h));
+    prefetch_head_edge(vertex_b(ib_of(h)));
   }
   bool contains(uint64_t h) const { return find_edge(h) != kNone; }
   // Switches Options::rebuild_on_cycle after construction (a caller that
@@ -529,7 +529,7 @@ class OthelloControl {
   void set_rebuild_on_cycle(bool on) { opt_.rebuild_on_cycle = on; }
   Result<uint64_t> value_of(uint64_t h) const;
   // A[ha]^B[hb] from the control's own arrays (any h).
-  uint64_t lookup(uint64_t h) const { return a_.get(shape_.index_a(h)) ^ b_.get(shape_.index_b(h)); }
+  uint64_t lookup(uint64_t h) const { return a_.get(ia_of(h)) ^ b_.get(ib_of(h)); }
 
   size_t size() const { return n_; }
   const OthelloShape& shape() const { return shape_; }
@@ -562,7 +562,19 @@ class OthelloControl {
 
  private:
   static constexpr uint32_t kNone = 0xffffffffu;
-  uint32_t find_edge(uint64_t h) const;
+  // shape_'s index salts, kept with its seed (set_seed): OthelloShape::
+  // salt_a() derives them per call (one more 64-bit mix per index), and an
+  // update derives a key's two indexes several times.
+  uint64_t salt_a_ = 0, salt_b_ = 0;
+  void set_seed(uint32_t seed) {
+    shape_.seed = seed;
+    salt_a_ = shape_.salt_a();
+    salt_b_ = shape_.salt_b();
+  }
+  uint32_t ia_of(uint64_t h) const { return uint32_t(reduce(remix(h, salt_a_), shape_.m_a)); }
+  uint32_t ib_of(uint64_t h) const { return uint32_t(reduce(remix(h, salt_b_), shape_.m_b)); }
+  uint32_t find_edge(uint64_t h) const { return find_edge(h, ia_of(h), ib_of(h)); }
+  uint32_t find_edge(uint64_t h, uint32_t ia, uint32_t ib) const;
   uint32_t vertex_b(uint64_t j) const { return uint32_t(shape_.m_a + j); }
   uint32_t& next_of(uint32_t e, uint32_t v) { return edges_[e].next[v >= shape_.m_a]; }
   uint32_t next_of(uint32_t e, uint32_t v) const { return edges_[e].next[v >= shape_.m_a]; }
@@ -581,7 +593,7 @@ class OthelloControl {
   }
   void link(uint32_t e);
   void unlink(uint32_t e);
-  uint32_t new_edge(uint64_t h, uint64_t value);
+  uint32_t new_edge(uint64_t h, uint64_t value, uint32_t ia, uint32_t ib);
   Status rebuild(uint32_t first_seed);  // all live edges, seeds first_seed.. (max_tries)
   bool try_seed(uint32_t seed, bool* dup);
   void next_stamp();
