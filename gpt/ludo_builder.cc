@@ -93,6 +93,12 @@ struct LudoBuilder::Shard {
   uint64_t count = 0;  // keys in the cuckoo table
   ShardArray<Bucket> bk;     // zero = empty bucket
   ShardArray<FlowKey> keys;  // 4 per bucket, same slot order as Bucket::h
+  // 4 per bucket, same order as Bucket::h (the ghosts' too): each key's SLOT
+  // VECTOR, its slot H_s(k) under every seed s < 32, two bits per seed
+  // (slot_vector()). A bucket's injective seeds below 32 are then a few
+  // word operations over all 32 at once (settle_seed), not a brute-force
+  // loop of 4 multiplies per seed (§4.4.5, Algorithm 6: same answer).
+  ShardArray<uint64_t> sw;
   OthelloControl oth;
   std::vector<uint32_t> scratch_free;  // relocate_out
 
@@ -104,14 +110,27 @@ struct LudoBuilder::Shard {
     return b == x ? b1(h) : x;
   }
   static unsigned side_of(const Bucket& B, unsigned i) { return (B.side >> i) & 1u; }
+  static uint64_t slot_vector(uint64_t h) {
+    const uint64_t x = ludo_slot_word(h);
+    uint64_t w = 0;
+#pragma GCC unroll 32
+    for (unsigned s = 0; s < 32; ++s) w |= (x * kLudoSlotMul[s]) >> 62 << (2 * s);
+    return w;
+  }
+  // Slot of entry i of bucket b under its seed.
+  unsigned slot_of(uint64_t b, unsigned i) const {
+    const unsigned s = bk[b].seed;
+    return s < 32 ? unsigned(sw[4 * b + i] >> (2 * s)) & 3u : ludo_slot(ludo_slot_word(bk[b].h[i]), s);
+  }
   // append / remove: the bucket is rewritten (a node of the same delta),
   // so its erased keys' old values leave the lookup side. `alt` is the
   // key's other candidate bucket, `side` its bucket-locator bit here.
-  void append(uint64_t b, const FlowKey& k, uint64_t h, uint8_t v, uint64_t alt, unsigned side) {
+  void append(uint64_t b, const FlowKey& k, uint64_t h, uint8_t v, uint64_t alt, unsigned side, uint64_t w) {
     Bucket& B = bk[b];
     B.ghosts = 0;
     const unsigned i = B.cnt;
     keys[4 * b + i] = k;
+    sw[4 * b + i] = w;
     B.h[i] = h;
     B.v[i] = v;
     B.alt[i] = uint32_t(alt);
@@ -120,7 +139,7 @@ struct LudoBuilder::Shard {
   }
   // A new key of bucket b (c0, c1: its candidates; b is one of them).
   void append_new(uint64_t b, const FlowKey& k, uint64_t h, uint8_t v, uint64_t c0, uint64_t c1) {
-    append(b, k, h, v, b == c0 ? c1 : c0, b == c0 ? 0u : 1u);
+    append(b, k, h, v, b == c0 ? c1 : c0, b == c0 ? 0u : 1u, slot_vector(h));
   }
   // Key `slot` of `from` moves to its other bucket (one cuckoo step): its
   // alternate becomes `from`, its locator bit flips. Returns the new bit.
@@ -128,7 +147,7 @@ struct LudoBuilder::Shard {
     const Bucket& F = bk[from];
     const uint64_t to = F.alt[slot];
     const unsigned bit = side_of(F, slot) ^ 1u;
-    append(to, keys[4 * from + slot], F.h[slot], F.v[slot], from, bit);
+    append(to, keys[4 * from + slot], F.h[slot], F.v[slot], from, bit, sw[4 * from + slot]);
     remove(from, slot);
     return bit;
   }
@@ -142,6 +161,7 @@ struct LudoBuilder::Shard {
       B.alt[i] = B.alt[last];
       B.side = uint8_t((B.side & ~(1u << i)) | side_of(B, last) << i);
       keys[4 * b + i] = keys[4 * b + last];
+      sw[4 * b + i] = sw[4 * b + last];
     }
     --B.cnt;
   }
@@ -157,6 +177,7 @@ struct LudoBuilder::Shard {
       const unsigned si = side_of(B, i), sl = side_of(B, last);
       B.side = uint8_t((B.side & ~((1u << i) | (1u << last))) | sl << i | si << last);
       keys[4 * b + i] = keys[4 * b + last];
+      std::swap(sw[4 * b + i], sw[4 * b + last]);
     }
     --B.cnt;
     ++B.ghosts;
@@ -175,6 +196,8 @@ struct LudoBuilder::Shard {
     prefetch_bucket(c1);
     prefetch_keys(c0);
     prefetch_keys(c1);
+    prefetch_r(&sw[4 * c0]);
+    prefetch_r(&sw[4 * c1]);
   }
   // A bucket is one line (64 bytes, line-aligned); so are its four keys.
   void prefetch_bucket(uint64_t b) const { prefetch_r(&bk[b]); }
@@ -236,6 +259,7 @@ bool bfs_path(LudoBuilder::Shard& S, uint64_t h, unsigned max_nodes, std::vector
     for (int32_t j = int32_t(i); j >= 0; j = q[size_t(j)].parent) {
       chain.push_back(q[size_t(j)]);
       prefetch_w(&S.keys[4 * size_t(q[size_t(j)].bucket)]);  // the moves write them
+      prefetch_w(&S.sw[4 * size_t(q[size_t(j)].bucket)]);
     }
     std::reverse(chain.begin(), chain.end());
     return true;
@@ -278,12 +302,13 @@ bool bfs_path(LudoBuilder::Shard& S, uint64_t h, unsigned max_nodes, std::vector
 // the predictor cannot learn (a try fails ~90% of the time for a full bucket,
 // at a different key each time), and mispredictions, not the multiplies,
 // were most of the search's cost.
-int find_seed(const LudoBuilder::Shard::Bucket& B, uint64_t* tries, unsigned limit = kLudoMaxSeed + 1) {
+int find_seed(const LudoBuilder::Shard::Bucket& B, uint64_t* tries, unsigned limit = kLudoMaxSeed + 1,
+              unsigned first = 0) {
   const unsigned n = B.cnt;
-  if (n <= 1) {  // every seed is injective on one key: the first is s = 0
-    if (limit == 0) return -1;
-    ++*tries;
-    return 0;
+  if (n <= 1) {  // every seed is injective on one key: the first is s = first
+    if (limit <= first) return -1;
+    *tries += first + 1;
+    return int(first);
   }
   uint64_t x[4];
   unsigned keep[4];  // lanes past cnt contribute no bit
@@ -291,7 +316,7 @@ int find_seed(const LudoBuilder::Shard::Bucket& B, uint64_t* tries, unsigned lim
     x[i] = i < n ? ludo_slot_word(B.h[i]) : 0;
     keep[i] = i < n ? ~0u : 0u;
   }
-  for (unsigned s = 0; s < limit; ++s) {
+  for (unsigned s = first; s < limit; ++s) {
     const uint64_t m = kLudoSlotMul[s];
     unsigned used = 0;
     for (unsigned i = 0; i < 4; ++i) used |= (1u << unsigned((x[i] * m) >> 62)) & keep[i];
@@ -307,10 +332,11 @@ int find_seed(const LudoBuilder::Shard::Bucket& B, uint64_t* tries, unsigned lim
 
 // The bucket word of the lookup structure: seed field + values in slot order
 // (the keys' and the ghosts').
-uint64_t bucket_word(const LudoBuilder::Shard::Bucket& B, unsigned l, uint8_t vals[4]) {
+uint64_t bucket_word(const LudoBuilder::Shard& S, uint64_t b, unsigned l, uint8_t vals[4]) {
+  const LudoBuilder::Shard::Bucket& B = S.bk[b];
   vals[0] = vals[1] = vals[2] = vals[3] = 0;
   if (!B.fb)
-    for (unsigned i = 0; i < unsigned(B.cnt + B.ghosts); ++i) vals[ludo_slot(ludo_slot_word(B.h[i]), B.seed)] = B.v[i];
+    for (unsigned i = 0; i < unsigned(B.cnt + B.ghosts); ++i) vals[S.slot_of(b, i)] = B.v[i];
   uint64_t w = B.ovf ? kLudoOverflowMark : B.seed;
   for (unsigned j = 0; j < 4; ++j) w |= uint64_t(vals[j]) << (kLudoSeedBits + j * l);
   return w;
@@ -445,14 +471,35 @@ Result<std::unique_ptr<LudoBuilder>> LudoBuilder::create(const LudoConfig& cfg) 
 // injective on the new key set (an improvement on Algorithm 6, which searches
 // from s = 0 again: any injective seed is correct, the kept one is already
 // inline, and for a bucket going from 3 to 4 keys it fits 1 time in 4).
-static void settle_seed(LudoBuilder::Shard::Bucket& B, unsigned inline_seeds, uint64_t* tries) {
-  if (!B.fb && !B.ovf && B.seed < inline_seeds) {
-    unsigned used = 0;
-    for (unsigned i = 0; i < B.cnt; ++i) used |= 1u << ludo_slot(ludo_slot_word(B.h[i]), B.seed);
+// The seeds s < 32 that are injective on the first n slot vectors of w:
+// bit 2s set iff every two keys' 2-bit lanes at s differ.
+static uint64_t injective_lanes(const uint64_t* w, unsigned n) {
+  constexpr uint64_t kLow = 0x5555555555555555ULL;
+  uint64_t ok = kLow;
+  for (unsigned i = 1; i < n; ++i)
+    for (unsigned j = 0; j < i; ++j) {
+      const uint64_t d = w[i] ^ w[j];
+      ok &= d | d >> 1;
+    }
+  return ok & kLow;
+}
+
+static void settle_seed(LudoBuilder::Shard& S, uint64_t b, unsigned inline_seeds, uint64_t* tries) {
+  LudoBuilder::Shard::Bucket& B = S.bk[b];
+  const uint64_t ok = injective_lanes(&S.sw[4 * b], B.cnt);
+  if (!B.fb && !B.ovf && B.seed < inline_seeds) {  // inline_seeds <= 31: a lane of ok
     ++*tries;
-    if (unsigned(__builtin_popcount(used)) == B.cnt) return;
+    if ((ok >> (2 * B.seed)) & 1u) return;
   }
-  const int s = find_seed(B, tries);
+  // The first injective seed: below 32 from the slot vectors, else by
+  // brute force from 32 on (the same seed Algorithm 6 finds from 0).
+  int s;
+  if (ok != 0) {
+    s = __builtin_ctzll(ok) / 2;
+    *tries += unsigned(s) + 1;
+  } else {
+    s = find_seed(B, tries, kLudoMaxSeed + 1, 32);
+  }
   B.fb = s < 0;
   B.seed = uint8_t(s < 0 ? 0 : s);
   B.ovf = s >= 0 && unsigned(s) >= inline_seeds;
@@ -469,6 +516,7 @@ Status LudoBuilder::build_shard(uint32_t /*g*/, const uint32_t* idx, size_t n, c
   S->cap = uint64_t(cfg_.grow_load * 4 * double(nb));
   S->bk.assign(nb);
   S->keys.assign(4 * nb);
+  S->sw.assign(4 * nb);
   std::vector<BfsNode> q, chain;
   // Step 1: serial cuckoo insertion.
   for (size_t t = 0; t < n; ++t) {
@@ -492,7 +540,7 @@ Status LudoBuilder::build_shard(uint32_t /*g*/, const uint32_t* idx, size_t n, c
   }
   // Step 2: seeds.
   uint64_t tries = 0;
-  for (auto& B : S->bk) settle_seed(B, cfg_.inline_seeds, &tries);
+  for (uint64_t b = 0; b < nb; ++b) settle_seed(*S, b, cfg_.inline_seeds, &tries);
   // Overflow relocation (gpt/README.md "Ludo"): see relocate_out().
   if (cfg_.fix_overflow) {
     for (uint64_t b = 0; b < nb; ++b) {
@@ -532,7 +580,7 @@ std::unique_ptr<LudoShard> LudoBuilder::make_lookup_shard(const Shard& S) const 
   uint64_t novf = 0;
   uint8_t vals[4];
   for (uint64_t b = 0; b < S.nb; ++b) {
-    write_bits(ls->bkt.data(), b * ls->W, ls->W, bucket_word(S.bk[b], l, vals));
+    write_bits(ls->bkt.data(), b * ls->W, ls->W, bucket_word(S, b, l, vals));
     novf += S.bk[b].ovf;
   }
   if (novf > 0) {
@@ -720,11 +768,12 @@ Status LudoBuilder::emit_fb_put(uint32_t g, const FlowKey& key, uint64_t h, uint
 namespace {
 // Appends one insertion-message node (§4.4.8: bIdx, seed, value order, Ochg).
 // The rewrite replaces the bucket's ghosts on the lookup side.
-void put_node(std::vector<uint8_t>& o, uint64_t bucket, LudoBuilder::Shard::Bucket& B,
+void put_node(std::vector<uint8_t>& o, LudoBuilder::Shard& S, uint64_t bucket,
               unsigned l, const std::vector<OthelloChange>& chg) {
+  LudoBuilder::Shard::Bucket& B = S.bk[bucket];
   B.ghosts = 0;
   uint8_t vals[4];
-  bucket_word(B, l, vals);
+  bucket_word(S, bucket, l, vals);
   const size_t at = o.size();
   o.resize(at + 12 + 4 * chg.size());
   uint8_t* p = o.data() + at;
@@ -772,6 +821,7 @@ void LudoBuilder::prefetch_update(const FlowKey& key, unsigned stage) const {
       } else if (alt != c && alt != c0 && alt != c1 && S.bk[alt].cnt < 4) {
         S.oth.prefetch(kh);
         prefetch_w(&S.keys[4 * alt]);
+        prefetch_w(&S.sw[4 * alt]);
         return;
       }
     }
@@ -816,7 +866,7 @@ Status LudoBuilder::insert(const FlowKey& key, uint64_t h, uint8_t value, DeltaL
   fb_touched_.clear();
   auto settle = [&](uint64_t b) {
     const bool was = S.bk[b].fb;
-    settle_seed(S.bk[b], cfg_.inline_seeds, &stats_.seed_tries);
+    settle_seed(S, b, cfg_.inline_seeds, &stats_.seed_tries);
     ++stats_.seed_searches;
     if (was || S.bk[b].fb) fb_touched_.push_back({b, was});
   };
@@ -829,7 +879,7 @@ Status LudoBuilder::insert(const FlowKey& key, uint64_t h, uint8_t value, DeltaL
     const unsigned bit = S.move_key(from, slot);
     SB_RETURN_IF_ERROR(S.oth.alter(kh, bit));
     settle(to);
-    put_node(nb_buf, to, S.bk[to], l, S.oth.changes());
+    put_node(nb_buf, S, to, l, S.oth.changes());
     S.oth.clear_changes();
     ++nodes;
   }
@@ -861,7 +911,7 @@ Status LudoBuilder::insert(const FlowKey& key, uint64_t h, uint8_t value, DeltaL
     S.oth.clear_changes();
     SB_RETURN_IF_ERROR(emit_replace(g, out));
   } else {
-    put_node(nb_buf, root, S.bk[root], l, S.oth.changes());
+    put_node(nb_buf, S, root, l, S.oth.changes());
     S.oth.clear_changes();
     ++nodes;
     // Buckets of the path whose new seed overflows try to give a key away
@@ -879,7 +929,7 @@ Status LudoBuilder::insert(const FlowKey& key, uint64_t h, uint8_t value, DeltaL
                 const uint64_t kh = T.h[T.cnt - 1];
                 if (Status a = S.oth.alter(kh, Shard::side_of(T, T.cnt - 1u)); !a.ok()) mv = a;
               }
-              put_node(nb_buf, to, S.bk[to], l, S.oth.changes());
+              put_node(nb_buf, S, to, l, S.oth.changes());
               S.oth.clear_changes();
               ++nodes;
             });
@@ -1155,6 +1205,9 @@ Status LudoBuilder::check() const {
       // Ghosts: below 4 entries with the keys, on slots of their own.
       if (B.cnt + B.ghosts > 4 || (B.fb && B.ghosts != 0))
         return Status::Internal("ludo check: bad ghost count");
+      for (unsigned i = 0; i < unsigned(B.cnt + B.ghosts); ++i)
+        if (S.sw[4 * b + i] != Shard::slot_vector(B.h[i]))
+          return Status::Internal("ludo check: stored slot vector wrong");
       for (unsigned i = B.cnt; i < unsigned(B.cnt + B.ghosts); ++i) {
         const unsigned bit = 1u << ludo_slot(ludo_slot_word(B.h[i]), B.seed);
         if (used & bit) return Status::Internal("ludo check: ghost shares a key's slot");
