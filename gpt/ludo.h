@@ -571,7 +571,10 @@ class LudoBuilder final : public GptBuilder {
   // colliding hashes), by hash, with a per-shard count.
   class FbSet {
    public:
+    // Empty (the usual case) answers without hashing into the map (a
+    // division per probe: every insert and erase asks).
     FbEntry* find(const FlowKey& k, uint64_t h) {
+      if (m_.empty()) return nullptr;
       auto r = m_.equal_range(h);
       for (auto it = r.first; it != r.second; ++it)
         if (it->second.key == k) return &it->second;
@@ -584,13 +587,18 @@ class LudoBuilder final : public GptBuilder {
       ++per_[e.g];
     }
     bool erase(const FlowKey& k, uint64_t h) {
+      if (m_.empty()) return false;
       auto r = m_.equal_range(h);
       for (auto it = r.first; it != r.second; ++it)
         if (it->second.key == k) { --per_[it->second.g]; m_.erase(it); return true; }
       return false;
     }
     size_t size() const { return m_.size(); }
-    size_t count(uint32_t g) const { auto it = per_.find(g); return it == per_.end() ? 0 : it->second; }
+    size_t count(uint32_t g) const {
+      if (m_.empty()) return 0;
+      auto it = per_.find(g);
+      return it == per_.end() ? 0 : it->second;
+    }
     std::vector<FbEntry> take(uint32_t g) {
       std::vector<FbEntry> out;
       if (count(g) == 0) return out;
