@@ -332,11 +332,26 @@ int find_seed(const LudoBuilder::Shard::Bucket& B, uint64_t* tries, unsigned lim
 
 // The bucket word of the lookup structure: seed field + values in slot order
 // (the keys' and the ghosts').
-uint64_t bucket_word(const LudoBuilder::Shard& S, uint64_t b, unsigned l, uint8_t vals[4]) {
+// The values in slot order (the keys' and the ghosts'). Locals, not the
+// bucket's fields, in the loop: vals is a byte pointer, which may alias
+// them, and the compiler would reload them per key.
+void bucket_vals(const LudoBuilder::Shard& S, uint64_t b, uint8_t vals[4]) {
   const LudoBuilder::Shard::Bucket& B = S.bk[b];
-  vals[0] = vals[1] = vals[2] = vals[3] = 0;
-  if (!B.fb)
-    for (unsigned i = 0; i < unsigned(B.cnt + B.ghosts); ++i) vals[S.slot_of(b, i)] = B.v[i];
+  uint8_t out[4] = {0, 0, 0, 0};
+  const unsigned n = B.fb ? 0u : unsigned(B.cnt + B.ghosts), seed = B.seed;
+  const uint8_t* v = B.v;
+  if (seed < 32) {
+    const uint64_t* w = &S.sw[4 * b];
+    for (unsigned i = 0; i < n; ++i) out[unsigned(w[i] >> (2 * seed)) & 3u] = v[i];
+  } else {
+    for (unsigned i = 0; i < n; ++i) out[S.slot_of(b, i)] = v[i];
+  }
+  std::memcpy(vals, out, 4);
+}
+
+uint64_t bucket_word(const LudoBuilder::Shard& S, uint64_t b, unsigned l, uint8_t vals[4]) {
+  bucket_vals(S, b, vals);
+  const LudoBuilder::Shard::Bucket& B = S.bk[b];
   uint64_t w = B.ovf ? kLudoOverflowMark : B.seed;
   for (unsigned j = 0; j < 4; ++j) w |= uint64_t(vals[j]) << (kLudoSeedBits + j * l);
   return w;
@@ -772,8 +787,9 @@ void put_node(std::vector<uint8_t>& o, LudoBuilder::Shard& S, uint64_t bucket,
               unsigned l, const std::vector<OthelloChange>& chg) {
   LudoBuilder::Shard::Bucket& B = S.bk[bucket];
   B.ghosts = 0;
+  (void)l;
   uint8_t vals[4];
-  bucket_word(S, bucket, l, vals);
+  bucket_vals(S, bucket, vals);
   const size_t at = o.size();
   o.resize(at + 12 + 4 * chg.size());
   uint8_t* p = o.data() + at;
