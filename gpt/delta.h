@@ -32,7 +32,9 @@
 #include <cstddef>
 #include <cstdint>
 #include <cstring>
+#include <memory>
 #include <span>
+#include <utility>
 #include <vector>
 
 #include "core/status.h"
@@ -70,6 +72,22 @@ Status parse_delta(std::span<const uint8_t> bytes, DeltaHeader* hdr,
 // REQUIRES: bytes holds a delta that passed parse_delta.
 void delta_stamp(std::span<uint8_t> bytes, uint32_t epoch, uint64_t seq);
 
+// Allocator whose value-less construct() default-initializes: a resize()
+// of DeltaList's buffer, which add() overwrites entirely, does not first
+// zero the bytes.
+template <typename T>
+struct DefaultInitAllocator : std::allocator<T> {
+  template <typename U>
+  struct rebind { using other = DefaultInitAllocator<U>; };
+  DefaultInitAllocator() = default;
+  template <typename U>
+  DefaultInitAllocator(const DefaultInitAllocator<U>&) noexcept {}
+  template <typename U>
+  void construct(U* p) noexcept { ::new (static_cast<void*>(p)) U; }
+  template <typename U, typename... Args>
+  void construct(U* p, Args&&... args) { ::new (static_cast<void*>(p)) U(std::forward<Args>(args)...); }
+};
+
 // A list of deltas in one contiguous buffer (no allocation per delta once
 // warm). An update produces zero or more deltas into a DeltaList.
 class DeltaList {
@@ -93,7 +111,7 @@ class DeltaList {
   size_t total_bytes() const { return bytes_.size(); }
 
  private:
-  std::vector<uint8_t> bytes_;
+  std::vector<uint8_t, DefaultInitAllocator<uint8_t>> bytes_;
   std::vector<uint32_t> off_;
 };
 
