@@ -388,12 +388,20 @@ bool OthelloControl::expand(std::vector<Visit>& q, size_t& i, uint32_t stop) {
     if (f != kNone && f == y.pe) f = next_of(f, y.v);  // y's entry edge is cached
     if (f != kNone) othello_detail::prefetch_line(&edges_[f]);
   }
-  for (uint32_t e = verts_[x.v].head; e != kNone; e = next_of(e, x.v)) {
-    if (e == x.pe) continue;
-    const uint32_t w = other_end(e, x.v);
-    if (w == stop) return true;
-    q.push_back(Visit{w, e});
-    othello_detail::prefetch_line(&verts_[w]);
+  // x's side is fixed for its whole list: which link and which end to
+  // follow is decided once, not per edge.
+  const bool b_side = x.v >= shape_.m_a;
+  const uint32_t m_a = uint32_t(shape_.m_a);
+  for (uint32_t e = verts_[x.v].head; e != kNone;) {
+    const Edge& E = edges_[e];
+    const uint32_t nx = E.next[b_side];
+    if (e != x.pe) {
+      const uint32_t w = b_side ? E.ea : m_a + E.eb;
+      if (w == stop) return true;
+      q.push_back(Visit{w, e});
+      othello_detail::prefetch_line(&verts_[w]);
+    }
+    e = nx;
   }
   return false;
 }
