@@ -204,6 +204,89 @@ TEST_CASE("ludo: model-based updates, remote fed only deltas agrees", "[ludo]") 
   }
 }
 
+// The maintenance buckets keep, per key, its other candidate bucket, its
+// bucket-locator bit and its slot vector (the slots under seeds 0..31), and
+// seeds are searched over the slot vectors (gpt/README.md "2026-11-24,
+// twelfth session"). A steady-load stream at 95% (nearly every insert moves
+// keys along a cuckoo path; buckets that need a seed >= 32 appear), hinted
+// as the owner hints a batch (stages 0, 1, 2 at 8, 4, 2 ahead): check()
+// every 500 operations compares every stored alternate, bit and slot
+// vector with the hash plan's (and that each seed is injective), the
+// model is checked on the builder and on a replica fed only deltas, and
+// the replica equals the builder's table byte for byte. fix_overflow off
+// keeps overflow seeds (>= 31, some >= 32: the brute-force tail) in place.
+TEST_CASE("ludo: stored alternates, locator bits and slot vectors follow every move", "[ludo]") {
+  const uint64_t seed = test_seed(61);
+  for (const bool fix : {true, false}) {
+    for (const unsigned l : {2u, 7u}) {
+      auto c = small_config(l, 1, 2);
+      c.fix_overflow = fix;
+      auto b = LudoBuilder::create(c);
+      REQUIRE(b.ok());
+      const size_t n0 = 6000;
+      auto pool = make_keys(n0 + 6000, seed + l + (fix ? 0 : 100));
+      Rng r(seed * 13 + l);
+      std::unordered_map<FlowKey, uint8_t, KeyHash> model;
+      std::vector<uint8_t> vals(n0);
+      for (size_t i = 0; i < n0; ++i) model[pool[i]] = vals[i] = uint8_t(r.below(1u << l));
+      REQUIRE((*b)->build(pool.data(), vals.data(), n0, 1).ok());
+      auto remote = remote_copy((*b)->ludo());
+      // The stream: erase a live key, insert a fresh one, change a live one.
+      struct Op { int kind; FlowKey k; uint8_t v; };
+      std::vector<Op> ops;
+      std::vector<FlowKey> live(pool.begin(), pool.begin() + long(n0));
+      size_t fresh = n0;
+      while (fresh < pool.size()) {
+        const size_t at = r.below(live.size());
+        ops.push_back({0, live[at], 0});
+        live[at] = live.back();
+        live.pop_back();
+        ops.push_back({1, pool[fresh], uint8_t(r.below(1u << l))});
+        live.push_back(pool[fresh++]);
+        ops.push_back({2, live[r.below(live.size())], uint8_t(r.below(1u << l))});
+      }
+      DeltaList d;
+      for (size_t j = 0; j < ops.size(); ++j) {
+        if (j + 8 < ops.size()) (*b)->prefetch_update(ops[j + 8].k, 0);
+        if (j + 4 < ops.size()) (*b)->prefetch_update(ops[j + 4].k, 1);
+        if (j + 2 < ops.size()) (*b)->prefetch_update(ops[j + 2].k, 2);
+        const Op& o = ops[j];
+        d.clear();
+        if (o.kind == 0) {
+          REQUIRE((*b)->erase(o.k, &d).ok());
+          model.erase(o.k);
+        } else if (o.kind == 1) {
+          REQUIRE((*b)->insert(o.k, o.v, &d).ok());
+          model[o.k] = o.v;
+        } else {
+          REQUIRE((*b)->change(o.k, o.v, &d).ok());
+          model[o.k] = o.v;
+        }
+        apply_all(remote.get(), d);
+        if (j % 500 == 499) {
+          INFO("fix_overflow " << fix << " l " << l << " op " << j);
+          REQUIRE((*b)->check().ok());
+        }
+      }
+      INFO("fix_overflow " << fix << " l " << l);
+      CHECK((*b)->stats().path_nodes > (*b)->stats().inserts);  // cuckoo paths moved keys
+      if (!fix) CHECK((*b)->overflow_buckets() > 0);
+      size_t wrong = 0;
+      for (const auto& [k, v] : model) {
+        const uint64_t h = hash_key(k, c.hash_seed);
+        wrong += remote->lookup(k, h) != v;
+        wrong += (*b)->ludo().lookup(k, h) != v;
+      }
+      CHECK(wrong == 0);
+      REQUIRE((*b)->check().ok());
+      std::vector<uint8_t> s1, s2;
+      (*b)->ludo().serialize(&s1);
+      remote->serialize(&s2);
+      CHECK(s1 == s2);
+    }
+  }
+}
+
 // The builder does not apply its own insert/change deltas (gpt/ludo.h
 // UPDATES "Lazy local table"): table(), ludo() and serialize_partition()
 // rebuild the dirty shards first. A builder that skipped that rebuild would
