@@ -248,11 +248,10 @@ class QueuedSet {
 // "by breadth-first search"). Fills chain root..free (chain[0] is one of
 // the new key's buckets, chain.back() has a free slot). False: no path
 // within max_nodes buckets.
-bool bfs_path(LudoBuilder::Shard& S, uint64_t h, unsigned max_nodes, std::vector<BfsNode>& q,
+bool bfs_path(LudoBuilder::Shard& S, uint64_t r0, uint64_t r1, unsigned max_nodes, std::vector<BfsNode>& q,
               std::vector<BfsNode>& chain) {
   q.clear();
   chain.clear();
-  const uint64_t r0 = S.b0(h), r1 = S.b1(h);
   // A bucket is examined when it is discovered (not when dequeued): the
   // search stops one level earlier and touches fewer buckets.
   auto found = [&](size_t i) {
@@ -541,7 +540,7 @@ Status LudoBuilder::build_shard(uint32_t /*g*/, const uint32_t* idx, size_t n, c
     if (S->find_in(r0, keys[i], h) >= 0 || S->find_in(r1, keys[i], h) >= 0)
       return Status::AlreadyExists("ludo build: duplicate key");
     if (S->has_hash(r0, h) || S->has_hash(r1, h) ||
-        !bfs_path(*S, h, cfg_.max_bfs_buckets, q, chain)) {
+        !bfs_path(*S, r0, r1, cfg_.max_bfs_buckets, q, chain)) {
       if (fb) fb->push_back(uint32_t(t));
       continue;
     }
@@ -846,9 +845,10 @@ void LudoBuilder::prefetch_update(const FlowKey& key, unsigned stage) const {
 Status LudoBuilder::insert(const FlowKey& key, uint64_t h, uint8_t value, DeltaList* out) {
   if (value >> cfg_.value_bits) return Status::InvalidArgument("ludo insert: value wider than value_bits");
   const uint32_t g = table_->shard_of(h);
+  uint64_t r0, r1;  // the key's candidate buckets
   {
     Shard& S = *shards_[g];
-    const uint64_t c0 = S.b0(h), c1 = S.b1(h);
+    const uint64_t c0 = r0 = S.b0(h), c1 = r1 = S.b1(h);
     // One round of misses for everything the insert reads first: both
     // candidate buckets and their keys, and the Othello control's vertex
     // records and array words of the new key (§4.4.8: the new key's bit is
@@ -858,14 +858,17 @@ Status LudoBuilder::insert(const FlowKey& key, uint64_t h, uint8_t value, DeltaL
     if (S.find_in(c0, key, h) >= 0 || S.find_in(c1, key, h) >= 0)
       return Status::AlreadyExists("ludo insert: key present");
     if (fb_.find(key, h)) return Status::AlreadyExists("ludo insert: key present (fallback)");
-    if (S.count + 1 > S.cap) SB_RETURN_IF_ERROR(grow(g, out));
+    if (S.count + 1 > S.cap) {
+      SB_RETURN_IF_ERROR(grow(g, out));
+      r0 = shards_[g]->b0(h);  // the new geometry's
+      r1 = shards_[g]->b1(h);
+    }
   }
   Shard& S = *shards_[g];
   ++stats_.inserts;
   static thread_local std::vector<BfsNode> q, chain;
-  const uint64_t r0 = S.b0(h), r1 = S.b1(h);  // after a growth: the new geometry's
   if (S.has_hash(r0, h) || S.has_hash(r1, h) ||
-      !bfs_path(S, h, cfg_.max_bfs_buckets, q, chain)) {
+      !bfs_path(S, r0, r1, cfg_.max_bfs_buckets, q, chain)) {
     ++stats_.fallback_inserts;
     ++size_;
     return fallback_put(g, key, h, value, out);
