@@ -209,6 +209,22 @@ void OthelloControl::set_color(uint32_t v, uint64_t c, bool record) {
   if (record) ++stats_.entries_changed;
 }
 
+// set_color(v, color(v) ^ delta, true). One-bit values (Ludo's bucket
+// locator) flip one bit of a word in place; wider ones take set_color.
+void OthelloControl::flip_color(uint32_t v, uint64_t delta) {
+  if (shape_.value_bits != 1) {
+    set_color(v, color(v) ^ delta, true);
+    return;
+  }
+  const bool b_side = v >= shape_.m_a;
+  const uint64_t i = b_side ? v - shape_.m_a : v;
+  uint64_t* w = (b_side ? b_.words() : a_.words()) + (i >> 6);
+  const uint64_t x = *w ^ ((delta & 1u) << (i & 63));
+  *w = x;
+  changes_.push_back({uint8_t(b_side), i, (x >> (i & 63)) & 1u});
+  ++stats_.entries_changed;
+}
+
 void OthelloControl::link(uint32_t e) {
   const uint32_t va = edges_[e].ea, vb = vertex_b(edges_[e].eb);
   edges_[e].next[0] = verts_[va].head;
@@ -457,7 +473,7 @@ Status OthelloControl::add(uint64_t h, uint64_t value) {
         if (delta != 0) {
           const std::vector<Visit>& flip = done == 0 ? q0_ : q1_;
           for (const Visit& x : flip) prefetch_color(x.v);
-          for (const Visit& x : flip) set_color(x.v, color(x.v) ^ delta, true);
+          for (const Visit& x : flip) flip_color(x.v, delta);
           a_written = done == 0;
         }
       }
@@ -519,7 +535,7 @@ Status OthelloControl::alter(uint64_t h, uint64_t value) {
   const std::vector<Visit>& flip = side == 0 ? q0_ : q1_;
   stats_.bfs_vertices += q0_.size() + q1_.size();
   for (const Visit& x : flip) prefetch_color(x.v);
-  for (const Visit& x : flip) set_color(x.v, color(x.v) ^ delta, true);
+  for (const Visit& x : flip) flip_color(x.v, delta);
   // Concurrency (othello.h): the altered key's change must touch A[ia] so
   // that readers of it retry. Flipping the B side leaves A[ia] as it was;
   // a no-op rewrite of A[ia] puts its region into the guarded set.

@@ -583,6 +583,7 @@ class OthelloControl {
   }
   uint64_t color(uint32_t v) const { return v < shape_.m_a ? a_.get(v) : b_.get(v - shape_.m_a); }
   void set_color(uint32_t v, uint64_t c, bool record);
+  void flip_color(uint32_t v, uint64_t delta);  // recorded
   void prefetch_color(uint32_t v) const {
     const uint64_t i = v < shape_.m_a ? v : v - shape_.m_a;
     prefetch_w((v < shape_.m_a ? a_.words() : b_.words()) + (i * shape_.value_bits >> 6));

@@ -145,6 +145,58 @@ TEST_CASE("othello model-based add/alter/erase vs unordered_map", "[othello]") {
   CHECK(c.stats().reconstructions > 0);  // at ~cap keys some adds close cycles
 }
 
+// One-bit values (Ludo's bucket locator) flip a bit in place when add()
+// re-colours a tree and alter() flips a side (flip_color), and the index
+// salts are kept with the seed (reconstructions change it). A stream of
+// adds, alters and erases near capacity: a query fed only the change lists
+// stays exact, check() (which compares the kept salts with the seed's)
+// holds, and the values agree with a model.
+TEST_CASE("othello one-bit values: in-place flips and kept salts, model-based", "[othello]") {
+  const uint64_t seed = test_seed(17);
+  Rng rng(seed);
+  const size_t cap = 2000;
+  OthelloControl c;
+  REQUIRE(c.construct({cap, 1, 3, 64}, nullptr, nullptr, 0).ok());
+  OthelloQuery q;
+  c.publish(&q);
+  std::unordered_map<uint64_t, uint64_t> model;
+  std::vector<uint64_t> keys;
+  uint64_t next_key = 1;
+  for (int round = 0; round < 40000; ++round) {
+    const uint64_t r = rng.below(100);
+    if ((r < 45 && model.size() < cap) || keys.empty()) {
+      const uint64_t h = fmix64(seed ^ (next_key++ * 0x9e3779b97f4a7c15ULL));
+      const uint64_t v = rng.next() & 1u;
+      REQUIRE(c.add(h, v).ok());
+      model[h] = v;
+      keys.push_back(h);
+    } else if (r < 80) {
+      const uint64_t h = keys[rng.below(keys.size())];
+      const Status st = c.alter(h, model.count(h) ? model[h] ^ 1u : 1u);
+      if (model.count(h)) {
+        REQUIRE(st.ok());
+        model[h] ^= 1u;
+      } else {
+        REQUIRE(st.code() == StatusCode::kNotFound);
+      }
+    } else {
+      const uint64_t h = keys[rng.below(keys.size())];
+      const Status st = c.erase(h);
+      if (model.erase(h)) REQUIRE(st.ok()); else REQUIRE(st.code() == StatusCode::kNotFound);
+    }
+    if (round % 13 == 0) c.publish(&q);
+    if (round % 4000 == 0) {
+      REQUIRE(c.check().ok());
+      c.publish(&q);
+      require_all(c, q, model);
+    }
+  }
+  c.publish(&q);
+  REQUIRE(c.check().ok());
+  require_all(c, q, model);
+  CHECK(c.stats().reconstructions > 0);  // seeds changed: the kept salts followed
+}
+
 // add() and alter() walk G with no visited marks (G is a forest): Case I
 // is found when one search reaches the other's root. Oracle: an independent
 // union-find over the added edges says whether (ha, hb) are already joined.
