@@ -1000,7 +1000,7 @@ Status LudoBuilder::change(const FlowKey& key, uint64_t h, uint8_t value, DeltaL
     scratch_.resize(14);
     put_u64(scratch_.data(), S.nb);
     put_u32(scratch_.data() + 8, uint32_t(b));
-    scratch_[12] = uint8_t(ludo_slot(ludo_slot_word(h), B.seed));
+    scratch_[12] = uint8_t(S.slot_of(b, unsigned(i)));  // from its slot vector
     scratch_[13] = value;
     return emit(g, LudoDelta::kChange, out);
   }
