@@ -21,6 +21,16 @@
 namespace sb::gpt {
 namespace {
 
+// Waits (up to 60 s) until the reader threads have read something, so the
+// writer only starts once they run: on a loaded host a thread can get no
+// CPU for a while, and a writer that finished first left the test checking
+// no concurrency at all (and `reads > 0` failing).
+template <typename F>
+void wait_for_readers(F&& started) {
+  for (int i = 0; i < 60000 && !started(); ++i) std::this_thread::sleep_for(std::chrono::milliseconds(1));
+  REQUIRE(started());
+}
+
 struct KeyHash {
   size_t operator()(const FlowKey& k) const { return size_t(hash_key(k, 7)); }
 };
@@ -430,6 +440,7 @@ TEST_CASE("ludo: growth crossing 94% under updates keeps lookups correct", "[lud
       reads += 32;
     }
   });
+  wait_for_readers([&] { return reads.load() > 32; });  // both readers
   DeltaList d;
   bool crossed = false;
   for (size_t i = n0; i < keys.size(); ++i) {
@@ -671,6 +682,7 @@ TEST_CASE("ludo: writer stall: readers retry, never answer wrong", "[ludo][tsan]
         reads += 32;
       }
     });
+  wait_for_readers([&] { return reads.load() >= 64; });  // both readers
   for (size_t i = 0; i < d.size(); ++i) REQUIRE(remote->apply(d[i]).ok());
   stop = true;
   for (auto& th : readers) th.join();
@@ -792,6 +804,7 @@ TEST_CASE("ludo: a key moving between fallback table and shard is never answered
         reads += 32;
       }
     });
+    wait_for_readers([&] { return reads.load() > 32; });
     // The writer: time-bounded for in-place installs; count-bounded when
     // every replace swaps the shard (each swap retires one).
     const auto t0 = std::chrono::steady_clock::now();
@@ -1442,6 +1455,7 @@ TEST_CASE("ludo: with a reader sync, swapped-out shards and overflow arrays are 
     reads += n;
   };
   std::thread r0(reader, 0), r1(reader, 1);
+  wait_for_readers([&] { return qs[0].load() > 1 && qs[1].load() > 1; });
   size_t swaps = 0;
   for (int round = 1; round <= 30; ++round) {
     const auto& ps = snaps[size_t(round) % snaps.size()];
