@@ -267,7 +267,7 @@ TEST_CASE("validate: a text that is not UTF-8 is refused naming the field, and n
   }
 }
 
-TEST_CASE("validate: a TEID report pairs keys with teid_ul, names a member, is bounded; it survives conversion") {
+TEST_CASE("validate: a TEID report pairs keys with teid_ul, names a member, is bounded, and survives conversion") {
   rib::TeidReportMsg r;
   r.report_id = 9;
   r.node = 2;
