@@ -398,6 +398,7 @@ std::vector<NodeState::TeidReport> NodeState::take_teid_reports(uint64_t now_us,
     std::vector<FlowKey>& unsent = teid_unsent_[owner];
     if (unsent.empty()) continue;
     TeidReport* r = nullptr;
+    std::vector<FlowKey>* sent_keys = nullptr;  // r's record in teid_sent_
     for (const FlowKey& k : unsent) {
       auto q = teid_queue_.find(k);
       if (q == teid_queue_.end() || q->second.report != 0 || q->second.owner != owner) continue;  // stale entry
@@ -415,12 +416,12 @@ std::vector<NodeState::TeidReport> NodeState::take_teid_reports(uint64_t now_us,
         r->owner = owner;
         r->msg.report_id = ++next_teid_report_;
         r->msg.node = self_;
-        teid_sent_[r->msg.report_id] = TeidSent{owner, now_us, {}};
+        sent_keys = &(teid_sent_[r->msg.report_id] = TeidSent{owner, now_us, {}}).keys;
       }
       q->second.report = r->msg.report_id;
       r->msg.keys.push_back(k);
       r->msg.teid_ul.push_back(rec.teid_ul);
-      teid_sent_[r->msg.report_id].keys.push_back(k);
+      sent_keys->push_back(k);
       ++c_.teid_reported;
     }
     unsent.clear();
@@ -433,13 +434,17 @@ bool NodeState::on_teid_report_ack(uint32_t owner, uint64_t id, std::span<const 
   auto it = teid_sent_.find(id);
   if (it == teid_sent_.end() || it->second.owner != owner) return false;
   std::vector<FlowKey>& keys = it->second.keys;
-  std::vector<FlowKey> again;  // stay in the report: its resend sends them again
+  std::vector<bool> keep(keys.size(), false);  // stay in the report: its resend sends them again
   for (const uint32_t i : retry)
-    if (i < keys.size()) again.push_back(keys[i]);
-  for (const FlowKey& k : keys) {
-    auto q = teid_queue_.find(k);
-    if (q == teid_queue_.end() || q->second.report != id) continue;
-    if (std::find(again.begin(), again.end(), k) == again.end()) teid_queue_.erase(q);
+    if (i < keys.size()) keep[i] = true;
+  std::vector<FlowKey> again;
+  for (size_t i = 0; i < keys.size(); ++i) {
+    if (keep[i]) {
+      again.push_back(keys[i]);
+      continue;
+    }
+    auto q = teid_queue_.find(keys[i]);
+    if (q != teid_queue_.end() && q->second.report == id) teid_queue_.erase(q);
   }
   if (again.empty()) teid_sent_.erase(it);
   else keys.swap(again);

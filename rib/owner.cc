@@ -627,16 +627,7 @@ void Owner::set_live(uint32_t node, bool live, uint64_t now_us) {
     for (auto it = repush_.begin(); it != repush_.end();)
       it = it->second.node == node ? repush_.erase(it) : std::next(it);
     ++stats_.member_repushes;
-    FibBatch b;
-    for (const uint32_t p : spec_.partitions_of(opt_.self)) {
-      fib_entries_for(p, node, &b.install);
-      b.reconcile.push_back(p);
-      if (b.install.size() >= std::max<uint32_t>(1, opt_.repush_chunk)) {
-        send_repush(node, std::move(b), now_us);
-        b = FibBatch{};
-      }
-    }
-    if (!b.reconcile.empty()) send_repush(node, std::move(b), now_us);
+    repush_to(node, now_us);
   }
 }
 
@@ -769,31 +760,27 @@ void Owner::send_repush(uint32_t n, FibBatch&& fb, uint64_t now_us) {
 }
 
 void Owner::repush(uint64_t now_us) {
-  // Reconciling batches per member: every entry of our partitions it should
-  // hold; it drops the rest of those partitions. A batch is self-contained
-  // (it reconciles exactly the partitions whose entries it carries), so the
-  // re-push is cut at partition boundaries into batches of about
-  // OwnerOptions::repush_chunk entries: a big RIB does not become one message beyond the
-  // frame limit, and each ack stays within the acks' limit.
-  const std::vector<uint32_t> mine = spec_.partitions_of(opt_.self);
-  std::unordered_map<uint32_t, FibBatch> b;
-  for (const Member& m : spec_.members) b[m.id];
-  auto send = [&](uint32_t n, FibBatch& fb) {
-    send_repush(n, std::move(fb), now_us);
-    fb = FibBatch{};
-  };
-  for (const uint32_t p : mine) {
-    for (auto& [n, fb] : b) fb.reconcile.push_back(p);
-    recs_[p].for_each([&](const FlowKey& k, const SessionRec& r) {
-      const uint64_t h = hash_key(k, spec_.hash_seed);
-      for (uint32_t mask = placement(r, h); mask; mask &= mask - 1)
-        b[uint32_t(std::countr_zero(mask))].install.push_back(fib_entry_for(k, r, uint32_t(std::countr_zero(mask))));
-    });
-    for (auto& [n, fb] : b)
-      if (fb.install.size() >= std::max<uint32_t>(1, opt_.repush_chunk)) send(n, fb);
+  for (const Member& m : spec_.members) repush_to(m.id, now_us);
+}
+
+void Owner::repush_to(uint32_t node, uint64_t now_us) {
+  // Reconciling batches: every entry of our partitions `node` should hold
+  // (what a snapshot would carry: fib_entries_for); it drops the rest of
+  // those partitions. A batch is self-contained (it reconciles exactly the
+  // partitions whose entries it carries), so the re-push is cut at
+  // partition boundaries into batches of about OwnerOptions::repush_chunk
+  // entries: a big RIB does not become one message beyond the frame limit,
+  // and each ack stays within the acks' limit.
+  FibBatch b;
+  for (const uint32_t p : spec_.partitions_of(opt_.self)) {
+    fib_entries_for(p, node, &b.install);
+    b.reconcile.push_back(p);
+    if (b.install.size() >= std::max<uint32_t>(1, opt_.repush_chunk)) {
+      send_repush(node, std::move(b), now_us);
+      b = FibBatch{};
+    }
   }
-  for (auto& [n, fb] : b)
-    if (!fb.reconcile.empty()) send(n, fb);
+  if (!b.reconcile.empty()) send_repush(node, std::move(b), now_us);
 }
 
 Status Owner::pump(uint64_t now_us) {

@@ -369,7 +369,8 @@ class Owner {
   void forget(uint64_t request_id);
   void pop_done_front();  // evicts the oldest entry of the dedup window
   void reply_now(const ClientOp& op, Status st, const SessionRec* rec, uint32_t part);
-  void repush(uint64_t now_us);
+  void repush(uint64_t now_us);                      // to every member (after a restart)
+  void repush_to(uint32_t node, uint64_t now_us);  // our partitions, reconciled
 
   ClusterSpec spec_;
   OwnerOptions opt_;
