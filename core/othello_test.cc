@@ -660,3 +660,58 @@ TEST_CASE("othello change list: a key erased and re-added in one list keeps A gu
   for (size_t i = 0; i < n; ++i)
     if (i != k) REQUIRE(q.lookup(h[i]) == v[i]);
 }
+
+// CONCURRENCY (othello.h): when alter() re-colours the B side of a key's
+// tree it writes B[j] but not A[i], so it appends a no-op rewrite of A[i]
+// to put A[i]'s region in the guarded set. Without it, a change list with
+// two alters of that key (v0 -> v1 -> v2, one publish) lets a reader held
+// between the writes accept v1, a value the key has at neither end of the
+// list.
+TEST_CASE("othello alter that re-colours the B side keeps A guarded", "[othello]") {
+  const size_t n = 1000;
+  const auto h = make_hashes(n, 53);
+  std::vector<uint64_t> v(n);
+  for (size_t i = 0; i < n; ++i) v[i] = (i * 7) & 0xffff;
+  OthelloControl c;
+  REQUIRE(c.construct({2 * n, 16, 1, 64}, h.data(), v.data(), n).ok());
+  OthelloQuery q;
+  c.publish(&q);
+  const OthelloShape s = c.shape();
+  // A key alone on its B vertex whose A vertex has another key: the B side
+  // ({B[j]}) is the smaller part, so alter() flips B[j] only.
+  std::vector<int> deg_a(s.m_a), deg_b(s.m_b);
+  for (size_t i = 0; i < n; ++i) {
+    ++deg_a[s.index_a(h[i])];
+    ++deg_b[s.index_b(h[i])];
+  }
+  size_t k = 0;
+  while (k < n && !(deg_b[s.index_b(h[k])] == 1 && deg_a[s.index_a(h[k])] >= 2)) ++k;
+  REQUIRE(k < n);
+  const uint64_t v0 = v[k], v1 = v0 ^ 0x00ff, v2 = v0 ^ 0xff00;
+  REQUIRE(c.alter(h[k], v1).ok());
+  bool b_written = false, a_guarded = false;
+  for (const OthelloChange& ch : c.changes()) {
+    if (ch.side == 1 && ch.index == s.index_b(h[k])) b_written = true;
+    if (ch.side == 0 && ch.index == s.index_a(h[k])) a_guarded = true;
+  }
+  CHECK(b_written);
+  CHECK(a_guarded);
+  REQUIRE(c.alter(h[k], v2).ok());
+  int stalls = 0, accepted_wrong = 0, retried = 0;
+  q.set_write_stall_hook([&] {
+    ++stalls;
+    const OthelloQuery::Batch b = q.batch_begin();
+    uint64_t x;
+    if (!q.try_value(b, q.pos(b, h[k]), &x))
+      ++retried;
+    else if (x != v0 && x != v2)
+      ++accepted_wrong;
+  });
+  c.publish(&q);
+  q.set_write_stall_hook(nullptr);
+  CHECK(stalls == 1);
+  CHECK(accepted_wrong == 0);
+  CHECK(retried == 1);
+  v[k] = v2;
+  for (size_t i = 0; i < n; ++i) REQUIRE(q.lookup(h[i]) == v[i]);
+}
