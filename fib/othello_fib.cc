@@ -322,8 +322,28 @@ void OthelloFib::lookup_impl(const FlowKey* keys, const uint64_t* hashes_in, siz
   // Acquire: a count the writer lowered inside its fallback write section
   // (readmit_deferred) makes the version re-check below see that section.
   if (fallback_n_.load(std::memory_order_acquire) != 0 || fallback_ver_.read_retry(fv0)) [[unlikely]]
-    for (size_t i = 0; i < n; ++i)
-      if (out[i] == kFibMiss) out[i] = lookup_slow(keys[i], hashes[i]);
+    fallback_misses(keys, hashes, n, fv0, out);
+}
+
+// The misses of a burst while the fallback holds keys (or changed). The
+// burst's Othello answers were all read after fv0 was taken; when the
+// scans below end with the fallback still at version fv0, every answer and
+// every scan saw one fallback state, which is lookup_slow's argument for
+// the whole burst: one scan per miss, no second Othello read. Else, key by
+// key.
+void OthelloFib::fallback_misses(const FlowKey* keys, const uint64_t* hashes, size_t n, uint32_t fv0,
+                                 uint32_t* out) const {
+  if ((fv0 & 1u) == 0) {
+    uint32_t found[kMaxBurst];
+    for (size_t i = 0; i < n; ++i) found[i] = out[i] == kFibMiss ? fallback_scan(keys[i]) : out[i];
+    if (!fallback_ver_.read_retry(fv0)) [[likely]] {
+      for (size_t i = 0; i < n; ++i) out[i] = found[i];
+      return;
+    }
+    count_retry();
+  }
+  for (size_t i = 0; i < n; ++i)
+    if (out[i] == kFibMiss) out[i] = lookup_slow(keys[i], hashes[i]);
 }
 
 // One key, Othello and fallback read inside one stable fallback version:

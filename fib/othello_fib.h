@@ -148,6 +148,7 @@ class OthelloFib final : public Fib {
   int fallback_find(const FlowKey& key) const;  // control side
   uint32_t fallback_scan(const FlowKey& key) const;  // data plane, inside a fallback version
   uint32_t lookup_slow(const FlowKey& key, uint64_t h) const;
+  void fallback_misses(const FlowKey* keys, const uint64_t* hashes, size_t n, uint32_t fv0, uint32_t* out) const;
   template <bool kHashHere>
   void lookup_impl(const FlowKey* keys, const uint64_t* hashes, size_t n, uint32_t* out) const;
   void fallback_write(int slot, uint64_t lo, uint64_t hi, uint64_t value);
