@@ -173,8 +173,12 @@ class Session : public std::enable_shared_from_this<Session> {
       ++srv_->errors;  // reset or closed mid-request: nobody to answer
       return;
     }
-    ++srv_->requests;
     const Request& req = parser_->get();
+    // RFC 9112 3.2: a server MUST answer 400 to an HTTP/1.1 request
+    // without a Host field, or with more than one (HTTP/1.0 may omit it).
+    const size_t hosts = req.count(http::field::host);
+    if (hosts > 1 || (hosts == 0 && req.version() >= 11)) return reply_error(http::status::bad_request);
+    ++srv_->requests;
     close_after_ = !req.keep_alive();
     res_ = route(req);
     write_response();

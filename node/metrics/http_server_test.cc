@@ -474,6 +474,22 @@ TEST_CASE("metrics http: oversized or malformed requests are refused, the server
     CHECK(r->status == 400);
     CHECK(c.closed_within(2000ms));
   }
+  SECTION("HTTP/1.1 without Host, or with two: 400 and close (RFC 9112 3.2)") {
+    const char* bad[] = {"GET /metrics HTTP/1.1\r\n\r\n",
+                         "GET /metrics HTTP/1.1\r\nHost: a\r\nHost: b\r\n\r\n",
+                         "GET /health HTTP/1.0\r\nHost: a\r\nHost: b\r\n\r\n"};
+    for (const char* req : bad) {
+      INFO(req);
+      Client c(srv->port());
+      c.send(req);
+      auto r = c.response();
+      REQUIRE(r);
+      CHECK(r->status == 400);
+      CHECK(c.closed_within(2000ms));
+    }
+    CHECK(srv->stats().requests == 0);
+    CHECK(srv->stats().errors == 3);
+  }
   SECTION("a body over the limit: 413") {
     Client c(srv->port());
     c.send("POST /metrics HTTP/1.1\r\nHost: t\r\nContent-Length: 100000\r\n\r\n");
