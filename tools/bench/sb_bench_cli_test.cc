@@ -130,6 +130,11 @@ TEST_CASE("short real runs print the contract fields", "[bench][dpdk]") {
                         "\"capacity\": 262144,", "\"load_factor\": 1,", "\"value_bits_stored\": 64,",
                         "\"reps\": 1,"})
     CHECK(has(m.out, f));
+  const Run hs = run("hash --keys 4K --reps 1 --json");
+  REQUIRE(hs.rc == 0);
+  for (const char* f : {"\"ns_per_key\"", "\"page_size\"", "\"cpu_model\"", "\"build\"", "\"capacity\": 4096,",
+                        "\"load_factor\": 1,", "\"value_bits_stored\": 64,", "\"reps\": 1,"})
+    CHECK(has(hs.out, f));
   const Run g = run("gpt --impl efd --keys 4K --value-bits 8 --queries 8K --updates 3K --reps 1 --json");
   INFO(g.out);
   REQUIRE(g.rc == 0);
