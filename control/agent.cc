@@ -864,6 +864,15 @@ struct Agent::Impl : rib::OwnerIo {
     switch (env.body_case()) {
       case pb::Envelope::kSessionRequest: on_session_request(routing, env); break;
       case pb::Envelope::kFibUpdate: {
+        // Our own partitions' batches never cross a socket (send_fib keeps
+        // them local): one claiming this node is forged or broken. Taken,
+        // it would be applied as our own owner's, and a held one would
+        // leave an ack entry release_held_fib never answers.
+        if (env.fib_update().owner() == self) {
+          ++c[AgentEvent::forbidden_messages];
+          error_reply(routing, env.corr(), pb::INVALID, "a FIB update that claims this node as its owner");
+          break;
+        }
         rib::FibBatch b = from_pb(env.fib_update());
         const uint32_t own = b.owner;
         const uint64_t batch_id = b.batch_id;

@@ -1131,3 +1131,52 @@ TEST_CASE("agent: a session a snapshot installs under a new teid_ul is reported 
   pb::Envelope r3;
   CHECK_FALSE(report(&r3));
 }
+
+TEST_CASE("agent: a FIB update that claims the receiving node as its owner is refused and counted") {
+  // An owner's batches to itself never cross a socket (send_fib keeps
+  // them local), so one that arrives claiming this node is forged or
+  // broken. Taken, it was applied as this node's own; held while the node
+  // restored, its ack entry waited under the node's own id, where the
+  // release (which answers the local owner directly) never looked: it
+  // stayed for the node's life and the health check counted one more held
+  // ack than held batches.
+  InProc ip(2, [](uint32_t, AgentOptions& o) { o.fib_timeout_ms = 2000; }, {1});
+  std::vector<FlowKey> ours;
+  for (const FlowKey& x : keys(1000))
+    if (ip.spec.owner[partition_of(hash_key(x, ip.spec.hash_seed), ip.spec.log2_partitions())] == 0 &&
+        ours.size() < 2)
+      ours.push_back(x);
+  REQUIRE(ours.size() == 2);
+  zmq::context_t ctx;
+  zmq::socket_t s(ctx, zmq::socket_type::dealer);
+  s.set(zmq::sockopt::linger, 0);
+  s.set(zmq::sockopt::rcvtimeo, 10000);
+  s.connect(ip.spec.members[0].control);
+  rib::FibBatch b;
+  b.owner = 0;  // the receiver itself
+  b.batch_id = 7;
+  for (const FlowKey& k : ours) {
+    rib::FibEntry e;
+    e.key = k;
+    e.handling_node = 0;
+    e.teid_dl = 0x42;
+    b.install.push_back(e);
+  }
+  pb::Envelope env;
+  env.set_version(kProtocolVersion);
+  env.set_corr(33);
+  to_pb(b, env.mutable_fib_update());
+  REQUIRE(s.send(zmq::buffer(env.SerializeAsString())));
+  pb::Envelope reply;
+  zmq::message_t m;
+  REQUIRE(s.recv(m));
+  REQUIRE(reply.ParseFromArray(m.data(), int(m.size())));
+  INFO(reply.DebugString());
+  CHECK(reply.corr() == 33);
+  REQUIRE(reply.has_error());
+  CHECK(reply.error().code() == pb::INVALID);
+  auto c = ip.client({0});
+  CHECK(counter(*c, 0, "forbidden_messages") == 1);
+  CHECK(counter(*c, 0, "fib_batches_held") == 0);
+  CHECK(counter(*c, 0, "fib_installs") == 0);
+}
