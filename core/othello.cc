@@ -46,8 +46,16 @@ void OthelloQuery::init(const OthelloShape& shape) {
 OthelloQuery::Batch OthelloQuery::batch_begin() const {
   uint32_t e;
   while (((e = epoch_.read_begin()) & 1u) != 0) cpu_relax();  // full reload running
-  return Batch{e,          salt_a_.load(std::memory_order_acquire), salt_b_.load(std::memory_order_acquire),
-               shape_.m_a, shape_.m_b, aw_.load(std::memory_order_acquire), bw_.load(std::memory_order_acquire)};
+  return Batch{e,
+               salt_a_.load(std::memory_order_acquire),
+               salt_b_.load(std::memory_order_acquire),
+               shape_.m_a,
+               shape_.m_b,
+               aw_.load(std::memory_order_acquire),
+               bw_.load(std::memory_order_acquire),
+               shape_.value_bits,
+               mask_,
+               ver_.get()};
 }
 
 uint64_t OthelloQuery::lookup(uint64_t h) const {

@@ -342,16 +342,22 @@ class OthelloQuery {
   // Reader's view of the seed/sizes for one batch: take it with
   // batch_begin(), derive positions with pos(), and confirm with
   // batch_retry() at the end (true: a full reload ran, redo the batch).
+  // The batch also carries the fixed geometry (l, mask, the versions):
+  // the reader's acquire loads keep the compiler from keeping members in
+  // registers across them, so copies here save reloading them per key.
   struct Batch {
     uint32_t epoch;
     uint64_t salt_a, salt_b, m_a, m_b;
     const uint64_t* aw;  // the arrays of this epoch
     const uint64_t* bw;
+    unsigned l;             // value_bits (fixed at init)
+    uint64_t mask;          // low l bits
+    const SeqVersion* ver;  // the region versions (fixed at construction)
   };
   Batch batch_begin() const;
   bool batch_retry(const Batch& b) const { return epoch_.read_retry(b.epoch); }
   Pos pos(const Batch& b, uint64_t h) const {
-    const unsigned l = shape_.value_bits;
+    const unsigned l = b.l;
     const uint64_t ia = reduce(remix(h, b.salt_a), b.m_a);
     return Pos{ia * l, reduce(remix(h, b.salt_b), b.m_b) * l, uint32_t(region_of(ia))};
   }
@@ -360,7 +366,7 @@ class OthelloQuery {
   // (the second prefetch merges with the first unless the entry straddles a
   // line, probability (l - 1) / 512).
   void prefetch(const Batch& b, const Pos& p) const {
-    const unsigned last = shape_.value_bits - 1;
+    const unsigned last = b.l - 1;
     othello_detail::prefetch_line(b.aw + (p.bit_a >> 6));
     othello_detail::prefetch_line(b.bw + (p.bit_b >> 6));
     othello_detail::prefetch_line(b.aw + ((p.bit_a + last) >> 6));
@@ -369,9 +375,9 @@ class OthelloQuery {
   // Algorithm 3, one key: version before, A and B, version after.
   // Returns false when the region was being written (caller retries).
   bool try_value(const Batch& b, const Pos& p, uint64_t* out) const {
-    const SeqVersion& v = ver_[p.region];
+    const SeqVersion& v = b.ver[p.region];
     const uint32_t s = v.read_begin();
-    const uint64_t x = get_bits(b.aw, p.bit_a) ^ get_bits(b.bw, p.bit_b);
+    const uint64_t x = get_bits(b, b.aw, p.bit_a) ^ get_bits(b, b.bw, p.bit_b);
     if (v.read_retry(s)) return false;
     *out = x;
     return true;
@@ -407,8 +413,9 @@ class OthelloQuery {
   // salts and the sizes fixed at init(); a prefetch never faults).
   void prefetch_hint(uint64_t h) const {
     if (empty()) return;
-    const Batch b{0, salt_a_.load(std::memory_order_relaxed), salt_b_.load(std::memory_order_relaxed), shape_.m_a,
-                  shape_.m_b, aw_.load(std::memory_order_relaxed), bw_.load(std::memory_order_relaxed)};
+    const Batch b{0,           salt_a_.load(std::memory_order_relaxed), salt_b_.load(std::memory_order_relaxed),
+                  shape_.m_a,  shape_.m_b,  aw_.load(std::memory_order_relaxed), bw_.load(std::memory_order_relaxed),
+                  shape_.value_bits, mask_, ver_.get()};
     prefetch(b, pos(b, h));
   }
   // Writer side: start the reads of the two entries of h an update will
@@ -439,16 +446,16 @@ class OthelloQuery {
   // whenever wi is a line's last word: 1/8 of the lookups per array, against
   // (l - 1)/512 for the entry's own lines (2 x 0.125 vs 2 x 0.047 extra lines
   // per lookup at l = 25).
-  uint64_t get_bits(const uint64_t* w, uint64_t bit) const {
+  static uint64_t get_bits(const Batch& b, const uint64_t* w, uint64_t bit) {
     const uint64_t wi = bit >> 6;
-    const uint64_t wj = (bit + shape_.value_bits - 1) >> 6;
+    const uint64_t wj = (bit + b.l - 1) >> 6;
     const unsigned off = unsigned(bit & 63);
     // seq_load (acquire), the core/seqlock.h RULE: try_value()'s re-check
     // of the region version is a relaxed load, ordered after these only
     // because they are acquire loads (a plain mov on x86 either way).
     const uint64_t lo = seq_load(w + wi) >> off;
     const uint64_t hi = (seq_load(w + wj) << 1) << (63 - off);
-    return (lo | hi) & mask_;
+    return (lo | hi) & b.mask;
   }
 
   OthelloShape shape_;

@@ -78,6 +78,9 @@ class SeqStripes {
   const SeqVersion& at(uint64_t region) const { return v_[region & mask_]; }
   uint32_t size() const { return mask_ + 1; }
   uint64_t num_bits() const { return uint64_t(size()) * 32; }
+  // For a reader that copies them once per burst: at(r) = data()[r & mask()].
+  const SeqVersion* data() const { return v_.get(); }
+  uint32_t mask() const { return mask_; }
 
  private:
   uint32_t mask_;

@@ -284,7 +284,10 @@ void OthelloFib::lookup_impl(const FlowKey* keys, const uint64_t* hashes_in, siz
   uint32_t idx[kMaxBurst];
   uint64_t hbuf[kMaxBurst];
   const uint64_t* hashes = kHashHere ? hbuf : hashes_in;
-  const uint32_t cap = table_->capacity();
+  const SessionTable::Reader rt = table_->reader();
+  const uint64_t seed = hash_seed();
+  const bool checked = opt_.check_bits != 0;
+  const uint32_t cap = rt.capacity;
   const uint32_t last = cap - 1;
   // The fallback's version before any Othello read: a key readmitted from
   // the fallback into Othello (readmit_deferred: publish, then remove) while
@@ -294,7 +297,7 @@ void OthelloFib::lookup_impl(const FlowKey* keys, const uint64_t* hashes_in, siz
   for (;;) {
     const OthelloQuery::Batch b = q_.batch_begin();
     for (size_t i = 0; i < n; ++i) {  // phase 1: (hash,) positions, prefetch A and B
-      if (kHashHere && !hashed) hbuf[i] = hash(keys[i]);
+      if (kHashHere && !hashed) hbuf[i] = hash_key(keys[i], seed);
       pos[i] = q_.pos(b, hashes[i]);
       q_.prefetch(b, pos[i]);
     }
@@ -308,15 +311,15 @@ void OthelloFib::lookup_impl(const FlowKey* keys, const uint64_t* hashes_in, siz
       // check_bits > 0: an answer whose check bits are not this key's is
       // a miss now (index set past the table: no record read).
       idx[i] = decode(x);
-      if (opt_.check_bits != 0) idx[i] = (x >> ib_) == check(hashes[i]) ? idx[i] : cap;
-      table_->prefetch(idx[i] < cap ? idx[i] : last);
+      if (checked) idx[i] = (x >> ib_) == check(hashes[i]) ? idx[i] : cap;
+      rt.prefetch(idx[i] < cap ? idx[i] : last);
     }
     if (!q_.batch_retry(b)) [[likely]] break;  // a reconstruction reloaded the arrays
     count_retry();
   }
   for (size_t i = 0; i < n; ++i) {  // phase 3: full-key verification
     const uint32_t x = idx[i];
-    const bool hit = table_->key_equals(x < cap ? x : last, keys[i]) & (x < cap);
+    const bool hit = rt.key_equals(x < cap ? x : last, keys[i]) & (x < cap);
     out[i] = hit ? x : kFibMiss;
   }
   // Acquire: a count the writer lowered inside its fallback write section

@@ -181,19 +181,33 @@ class SessionTable {
   bool read(uint32_t idx, SessionRecord* out) const;
   // Data-plane key check: true iff idx < capacity, the record is live and
   // holds exactly `key`. Versioned; never blocks the writer.
-  bool key_equals(uint32_t idx, const FlowKey& key) const {
-    if (idx >= capacity_) return false;
-    const uint64_t* w = words(idx);
-    const SeqVersion& v = ver_.at(idx);
-    for (;;) {
-      const uint32_t s = v.read_begin();
-      // The canonical test keeps a non-canonical query (e.g. the all-0xff
-      // poison) from matching a free record.
-      const bool eq = (seq_load(w) == key.lo()) & (seq_load(w + 1) == key.hi()) &
-                      ((key.hi() >> 40) == 0);
-      if (!v.read_retry(s)) return eq;
+  bool key_equals(uint32_t idx, const FlowKey& key) const { return reader().key_equals(idx, key); }
+  // What key_equals()/prefetch() read, copied once for a burst: the
+  // versioned loads of a lookup are acquire loads, after which the compiler
+  // reloads every member it needs; a burst's copy stays in registers.
+  // Valid for the table's life (the arrays are never reallocated).
+  struct Reader {
+    const uint64_t* rec;
+    const SeqVersion* ver;
+    uint32_t ver_mask, capacity;
+    bool key_equals(uint32_t idx, const FlowKey& key) const {
+      if (idx >= capacity) return false;
+      const uint64_t* w = rec + size_t(idx) * 4;
+      const SeqVersion& v = ver[idx & ver_mask];
+      for (;;) {
+        const uint32_t s = v.read_begin();
+        // The canonical test keeps a non-canonical query (e.g. the all-0xff
+        // poison) from matching a free record.
+        const bool eq = (seq_load(w) == key.lo()) & (seq_load(w + 1) == key.hi()) &
+                        ((key.hi() >> 40) == 0);
+        if (!v.read_retry(s)) return eq;
+      }
     }
-  }
+    void prefetch(uint32_t idx) const {
+      if (idx < capacity) prefetch_r(rec + size_t(idx) * 4);
+    }
+  };
+  Reader reader() const { return Reader{rec_.data(), ver_.data(), ver_.mask(), capacity_}; }
   // The data plane's read of the record a FIB lookup of `key` answered:
   // true iff idx < capacity and the record is live and holds exactly
   // `key`, and then *tunnel (teid_dl | enb_ip << 32) and *meta (word 3)
