@@ -10,6 +10,7 @@
 #include <memory>
 #include <string>
 #include <thread>
+#include <unordered_map>
 
 #include "core/bit_array.h"
 #include "core/large_array.h"
@@ -532,15 +533,30 @@ Status LudoBuilder::build_shard(uint32_t /*g*/, const uint32_t* idx, size_t n, c
   S->keys.assign(4 * nb);
   S->sw.assign(4 * nb);
   std::vector<BfsNode> q, chain;
+  // Keys that did not enter the cuckoo table so far, by hash. A duplicate
+  // of a placed key is found in its candidate buckets; a duplicate of one
+  // of these is not, and used to fall back a second time or enter the
+  // cuckoo table beside its fallback entry. Empty (no probe) unless a key
+  // fell back.
+  std::unordered_multimap<uint64_t, uint32_t> fell;
+  auto duplicate = [](const FlowKey& k) {
+    return Status::InvalidArgument("ludo build: duplicate key " + k.to_string() +
+                                   " (the keys of a build must be distinct)");
+  };
   // Step 1: serial cuckoo insertion.
   for (size_t t = 0; t < n; ++t) {
     const uint32_t i = idx[t];
     const uint64_t h = hashes[i];
     const uint64_t r0 = S->b0(h), r1 = S->b1(h);
-    if (S->find_in(r0, keys[i], h) >= 0 || S->find_in(r1, keys[i], h) >= 0)
-      return Status::AlreadyExists("ludo build: duplicate key");
+    if (S->find_in(r0, keys[i], h) >= 0 || S->find_in(r1, keys[i], h) >= 0) return duplicate(keys[i]);
+    if (!fell.empty()) {
+      const auto r = fell.equal_range(h);
+      for (auto it = r.first; it != r.second; ++it)
+        if (keys[it->second] == keys[i]) return duplicate(keys[i]);
+    }
     if (S->has_hash(r0, h) || S->has_hash(r1, h) ||
         !bfs_path(*S, r0, r1, cfg_.max_bfs_buckets, q, chain)) {
+      fell.emplace(h, i);
       if (fb) fb->push_back(uint32_t(t));
       continue;
     }
@@ -654,7 +670,20 @@ Status LudoBuilder::build_hashed(const FlowKey* keys, const uint64_t* hashes, co
   for (unsigned t = 1; t < threads; ++t) pool.emplace_back(work);
   work();
   for (auto& th : pool) th.join();
-  for (uint32_t g = 0; g < ns; ++g) SB_RETURN_IF_ERROR(sts[g]);
+  // The first failing shard's status (deterministic whatever `threads`).
+  // GptBuilder::build: on error the builder and its table are left empty
+  // (as SetSep's build does): every shard is replaced by an empty one of
+  // the geometry create() gives.
+  Status failed;
+  for (uint32_t g = 0; g < ns && failed.ok(); ++g) failed = sts[g];
+  if (!failed.ok()) {
+    const uint64_t per = cfg_.capacity / ns;
+    const uint64_t nb0 = std::max<uint64_t>(2, uint64_t(std::ceil(double(per) / (4 * cfg_.build_load))));
+    for (uint32_t g = 0; g < ns; ++g) {
+      fbs[g].clear();
+      SB_RETURN_IF_ERROR(build_shard(g, nullptr, 0, nullptr, nullptr, nullptr, nb0, &built[g], nullptr));
+    }
+  }
   // Install: lookup shards, fallback keys.
   size_ = 0;
   fb_.clear();
@@ -687,7 +716,7 @@ Status LudoBuilder::build_hashed(const FlowKey* keys, const uint64_t* hashes, co
   T.retired_.clear();  // REQUIRES (build): no concurrent readers of the builder's table
   std::fill(dirty_.begin(), dirty_.end(), uint8_t(0));  // every shard just published
   ndirty_ = 0;
-  return Status::Ok();
+  return failed;
 }
 
 // ---- delta emission --------------------------------------------------------------

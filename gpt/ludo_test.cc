@@ -1478,4 +1478,96 @@ TEST_CASE("ludo: with a reader sync, swapped-out shards and overflow arrays are 
   for (size_t i = 0; i < keys.size(); ++i) REQUIRE(T.lookup(keys[i], hash_key(keys[i], c.hash_seed)) == v[i]);
 }
 
+// A key given twice to a bulk build must be refused (GptBuilder::build
+// REQUIRES distinct keys; SetSep refuses them with kInvalidArgument naming
+// the key). Ludo found a duplicate only when its first copy sat in the
+// cuckoo table: a first copy that had fallen back (its hash twin took the
+// hash, or the BFS found no path) was not seen, so the second copy fell
+// back too (two fallback puts of one key) or went into the cuckoo table
+// beside its fallback entry. A failed build leaves the builder empty.
+TEST_CASE("ludo: a bulk build refuses a duplicate key wherever its first copy went", "[ludo]") {
+  const uint64_t seed = test_seed(0xd0b1);
+  auto c = small_config(2, 1, 2);
+  auto keys = make_keys(3000, seed);
+  std::vector<uint64_t> h(keys.size());
+  std::vector<uint8_t> v(keys.size());
+  for (size_t i = 0; i < keys.size(); ++i) {
+    h[i] = hash_key(keys[i], c.hash_seed);
+    v[i] = uint8_t(i & 3);
+  }
+  auto expect_refused = [&](const std::vector<FlowKey>& k, const std::vector<uint64_t>& hh,
+                            const std::vector<uint8_t>& vv, const FlowKey& dup) {
+    for (unsigned threads : {1u, 2u}) {
+      auto b = LudoBuilder::create(c);
+      REQUIRE(b.ok());
+      REQUIRE((*b)->build_hashed(keys.data(), h.data(), v.data(), 100, 1).ok());  // something to drop
+      const Status st = (*b)->build_hashed(k.data(), hh.data(), vv.data(), k.size(), threads);
+      INFO(st.to_string());
+      REQUIRE(st.code() == StatusCode::kInvalidArgument);
+      CHECK(st.to_string().find("duplicate key") != std::string::npos);
+      CHECK(st.to_string().find(dup.to_string()) != std::string::npos);
+      // Left empty (gpt.h: "On error the builder and its table are left empty").
+      CHECK((*b)->size() == 0);
+      CHECK((*b)->ludo().fallback_keys() == 0);
+      CHECK((*b)->find(keys[0], h[0]).status().code() == StatusCode::kNotFound);
+      REQUIRE((*b)->check().ok());
+      DeltaList d;
+      REQUIRE((*b)->insert(keys[5], h[5], 1, &d).ok());  // usable afterwards
+    }
+  };
+  // 1. Plain duplicate (the first copy in the cuckoo table).
+  {
+    std::vector<FlowKey> k(keys.begin(), keys.begin() + 2000);
+    std::vector<uint64_t> hh(h.begin(), h.begin() + 2000);
+    std::vector<uint8_t> vv(v.begin(), v.begin() + 2000);
+    k.push_back(k[700]);
+    hh.push_back(hh[700]);
+    vv.push_back(uint8_t((vv[700] + 1) & 3));
+    expect_refused(k, hh, vv, keys[700]);
+  }
+  // 2. The first copy fell back: a hash twin (another key, same 64-bit
+  //    hash) came first and took the hash.
+  {
+    std::vector<FlowKey> k(keys.begin(), keys.begin() + 2000);
+    std::vector<uint64_t> hh(h.begin(), h.begin() + 2000);
+    std::vector<uint8_t> vv(v.begin(), v.begin() + 2000);
+    hh[11] = hh[10];  // keys[11] is keys[10]'s twin: it falls back
+    k.push_back(k[11]);
+    hh.push_back(hh[11]);
+    vv.push_back(vv[11]);
+    expect_refused(k, hh, vv, keys[11]);
+  }
+  // 3. The first copy fell back because the BFS found no path (a BFS of 2
+  //    buckets fails often at 95% load), the second copy came later.
+  {
+    auto c2 = c;
+    c2.max_bfs_buckets = 2;
+    std::swap(c, c2);
+    auto probe = LudoBuilder::create(c);
+    REQUIRE(probe.ok());
+    REQUIRE((*probe)->build_hashed(keys.data(), h.data(), v.data(), 2000, 1).ok());
+    REQUIRE((*probe)->ludo().fallback_keys() > 0);
+    // A key that fell back, repeated at the end: erasing
+    // it sends a fallback erase (an erase moves no other key).
+    int fell = -1;
+    for (size_t i = 0; i < 2000 && fell < 0; ++i) {
+      DeltaList d;
+      REQUIRE((*probe)->erase(keys[i], h[i], &d).ok());
+      DeltaHeader hd;
+      std::span<const uint8_t> p;
+      if (d.size() == 1 && parse_delta(d[0], &hd, &p).ok() && hd.kind == uint8_t(LudoDelta::kFallbackErase))
+        fell = int(i);
+    }
+    REQUIRE(fell >= 0);
+    std::vector<FlowKey> k(keys.begin(), keys.begin() + 2000);
+    std::vector<uint64_t> hh(h.begin(), h.begin() + 2000);
+    std::vector<uint8_t> vv(v.begin(), v.begin() + 2000);
+    k.push_back(k[size_t(fell)]);
+    hh.push_back(hh[size_t(fell)]);
+    vv.push_back(vv[size_t(fell)]);
+    expect_refused(k, hh, vv, keys[size_t(fell)]);
+    std::swap(c, c2);
+  }
+}
+
 }  // namespace sb::gpt
