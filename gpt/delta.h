@@ -109,6 +109,12 @@ class DeltaList {
   // hdr.checksum are filled in here.
   void add(DeltaHeader hdr, std::span<const uint8_t> payload);
   size_t total_bytes() const { return bytes_.size(); }
+  // Drops the last delta (a producer taking back a delta of an update that
+  // failed). REQUIRES !empty().
+  void pop_back() {
+    bytes_.resize(off_.back());
+    off_.pop_back();
+  }
 
  private:
   std::vector<uint8_t, DefaultInitAllocator<uint8_t>> bytes_;

@@ -82,6 +82,7 @@ Status LudoConfig::validate() const {
   if (!(grow_factor >= 1.1 && grow_factor <= 16)) return Status::InvalidArgument("ludo: grow_factor must be 1.1..16");
   if (inline_seeds > kLudoOverflowMark) return Status::InvalidArgument("ludo: inline_seeds must be <= 31");
   if (max_bfs_buckets < 2) return Status::InvalidArgument("ludo: max_bfs_buckets must be >= 2");
+  if (othello_max_tries < 1) return Status::InvalidArgument("ludo: othello_max_tries must be >= 1");
   return Status::Ok();
 }
 

@@ -95,7 +95,17 @@
 // reconstruct the shard's Othello (O(shard) each time, about once per n/20
 // inserts at the core's c = 0.867): the key goes to the fallback table, and
 // the shard is rebuilt (one in-place shard_replace) once it holds more than
-// max(64, keys/4096) such keys. Overflowing buckets give a key away along a
+// max(64, keys/4096) such keys. That rebuild is housekeeping, not part of
+// the insert: if it fails (no acyclic Othello seed in othello_max_tries;
+// rebuild() changes nothing before its new shard is made) the insert still
+// returns Ok, its deltas (path, fallback put) having taken effect, the shard
+// stays as it was and the next cycle key retries
+// (Stats::othello_reload_failures). An insert's status is truthful: Ok =
+// the key is in (and *out holds every delta of the change); an error = the
+// key is not in and no delta of the key was emitted (a failed growth emits
+// nothing; a fallback put the builder's own table refuses is taken back
+// from *out, leaving at most the path's rewrites, which move other keys
+// only and keep every replica equal to the builder). Overflowing buckets give a key away along a
 // cuckoo path when every bucket it rewrites then gets an inline seed (extra
 // nodes of the same insert message; also done at build).
 //
@@ -242,6 +252,7 @@ struct LudoConfig {
   unsigned inline_seeds = 31;         // seeds < this are stored in the bucket (test knob, <= 31)
   unsigned max_bfs_buckets = 512;     // BFS queue bound of one cuckoo insertion
   bool fix_overflow = true;           // relocate a key out of an overflowing bucket
+  unsigned othello_max_tries = 64;    // Othello seeds tried per shard (re)build (test knob, >= 1)
   Status validate() const;
 };
 
@@ -524,6 +535,7 @@ class LudoBuilder final : public GptBuilder {
     uint64_t seed_tries = 0, seed_searches = 0;
     uint64_t overflow_fixes = 0;               // relocations that removed an overflow
     uint64_t growths = 0, othello_reloads = 0;  // reloads: shard rebuilds that clear cycle keys
+    uint64_t othello_reload_failures = 0;       // such rebuilds that found no Othello seed (retried later)
     uint64_t othello_cycles = 0;               // inserts whose Othello add closed a cycle
     uint64_t fallback_inserts = 0;             // failed BFS / hash collisions / no seed
     uint64_t deltas = 0, delta_bytes = 0, delta_payload_bytes = 0;

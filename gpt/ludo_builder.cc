@@ -591,6 +591,7 @@ Status LudoBuilder::build_shard(uint32_t /*g*/, const uint32_t* idx, size_t n, c
   opt.capacity = std::max<uint64_t>(1, S->cap);
   opt.value_bits = 1;
   opt.seed = uint32_t(cfg_.seed);
+  opt.max_tries = cfg_.othello_max_tries;
   opt.rebuild_on_cycle = false;  // a cycle-closing insert falls back instead (gpt/ludo.h)
   SB_RETURN_IF_ERROR(S->oth.construct(opt, hs.data(), bits.data(), hs.size()));
   // construct() flags a full reload; the lookup shard is made from these
@@ -740,8 +741,20 @@ Status LudoBuilder::emit(uint32_t g, LudoDelta kind, DeltaList* out) {
     // give a remote node), so the update path does not apply them here.
     case LudoDelta::kInsert:
     case LudoDelta::kChange: mark_dirty(g); return Status::Ok();
-    // The fallback table (rare) is not rebuilt on demand: applied now.
-    default: return table_->apply(out->operator[](out->size() - 1));
+    // The fallback table (rare) is not rebuilt on demand: applied now. A
+    // delta the builder's own table refuses (kCapacity past its fallback
+    // limit) is taken back: every replica would refuse it too, and the
+    // caller must not ship a delta of an update that failed.
+    default: {
+      Status st = table_->apply(out->operator[](out->size() - 1));
+      if (!st.ok()) {
+        out->pop_back();
+        --stats_.deltas;
+        stats_.delta_payload_bytes -= scratch_.size();
+        stats_.delta_bytes -= scratch_.size() + kDeltaHeaderBytes;
+      }
+      return st;
+    }
   }
 }
 
@@ -898,9 +911,13 @@ Status LudoBuilder::insert(const FlowKey& key, uint64_t h, uint8_t value, DeltaL
   static thread_local std::vector<BfsNode> q, chain;
   if (S.has_hash(r0, h) || S.has_hash(r1, h) ||
       !bfs_path(S, r0, r1, cfg_.max_bfs_buckets, q, chain)) {
+    if (Status fp = fallback_put(g, key, h, value, out); !fp.ok()) {
+      fb_.erase(key, h);  // refused by the builder's table: not inserted, nothing emitted
+      return fp;
+    }
     ++stats_.fallback_inserts;
     ++size_;
-    return fallback_put(g, key, h, value, out);
+    return Status::Ok();
   }
   // Every key the path moves flips its bucket-locator bit (an Othello
   // alter, §4.4.8 "insertion"): start the misses on their control records
@@ -997,13 +1014,23 @@ Status LudoBuilder::insert(const FlowKey& key, uint64_t h, uint8_t value, DeltaL
     // The key closes a cycle of the shard's Othello (Case I): it lives in the
     // fallback table until the shard is rebuilt (growth, or too many such keys).
     if (st.code() == StatusCode::kFailedPrecondition) ++stats_.othello_cycles;
+    if (Status fp = fallback_put(g, key, h, value, out); !fp.ok()) {
+      // The key is in no table (the emitted path only moved other keys):
+      // not inserted, nothing of it emitted.
+      fb_.erase(key, h);
+      return fp;
+    }
     ++stats_.fallback_inserts;
     ++size_;
-    SB_RETURN_IF_ERROR(fallback_put(g, key, h, value, out));
- const size_t mine = fb_.count(g);
+    const size_t mine = fb_.count(g);
     if (mine > std::max<uint64_t>(64, S.count / 4096)) {
-      ++stats_.othello_reloads;
-      return rebuild(g, S.nb, out);
+      // Housekeeping after the insert took effect (gpt/ludo.h UPDATES): a
+      // rebuild that finds no Othello seed changes nothing and is retried
+      // by the next cycle key; the insert is still a success.
+      if (rebuild(g, S.nb, out).ok())
+        ++stats_.othello_reloads;
+      else
+        ++stats_.othello_reload_failures;
     }
   }
   return Status::Ok();

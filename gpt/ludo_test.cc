@@ -1478,6 +1478,7 @@ TEST_CASE("ludo: with a reader sync, swapped-out shards and overflow arrays are 
   for (size_t i = 0; i < keys.size(); ++i) REQUIRE(T.lookup(keys[i], hash_key(keys[i], c.hash_seed)) == v[i]);
 }
 
+
 // A key given twice to a bulk build must be refused (GptBuilder::build
 // REQUIRES distinct keys; SetSep refuses them with kInvalidArgument naming
 // the key). Ludo found a duplicate only when its first copy sat in the
@@ -1568,6 +1569,91 @@ TEST_CASE("ludo: a bulk build refuses a duplicate key wherever its first copy we
     expect_refused(k, hh, vv, keys[size_t(fell)]);
     std::swap(c, c2);
   }
+}
+
+// An insert whose Othello add closes a cycle puts the key in the fallback
+// table (insert delta + fallback put) and, past max(64, keys/4096) such
+// keys in the shard, rebuilds the shard. When that rebuild found no acyclic
+// Othello seed the insert returned the rebuild's error although its deltas
+// were already in the list and the key was in the builder: the caller
+// (rib/owner.cc) then reports the op failed while every replica gets the
+// key. Every insert must be truthful: an error means nothing was emitted
+// and the key is absent; success means the key is there, on the builder
+// and on a replica fed the deltas. (othello_max_tries = 1 makes the
+// rebuild, which starts from the same seed with the cycle keys added,
+// fail.)
+TEST_CASE("ludo: an insert whose shard rebuild fails is reported as what took effect", "[ludo]") {
+  const uint64_t seed = test_seed(0xc7c1e);
+  auto keys = make_keys(250000, seed);
+  const size_t n0 = 600;
+  std::vector<uint8_t> v(keys.size());
+  Rng r(seed);
+  for (auto& x : v) x = uint8_t(r.below(4));
+  std::unique_ptr<LudoBuilder> b;
+  auto c = small_config(2, 0, 1);
+  c.othello_max_tries = 1;
+  for (uint64_t s = 1; s < 64 && !b; ++s) {  // a seed the first build's Othello takes
+    c.seed = s;
+    auto x = LudoBuilder::create(c);
+    REQUIRE(x.ok());
+    if ((*x)->build(keys.data(), v.data(), n0, 1).ok()) b = std::move(x.value());
+  }
+  REQUIRE(b);
+  auto remote = remote_copy(b->ludo());
+  std::unordered_map<FlowKey, uint8_t, KeyHash> model;
+  for (size_t i = 0; i < n0; ++i) model[keys[i]] = v[i];
+  std::vector<FlowKey> present(keys.begin(), keys.begin() + n0);
+  size_t next = n0, refused = 0;
+  DeltaList d;
+  for (int op = 0; op < 240000 && next < keys.size() && b->stats().othello_reload_failures == 0; ++op) {
+    // Steady load: erase a random key, insert a new one.
+    const size_t j = r.below(present.size());
+    d.clear();
+    REQUIRE(b->erase(present[j], &d).ok());
+    apply_all(remote.get(), d);
+    model.erase(present[j]);
+    present[j] = present.back();
+    present.pop_back();
+    const FlowKey& k = keys[next];
+    const uint8_t val = v[next++];
+    const uint64_t size0 = b->size();
+    d.clear();
+    const Status st = b->insert(k, val, &d);
+    if (!st.ok()) {
+      INFO(st.to_string());
+      ++refused;
+      REQUIRE(d.empty());  // nothing went out
+      REQUIRE(b->size() == size0);
+      REQUIRE(b->find(k).status().code() == StatusCode::kNotFound);
+      continue;
+    }
+    apply_all(remote.get(), d);
+    model[k] = val;
+    // Keys that went to the fallback table (cycle keys) stay: the rebuild
+    // comes once the shard holds more than 64 of them.
+    bool fell = false;
+    for (size_t i = 0; i < d.size(); ++i) {
+      DeltaHeader hd;
+      std::span<const uint8_t> p;
+      REQUIRE(parse_delta(d[i], &hd, &p).ok());
+      fell |= hd.kind == uint8_t(LudoDelta::kFallbackPut);
+    }
+    if (!fell) present.push_back(k);
+    REQUIRE(b->size() == model.size());
+    REQUIRE(remote->lookup(k, hash_key(k, c.hash_seed)) == val);
+  }
+  INFO("cycles " << b->stats().othello_cycles << ", reloads " << b->stats().othello_reloads << ", growths "
+                  << b->stats().growths << ", refused " << refused);
+  REQUIRE(b->stats().othello_reload_failures > 0);
+  REQUIRE(b->check().ok());
+  size_t wrong = 0;
+  for (const auto& [k, val] : model) {
+    const uint64_t h = hash_key(k, c.hash_seed);
+    wrong += remote->lookup(k, h) != val;
+    wrong += b->ludo().lookup(k, h) != val;
+    REQUIRE(b->find(k).ok());
+  }
+  CHECK(wrong == 0);
 }
 
 }  // namespace sb::gpt
