@@ -39,7 +39,11 @@ uint64_t delta_checksum(const uint8_t* p, size_t payload_len) {
 
 }  // namespace
 
-void DeltaList::add(DeltaHeader hdr, std::span<const uint8_t> payload) {
+Status DeltaList::add(DeltaHeader hdr, std::span<const uint8_t> payload) {
+  if (payload.size() > room() || room() - payload.size() < kDeltaHeaderBytes)
+    return Status::Capacity("gpt delta list: a " + std::to_string(payload.size()) + "-byte payload does not fit in the " +
+                            std::to_string(room()) + " bytes left of " + std::to_string(max_) +
+                            " (32-bit offsets and payload_len); send the list and start a new one");
   off_.push_back(uint32_t(bytes_.size()));
   const size_t base = bytes_.size();
   bytes_.resize(base + kDeltaHeaderBytes + payload.size());
@@ -49,6 +53,13 @@ void DeltaList::add(DeltaHeader hdr, std::span<const uint8_t> payload) {
   encode_header(p, hdr);
   if (!payload.empty()) std::memcpy(p + kDeltaHeaderBytes, payload.data(), payload.size());
   put_u64(p + 32, delta_checksum(p, payload.size()));
+  return Status::Ok();
+}
+
+Status delta_room_error(const DeltaList& out, const char* what) {
+  return Status::Capacity(std::string(what) + ": the delta list has " + std::to_string(out.room()) +
+                          " bytes left, less than the " + std::to_string(kDeltaUpdateRoom) +
+                          " an update may need; nothing changed (send the list, clear it, retry)");
 }
 
 Status parse_delta(std::span<const uint8_t> bytes, DeltaHeader* h,

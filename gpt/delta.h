@@ -88,10 +88,25 @@ struct DefaultInitAllocator : std::allocator<T> {
   void construct(U* p, Args&&... args) { ::new (static_cast<void*>(p)) U(std::forward<Args>(args)...); }
 };
 
+// The most bytes a DeltaList holds: its offsets and every header's
+// payload_len are 32-bit.
+inline constexpr size_t kDeltaListMaxBytes = 0xFFFFFFFFu;
+// Room a builder wants left in the list before a single-key update (it
+// refuses the update with kCapacity, changing nothing, otherwise): more
+// than one update ever emits (Ludo's largest: a shard_replace of a 2^24
+// bucket shard at l = 8, ~77 MB of buckets + ~20 MB of Othello arrays +
+// overflow entries, with its fallback puts). One compare per update, so
+// an update never half-emits into a full list.
+inline constexpr size_t kDeltaUpdateRoom = size_t(512) << 20;
+
 // A list of deltas in one contiguous buffer (no allocation per delta once
 // warm). An update produces zero or more deltas into a DeltaList.
 class DeltaList {
  public:
+  DeltaList() = default;
+  // A list that holds at most max_bytes (capped at kDeltaListMaxBytes):
+  // tests, and callers that want a smaller bound.
+  explicit DeltaList(size_t max_bytes) : max_(max_bytes < kDeltaListMaxBytes ? max_bytes : kDeltaListMaxBytes) {}
   void clear() { bytes_.clear(); off_.clear(); }
   size_t size() const { return off_.size(); }
   bool empty() const { return off_.empty(); }
@@ -106,9 +121,13 @@ class DeltaList {
     return {bytes_.data() + b, e - b};
   }
   // Appends header + payload and seals the checksum. hdr.payload_len and
-  // hdr.checksum are filled in here.
-  void add(DeltaHeader hdr, std::span<const uint8_t> payload);
+  // hdr.checksum are filled in here. kCapacity, the list unchanged and the
+  // payload not read, when the list would pass its bound (room()): 32-bit
+  // offsets and payload_len must not wrap. (Send what it holds, clear, go on.)
+  Status add(DeltaHeader hdr, std::span<const uint8_t> payload);
   size_t total_bytes() const { return bytes_.size(); }
+  // Bytes the list can still take (headers included).
+  size_t room() const { return max_ - bytes_.size(); }
   // Drops the last delta (a producer taking back a delta of an update that
   // failed). REQUIRES !empty().
   void pop_back() {
@@ -119,7 +138,15 @@ class DeltaList {
  private:
   std::vector<uint8_t, DefaultInitAllocator<uint8_t>> bytes_;
   std::vector<uint32_t> off_;
+  size_t max_ = kDeltaListMaxBytes;
 };
+
+// A builder's first step in a single-key update: kCapacity (nothing
+// changed, nothing emitted) unless `out` has kDeltaUpdateRoom left.
+[[gnu::cold, gnu::noinline]] Status delta_room_error(const DeltaList& out, const char* what);
+inline Status check_update_room(const DeltaList& out, const char* what) {
+  return out.room() >= kDeltaUpdateRoom ? Status::Ok() : delta_room_error(out, what);
+}
 
 // Little-endian byte helpers for wire formats (memcpy: no alignment needs).
 inline void put_u16(uint8_t* p, uint16_t v) { std::memcpy(p, &v, 2); }

@@ -730,7 +730,7 @@ Status LudoBuilder::emit(uint32_t g, LudoDelta kind, DeltaList* out) {
   hd.partition = g / table_->k_;
   hd.sub_id = g % table_->k_;
   hd.shape = table_->shape_;
-  out->add(hd, scratch_);
+  SB_RETURN_IF_ERROR(out->add(hd, scratch_));
   ++stats_.deltas;
   stats_.delta_payload_bytes += scratch_.size();
   stats_.delta_bytes += scratch_.size() + kDeltaHeaderBytes;
@@ -801,7 +801,7 @@ Status LudoBuilder::emit_replace(uint32_t g, DeltaList* out) {
   hd.partition = g / table_->k_;
   hd.sub_id = g % table_->k_;
   hd.shape = table_->shape_;
-  out->add(hd, scratch_);
+  SB_RETURN_IF_ERROR(out->add(hd, scratch_));
   ++stats_.deltas;
   stats_.delta_payload_bytes += scratch_.size();
   stats_.delta_bytes += scratch_.size() + kDeltaHeaderBytes;
@@ -885,6 +885,7 @@ void LudoBuilder::prefetch_update(const FlowKey& key, unsigned stage) const {
 }
 
 Status LudoBuilder::insert(const FlowKey& key, uint64_t h, uint8_t value, DeltaList* out) {
+  SB_RETURN_IF_ERROR(check_update_room(*out, "ludo insert"));
   if (value >> cfg_.value_bits) return Status::InvalidArgument("ludo insert: value wider than value_bits");
   const uint32_t g = table_->shard_of(h);
   uint64_t r0, r1;  // the key's candidate buckets
@@ -1037,6 +1038,7 @@ Status LudoBuilder::insert(const FlowKey& key, uint64_t h, uint8_t value, DeltaL
 }
 
 Status LudoBuilder::change(const FlowKey& key, uint64_t h, uint8_t value, DeltaList* out) {
+  SB_RETURN_IF_ERROR(check_update_room(*out, "ludo change"));
   if (value >> cfg_.value_bits) return Status::InvalidArgument("ludo change: value wider than value_bits");
   const uint32_t g = table_->shard_of(h);
   Shard& S = *shards_[g];
@@ -1068,6 +1070,7 @@ Status LudoBuilder::change(const FlowKey& key, uint64_t h, uint8_t value, DeltaL
 }
 
 Status LudoBuilder::erase(const FlowKey& key, uint64_t h, DeltaList* out) {
+  SB_RETURN_IF_ERROR(check_update_room(*out, "ludo erase"));
   const uint32_t g = table_->shard_of(h);
   Shard& S = *shards_[g];
   const uint64_t c0 = S.b0(h), c1 = S.b1(h);
@@ -1231,7 +1234,10 @@ Status LudoBuilder::rebuild(uint32_t g, uint64_t nb, DeltaList* out) {
   return Status::Ok();
 }
 
-Status LudoBuilder::grow_shard_of(uint64_t h, DeltaList* out) { return grow(table_->shard_of(h), out); }
+Status LudoBuilder::grow_shard_of(uint64_t h, DeltaList* out) {
+  SB_RETURN_IF_ERROR(check_update_room(*out, "ludo grow"));
+  return grow(table_->shard_of(h), out);
+}
 
 uint64_t LudoBuilder::overflow_buckets() const {
   uint64_t n = 0;

@@ -85,7 +85,7 @@ std::vector<uint8_t> make_delta(const LudoTable& t, LudoDelta kind, uint32_t g,
   hd.sub_id = g % t.sub_ids_per_partition();
   hd.shape = t.shape();
   DeltaList d;
-  d.add(hd, payload);
+  REQUIRE(d.add(hd, payload).ok());
   return std::vector<uint8_t>(d[0].begin(), d[0].end());
 }
 
@@ -878,7 +878,7 @@ TEST_CASE("ludo: inline seeds >= 31 and overflow marks without an entry are reje
     auto x = pl;
     x[node0 + 4] = uint8_t(bad_seed);
     DeltaList one;
-    one.add(hd, x);  // re-sealed: the checksum is right, the content is not
+    REQUIRE(one.add(hd, x).ok());  // re-sealed: the checksum is right, the content is not
     const Status st = remote->apply(one[0]);
     INFO("seed " << bad_seed << ": " << st.to_string());
     CHECK(st.code() == StatusCode::kCorrupt);
@@ -1654,6 +1654,44 @@ TEST_CASE("ludo: an insert whose shard rebuild fails is reported as what took ef
     REQUIRE(b->find(k).ok());
   }
   CHECK(wrong == 0);
+}
+
+
+// A builder's update into a list without room for it (DeltaList::add would
+// refuse a delta past 4 GiB) is refused before anything changes: an update
+// must not half-emit (gpt/delta.h kDeltaUpdateRoom).
+TEST_CASE("gpt builders refuse an update into a delta list without room and change nothing", "[gpt][ludo]") {
+  const uint64_t seed = test_seed(0x400f);
+  auto keys = make_keys(2000, seed);
+  std::vector<uint8_t> v(keys.size());
+  for (size_t i = 0; i < v.size(); ++i) v[i] = uint8_t(i & 3);
+  for (const Backend be : {Backend::kSetSep, Backend::kLudo}) {
+    INFO(backend_name(be));
+    GptConfig c;
+    c.backend = be;
+    c.value_bits = 2;
+    c.capacity = 4000;
+    c.log2_partitions = 2;
+    c.hash_seed = 5;
+    auto b = make_gpt_builder(c);
+    REQUIRE(b.ok());
+    GptBuilder& B = **b;
+    REQUIRE(B.build(keys.data(), v.data(), 1000, 1).ok());
+    DeltaList full(kDeltaUpdateRoom - 1);
+    CHECK(B.insert(keys[1500], 1, &full).code() == StatusCode::kCapacity);
+    CHECK(B.change(keys[3], uint8_t((v[3] + 1) & 3), &full).code() == StatusCode::kCapacity);
+    if (be == Backend::kLudo) CHECK(B.erase(keys[4], &full).code() == StatusCode::kCapacity);
+    CHECK(full.empty());
+    CHECK(B.size() == 1000);
+    CHECK(B.find(keys[1500]).status().code() == StatusCode::kNotFound);
+    CHECK(*B.find(keys[3]) == v[3]);
+    CHECK(B.find(keys[4]).ok());
+    DeltaList d;  // the default bound: room for updates
+    REQUIRE(B.insert(keys[1500], 1, &d).ok());
+    REQUIRE(B.change(keys[3], uint8_t((v[3] + 1) & 3), &d).ok());
+    REQUIRE(B.erase(keys[4], &d).ok());
+    CHECK(B.size() == 1000);
+  }
 }
 
 }  // namespace sb::gpt

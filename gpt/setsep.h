@@ -449,7 +449,7 @@ class SetSepBuilder final : public GptBuilder {
   Status solve_block(const BlockKeys& bk, uint64_t blk, unsigned first_seed, unsigned attempts,
                      Scratch* s, BlockImage* img) const;
   void write_image(uint64_t blk, const BlockImage& img);  // build path: direct
-  void emit_block(uint64_t blk, const BlockImage& img, DeltaList* out);
+  Status emit_block(uint64_t blk, const BlockImage& img, DeltaList* out);
   Status recompute_group(uint64_t blk, unsigned bucket, DeltaList* out);
   Status rebalance(uint64_t blk, DeltaList* out);
   Status apply_own(DeltaList* out, size_t first);

@@ -429,7 +429,7 @@ Status SetSepBuilder::apply_own(DeltaList* out, size_t first) {
   return Status::Ok();
 }
 
-void SetSepBuilder::emit_block(uint64_t blk, const BlockImage& img, DeltaList* out) {
+Status SetSepBuilder::emit_block(uint64_t blk, const BlockImage& img, DeltaList* out) {
   const unsigned W = table_->W_;
   std::vector<uint8_t> p;
   p.reserve(1 + 64 + W * 8 + 2 + img.fb.size() * 26);
@@ -460,7 +460,7 @@ void SetSepBuilder::emit_block(uint64_t blk, const BlockImage& img, DeltaList* o
   h.partition = uint32_t(blk / table_->B_);
   h.sub_id = uint32_t(blk % table_->B_);
   h.shape = table_->shape_;
-  out->add(h, p);
+  return out->add(h, p);
 }
 
 Status SetSepBuilder::rebalance(uint64_t blk, DeltaList* out) {
@@ -469,7 +469,7 @@ Status SetSepBuilder::rebalance(uint64_t blk, DeltaList* out) {
   SB_RETURN_IF_ERROR(solve_block(blocks_[blk], blk, cur + 1, cfg_.max_block_seeds, scratch_.get(), &img));
   if (img.fb.size() > 65535) return Status::Internal("setsep: more than 65535 fallback keys in one block");
   const size_t first = out->size();
-  emit_block(blk, img, out);
+  SB_RETURN_IF_ERROR(emit_block(blk, img, out));
   ++stats_.block_rebalances;
   return apply_own(out, first);
 }
@@ -568,11 +568,12 @@ Status SetSepBuilder::recompute_group(uint64_t blk, unsigned bucket, DeltaList* 
   h.sub_id = uint32_t(blk % t.B_);
   h.shape = t.shape_;
   const size_t first = out->size();
-  out->add(h, p);
+  SB_RETURN_IF_ERROR(out->add(h, p));
   return apply_own(out, first);
 }
 
 Status SetSepBuilder::insert(const FlowKey& key, uint64_t h, uint8_t value, DeltaList* out) {
+  SB_RETURN_IF_ERROR(check_update_room(*out, "setsep insert"));
   if (value >> cfg_.value_bits)
     return Status::InvalidArgument("setsep insert: value " + std::to_string(value) + " does not fit in " +
                                    std::to_string(cfg_.value_bits) + " bits");
@@ -597,6 +598,7 @@ Status SetSepBuilder::insert(const FlowKey& key, uint64_t h, uint8_t value, Delt
 }
 
 Status SetSepBuilder::change(const FlowKey& key, uint64_t h, uint8_t value, DeltaList* out) {
+  SB_RETURN_IF_ERROR(check_update_room(*out, "setsep change"));
   if (value >> cfg_.value_bits)
     return Status::InvalidArgument("setsep change: value " + std::to_string(value) + " does not fit in " +
                                    std::to_string(cfg_.value_bits) + " bits");
@@ -645,6 +647,7 @@ Result<uint8_t> SetSepBuilder::find(const FlowKey& key, uint64_t h) const {
 }
 
 Status SetSepBuilder::rebuild_block(uint32_t partition, uint32_t sub_id, DeltaList* out) {
+  SB_RETURN_IF_ERROR(check_update_room(*out, "setsep rebuild_block"));
   if (partition >= (1u << cfg_.log2_partitions) || sub_id >= table_->B_)
     return Status::InvalidArgument("setsep rebuild_block: address out of range");
   return rebalance(uint64_t(partition) * table_->B_ + sub_id, out);

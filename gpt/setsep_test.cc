@@ -584,7 +584,7 @@ TEST_CASE("setsep: a fallback entry from a peer must be canonical and of the del
       p[items + 1 + 14] = 1;  // item 0's key made non-canonical
     }
     DeltaList one;
-    one.add(hd, p);
+    REQUIRE(one.add(hd, p).ok());
     CHECK(replica.apply(one[0]).code() == StatusCode::kCorrupt);
     ++tampered;
   }
@@ -635,7 +635,7 @@ TEST_CASE("setsep: equal tables serialize to equal bytes when one key sits under
     hd.kind = 1;
     hd.shape = t.shape();
     DeltaList d;
-    d.add(hd, p);
+    REQUIRE(d.add(hd, p).ok());
     return std::vector<uint8_t>(d[0].begin(), d[0].end());
   };
   REQUIRE((*ta)->apply(group_delta(**ta, h1, h2)).ok());
