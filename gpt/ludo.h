@@ -103,7 +103,8 @@
 // (Stats::othello_reload_failures). An insert's status is truthful: Ok =
 // the key is in (and *out holds every delta of the change); an error = the
 // key is not in and no delta of the key was emitted (a failed growth emits
-// nothing; a fallback put the builder's own table refuses is taken back
+// nothing: a rebuild checks that the builder's table takes its new
+// fallback entries before it swaps; a fallback put the builder's own table refuses is taken back
 // from *out, leaving at most the path's rewrites, which move other keys
 // only and keep every replica equal to the builder). Overflowing buckets give a key away along a
 // cuckoo path when every bucket it rewrites then gets an inline seed (extra

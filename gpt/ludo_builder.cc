@@ -1187,6 +1187,24 @@ Status LudoBuilder::rebuild(uint32_t g, uint64_t nb, DeltaList* out) {
   std::unique_ptr<Shard> ns;
   std::vector<uint32_t> fb;
   Status st = build_shard(g, idx.data(), idx.size(), keys.data(), hs.data(), vs.data(), nb, &ns, &fb);
+  if (st.ok()) {
+    // What can refuse comes before the first change: the fallback puts
+    // below go to the builder's own table first (emit), which refuses an
+    // entry past fallback_limit() (kCapacity). A refusal after the swap
+    // would leave the builder on the new shard and the replicas on the
+    // old one with some of the puts. Count the entries the puts would add.
+    uint64_t added = 0;
+    uint8_t cur;
+    const FallbackTable& T = table_->fallback_;
+    for (uint32_t t : fb) added += !T.find(keys[t], hs[t], &cur);
+    for (uint64_t b = 0; b < ns->nb; ++b)
+      if (ns->bk[b].fb)
+        for (unsigned i = 0; i < ns->bk[b].cnt; ++i) added += !T.find(ns->keys[4 * b + i], ns->bk[b].h[i], &cur);
+    if (added > 0 && T.size() + added > table_->fallback_limit())
+      st = Status::Capacity("ludo rebuild: " + std::to_string(added) +
+                            " new fallback entries would take the table past its limit of " +
+                            std::to_string(table_->fallback_limit()) + "; the shard is left as it was");
+  }
   if (!st.ok()) {
     for (const auto& e : mine) fb_.put(e);
     return st;

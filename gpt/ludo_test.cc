@@ -1694,4 +1694,78 @@ TEST_CASE("gpt builders refuse an update into a delta list without room and chan
   }
 }
 
+// A shard rebuild (growth, or the cycle-key rebuild) puts the keys that do
+// not fit the new cuckoo table into the fallback table, each put applied to
+// the builder's own table first, which refuses entries past
+// fallback_limit(). The rebuild swapped its new shard in before those
+// puts: a refused put returned an error with the builder on the new shard,
+// the put (and earlier ones) in the list, and no shard_replace. Every
+// replica then disagreed with the builder. A rebuild that cannot complete
+// must change nothing and emit nothing; an insert refused at the limit
+// likewise (the fallback put taken back from the list).
+TEST_CASE("ludo: a rebuild or insert refused at the fallback limit changes nothing and emits nothing", "[ludo]") {
+  const uint64_t seed = test_seed(0xfb11);
+  auto c = small_config(2, 0, 1);
+  c.max_bfs_buckets = 2;  // many failed BFS: a rebuild makes new fallback keys
+  c.grow_factor = 1.1;
+  auto bb = LudoBuilder::create(c);
+  REQUIRE(bb.ok());
+  LudoBuilder& b = **bb;
+  const size_t n0 = 3000, twins = 6000;
+  auto keys = make_keys(n0 + twins, seed);
+  std::vector<uint64_t> h(keys.size());
+  std::vector<uint8_t> v(keys.size());
+  Rng r(seed);
+  for (size_t i = 0; i < keys.size(); ++i) {
+    h[i] = hash_key(keys[i], c.hash_seed);
+    v[i] = uint8_t(r.below(4));
+  }
+  REQUIRE(b.build_hashed(keys.data(), h.data(), v.data(), n0, 1).ok());
+  auto remote = remote_copy(b.ludo());
+  std::unordered_map<FlowKey, std::pair<uint64_t, uint8_t>, KeyHash> model;
+  for (size_t i = 0; i < n0; ++i) model[keys[i]] = {h[i], v[i]};
+  // Hash twins of the built keys go to the fallback table until it is full.
+  DeltaList d;
+  size_t refused = 0;
+  for (size_t t = 0; t < twins && refused < 3; ++t) {
+    const size_t i = n0 + t;
+    h[i] = h[t % n0];
+    d.clear();
+    const Status st = b.insert(keys[i], h[i], v[i], &d);
+    if (!st.ok()) {
+      INFO(st.to_string());
+      REQUIRE(st.code() == StatusCode::kCapacity);
+      REQUIRE(d.empty());
+      REQUIRE(b.find(keys[i], h[i]).status().code() == StatusCode::kNotFound);
+      ++refused;
+      continue;
+    }
+    apply_all(remote.get(), d);
+    model[keys[i]] = {h[i], v[i]};
+  }
+  REQUIRE(refused == 3);
+  REQUIRE(b.ludo().fallback_keys() == b.ludo().fallback_limit());
+  // Growth: the new shard places other keys, some fall back anew.
+  d.clear();
+  const Status st = b.grow_shard_of(h[0], &d);
+  INFO(st.to_string());
+  REQUIRE(st.code() == StatusCode::kCapacity);
+  CHECK(d.empty());
+  apply_all(remote.get(), d);
+  REQUIRE(b.check().ok());
+  CHECK(b.size() == model.size());
+  size_t wrong = 0;
+  for (const auto& [k, hv] : model) {
+    wrong += remote->lookup(k, hv.first) != hv.second;
+    wrong += b.ludo().lookup(k, hv.first) != hv.second;
+    auto f = b.find(k, hv.first);
+    wrong += !f.ok() || *f != hv.second;
+  }
+  CHECK(wrong == 0);
+  std::vector<uint8_t> s1, s2;
+  b.ludo().serialize(&s1);
+  remote->serialize(&s2);
+  CHECK(s1 == s2);
+}
+
 }  // namespace sb::gpt
