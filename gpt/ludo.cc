@@ -547,6 +547,12 @@ void LudoTable::publish(uint32_t g, std::unique_ptr<LudoShard> s) {
   retired_.emplace(std::make_pair(g, geo), std::move(old));
 }
 
+void LudoTable::drop_retired(uint32_t g) {
+  retired_.erase(retired_.lower_bound({g, Geometry{}}), retired_.lower_bound({g + 1, Geometry{}}));
+  LudoShard* s = owned_[g].get();
+  if (s->ovf_reps.size() > 1) s->ovf_reps.erase(s->ovf_reps.begin(), s->ovf_reps.end() - 1);
+}
+
 void LudoTable::free_retired_ovf(LudoShard* s) {
   if (!reader_sync_ || s->ovf_reps.size() <= 1) return;
   reader_sync_();

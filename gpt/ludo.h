@@ -170,6 +170,8 @@
 // writer when they have left (no reader registration; a time-based grace
 // has no happens-before edge: ThreadSanitizer flags the free, and so does
 // the C++ model), so a retired shard is never freed while the table lives.
+// (The builder's own table has no concurrent readers: it frees what it
+// swaps out at once, LudoTable::drop_retired.)
 // Instead it is REUSED: a later swap OF THE SAME SHARD to a geometry that
 // one of its retired objects has takes that object, rewrites it in place
 // under its own epoch (a reader still inside it fails its epoch check and
@@ -407,6 +409,10 @@ class LudoTable final : public GptTable {
   uint32_t lookup_bulk_impl(const FlowKey* keys, const uint64_t* hashes, size_t n, uint8_t* out) const;
   Status init(const LudoConfig& cfg);
   void publish(uint32_t g, std::unique_ptr<LudoShard> s);  // pointer swap, retire old
+  // Frees shard g's retired objects and the overflow arrays its current
+  // object replaced. REQUIRES: no reader of this table (the builder's own
+  // table, THREAD SAFETY), writer thread.
+  void drop_retired(uint32_t g);
   void rewrite_shard(LudoShard* s, const LudoShard& n);     // in place, under s's epoch
   // Shard blob (snapshot / shard_replace payload).
   void write_shard(uint32_t g, std::vector<uint8_t>* out) const;

@@ -766,6 +766,7 @@ void LudoBuilder::refresh(uint32_t g) const {
   // table_. It cannot fail on a shard made here.
   const Status st = table_->install_shard(g, make_lookup_shard(*shards_[g]));
   (void)st;
+  table_->drop_retired(g);  // an overflow array the rewrite outgrew: nobody reads this table concurrently
   dirty_[g] = 0;
   --ndirty_;
 }
@@ -788,6 +789,10 @@ Status LudoBuilder::emit_replace(uint32_t g, DeltaList* out) {
   // maintenance side, whose ghosts mirror the lookup side's.
   for (auto& B : shards_[g]->bk) B.ghosts = 0;
   SB_RETURN_IF_ERROR(table_->install_shard(g, make_lookup_shard(*shards_[g])));
+  // The builder's table has no concurrent readers (gpt/ludo.h THREAD
+  // SAFETY): the shard a growth swapped out is freed, not retired (growth
+  // never returns to an old geometry, so the pool was never reused).
+  table_->drop_retired(g);
   if (dirty_[g] != 0) {
     dirty_[g] = 0;
     --ndirty_;
