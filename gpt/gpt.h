@@ -136,6 +136,12 @@ class GptBuilder {
   //   insert: key must be absent (kAlreadyExists), size < capacity (kCapacity)
   //   change: key must be present (kNotFound)
   //   erase:  key must be present (kNotFound)
+  //   any:    *out has less than kDeltaUpdateRoom left (kCapacity, nothing done)
+  // The status is truthful: Ok = the update took effect and *out holds
+  // every delta of it; an error = the key's update did not take effect.
+  // Whatever the status, the deltas appended to *out describe changes the
+  // builder made and are to be shipped (an error may leave some that only
+  // move other keys: Ludo, gpt/ludo.h UPDATES); rib/owner.cc ships them.
   virtual Status insert(const FlowKey& key, uint8_t value, DeltaList* out) = 0;
   virtual Status change(const FlowKey& key, uint8_t value, DeltaList* out) = 0;
   virtual Status erase(const FlowKey& key, DeltaList* out) = 0;
