@@ -20,6 +20,7 @@
 #include <set>
 #include <thread>
 #include <unordered_map>
+#include <unordered_set>
 
 #include "core/test_util.h"
 #include "rib/node_state.h"
@@ -2700,6 +2701,79 @@ TEST_CASE("rib sim: a handler restarting under a random workload keeps every tei
     CHECK(held > 0);
     CHECK(restored > 0);
   }
+}
+
+TEST_CASE("rib sim: a restarted handler never gives a new session the teid_ul of a session deleted before the restart",
+          "[teid]") {
+  // Node 1 hands out uplink TEIDs (index, generation); most of those
+  // sessions are deleted, then node 1 restarts: kill -9 of the whole node
+  // (owner and node state) or of its node state alone. An eNodeB may still
+  // send with a deleted session's TEID: a new session after the restart
+  // must not get one (the data plane would accept the stale packets for
+  // it). The sessions still live keep theirs.
+  for (const Architecture a : {Architecture::kScaleBricks, Architecture::kFullDuplication, Architecture::kHashPartition})
+    for (const bool whole_node : {true, false}) {
+      INFO("architecture " << architecture_name(a) << (whole_node ? ", kill -9 of node 1" : ", node state restart"));
+      Sim sim(3, a, 111);
+      Client c(sim, 112, 300);
+      sim.run_until_idle();
+      std::unordered_map<FlowKey, uint32_t, KeyHasher> live;
+      std::unordered_set<uint32_t> deleted;
+      size_t next = 0;
+      auto add = [&](uint32_t teid_dl) {
+        const FlowKey k = c.pool[next++];
+        live[k] = c.add_handled(k, 1, teid_dl);
+      };
+      for (uint32_t i = 0; i < 60; ++i) add(0x100 + i);
+      // Delete two of three, re-add some of those keys (new TEIDs) and
+      // delete them again: generations past 1 at some indexes.
+      uint32_t j = 0;
+      std::vector<FlowKey> keys;
+      for (const auto& [k, t] : live) keys.push_back(k);
+      for (const FlowKey& k : keys) {
+        if (j++ % 3 == 0) continue;
+        const uint64_t ok0 = c.ok;
+        c.run_op(c.make_op(OpKind::kDelete, k));
+        REQUIRE(c.ok == ok0 + 1);
+        deleted.insert(live[k]);
+        live.erase(k);
+        if (j % 4 == 0) {
+          const uint32_t t = c.add_handled(k, 1, 0x300 + j);
+          c.run_op(c.make_op(OpKind::kDelete, k));
+          deleted.insert(t);
+        }
+      }
+      REQUIRE(deleted.size() > 35);
+      for (const auto& [k, t] : live) REQUIRE(deleted.count(t) == 0);
+      if (whole_node) {
+        sim.kill(1);
+        sim.restart(1);
+      } else {
+        sim.nodes[1] = sim.make_node(1);
+      }
+      sim.run_until_idle();
+      for (const auto& [k, t] : live) {
+        uint32_t idx = 0;
+        CHECK(sim.nodes[1]->sessions().validate_teid_ul(t, &idx));
+        CHECK(sim.nodes[1]->fib_lookup(k) == idx);
+      }
+      // New sessions after the restart (they take the freed indexes first).
+      uint32_t reused = 0, added = 0;
+      while (added < 80 && next < c.pool.size()) {
+        const FlowKey k = c.pool[next++];
+        const uint32_t t = c.add_handled(k, 1, 0x500 + added);
+        ++added;
+        if (deleted.count(t)) {
+          ++reused;
+          UNSCOPED_INFO("new session got the deleted teid_ul 0x" << std::hex << t);
+        }
+        for (const auto& [lk, lt] : live) REQUIRE(lt != t);
+      }
+      REQUIRE(added == 80);
+      CHECK(reused == 0);
+      check_owner_teids_valid(sim, c, 1);
+      check_converged_state(sim, c);
+    }
 }
 
 TEST_CASE("rib sim: a restore waiting for an owner that is down ends after restore_hold_us, held ops succeed",
