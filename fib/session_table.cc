@@ -103,15 +103,32 @@ void SessionTable::place(uint32_t idx, uint16_t gen, const SessionInfo& s) {
   // yet, and a late count of the removed session (the slot's generation,
   // strictly older than gen: add() and add_at() both choose it so) finds
   // such a slot newer than itself and does not write it.
+  retag(idx, gen);
+  const uint64_t w[4] = {s.key.lo(), s.key.hi(), uint64_t(s.teid_dl) | uint64_t(s.enb_ip) << 32,
+                         word3(encode_teid_ul(idx, gen), s.bearer, flags_of(s), gen)};
+  write_record(idx, w);
+  ++size_;
+}
+
+void SessionTable::retag(uint32_t idx, uint16_t gen) {
   for (unsigned c = 0; c < lcores_; ++c) {
     uint64_t* p = &counters_[size_t(c) * capacity_ + idx].packets;
     const uint16_t tag = uint16_t(load_relaxed(p) >> 48);
     if (int16_t(uint16_t(gen - tag)) <= 0) store_relaxed(p, uint64_t(uint16_t(gen - 1)) << 48);
   }
-  const uint64_t w[4] = {s.key.lo(), s.key.hi(), uint64_t(s.teid_dl) | uint64_t(s.enb_ip) << 32,
-                         word3(encode_teid_ul(idx, gen), s.bearer, flags_of(s), gen)};
+}
+
+Status SessionTable::set_generation(uint32_t idx, uint16_t generation) {
+  if (idx >= capacity_)
+    return Status::InvalidArgument("session table: index " + std::to_string(idx) + " out of range");
+  if (live(idx)) return Status::AlreadyExists("session table: index " + std::to_string(idx) + " is live");
+  // As place() does for a session of this generation: afterwards every
+  // tag is strictly older than the next add()'s generation, and a late
+  // count of an older session does not write a slot it finds newer.
+  retag(idx, generation);
+  const uint64_t w[4] = {kPoison, kPoison, 0, uint64_t(generation) << 48};
   write_record(idx, w);
-  ++size_;
+  return Status::Ok();
 }
 
 Result<uint32_t> SessionTable::add(const SessionInfo& s) {

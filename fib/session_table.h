@@ -170,6 +170,18 @@ class SessionTable {
   // (range, TEID 0, generation): a caller that would have to free idx
   // first (NodeState moving a copy away) asks before doing so.
   Status check_add_at(uint32_t idx, uint16_t generation_bits) const;
+  // Makes `generation` the generation of FREE index idx, as if a session
+  // of that generation had just been removed there: the next add() there
+  // gives generation + 1 (+ 2 for "TEID 0"), add_at() the smallest newer
+  // one with its bits. The record stays free (no TEID validates on it), so
+  // this is safe while the data plane runs. A node restoring the
+  // generation high-water marks it persisted (rib/node_state.h
+  // GENERATIONS). Counter slots are retagged as for a session of that
+  // generation. kInvalidArgument: idx >= capacity; kAlreadyExists: live.
+  Status set_generation(uint32_t idx, uint16_t generation);
+  // The generation a record holds (live or free: a free one keeps its last
+  // session's). Control thread. REQUIRES idx < capacity.
+  uint16_t generation(uint32_t idx) const { return uint16_t(meta(idx) >> 48); }
   // Rewrites teid_dl, enb_ip, bearer, copy and handler (the key must stay
   // the same; the index, teid_ul and generation do).
   Status modify(uint32_t idx, const SessionInfo& s);
@@ -328,6 +340,8 @@ class SessionTable {
   void write_record(uint32_t idx, const uint64_t w[4]);
   // Retags idx's counter slots for generation gen, then publishes s there.
   void place(uint32_t idx, uint16_t gen, const SessionInfo& s);
+  // Retags every counter slot of idx not strictly older than gen as gen - 1.
+  void retag(uint32_t idx, uint16_t gen);
   // The generation add_at() gives idx for generation_bits (ignores liveness).
   Result<uint16_t> add_at_generation(uint32_t idx, uint16_t generation_bits) const;
   Status check_info(const SessionInfo& s) const;

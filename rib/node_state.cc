@@ -50,6 +50,27 @@ Result<std::unique_ptr<NodeState>> NodeState::create(const ClusterSpec& spec, ui
   n->hold_us_ = opt.restore_hold_us;
   n->restoring_ = opt.restore_hold_us != 0;
   n->loaded_once_.assign(spec.partitions, false);
+  if (!opt.generations_file.empty()) {
+    // GENERATIONS: every index continues where the file says it stopped
+    // (a window behind until the sessions that restore are in: add_at()
+    // then gives a live session exactly the generation it had; a new
+    // table's slots are at 0, where a file that never saw the index, or a
+    // new file of a small table, leaves them).
+    TeidGenerations::Opened how = TeidGenerations::Opened::kLoaded;
+    Result<std::unique_ptr<TeidGenerations>> g =
+        TeidGenerations::open(opt.generations_file, self, uint32_t(cap), n->sessions_->index_bits(),
+                              opt.generations_sync, opt.generations_seed, &how);
+    if (!g.ok()) return g.status().with_context("node state: generations file");
+    n->gens_ = std::move(g.value());
+    n->c_.teid_generations_fresh =
+        how == TeidGenerations::Opened::kCreated || how == TeidGenerations::Opened::kReset ? 1 : 0;
+    n->gens_behind_ = true;
+    const uint16_t w = n->restore_window();
+    for (uint32_t i = 0; i < uint32_t(cap); ++i) {
+      const uint16_t f = n->gens_->get(i);
+      if (f != 0) SB_RETURN_IF_ERROR(n->sessions_->set_generation(i, uint16_t(f - w)));
+    }
+  }
   return n;
 }
 
@@ -97,11 +118,12 @@ Status NodeState::install(const FibEntry& e, uint64_t h, uint32_t* teid_ul, bool
       if (deferred) *deferred = true;
       return Status::Ok();
     }
-    if (!idx.ok()) idx = sessions_->add(info);
+    if (!idx.ok()) idx = add_fresh(info);
     if (!idx.ok()) return idx.status();
     const Status st = fib_->insert_hashed(e.key, h, idx.value());
     if (!st.ok()) {
       (void)sessions_->remove(idx.value());
+      retire(idx.value());
       return st;
     }
     cur = idx.value();
@@ -135,7 +157,7 @@ Result<uint32_t> NodeState::restore(uint32_t teid_ul, const fib::SessionInfo& in
     // packet whose lookup answered the old index just before is dropped as
     // a fib_miss by read_verified(); the copy's counters restart).
     const fib::SessionInfo ci{occ.key, occ.teid_dl, occ.enb_ip, occ.bearer, true, occ.handler};
-    Result<uint32_t> ni = sessions_->add(ci);
+    Result<uint32_t> ni = add_fresh(ci);
     if (ni.ok()) {
       if (fib_->update(occ.key, ni.value()).ok()) {
         (void)sessions_->remove(idx);
@@ -143,14 +165,102 @@ Result<uint32_t> NodeState::restore(uint32_t teid_ul, const fib::SessionInfo& in
         r = sessions_->add_at(idx, uint16_t(gen), info);
       } else {
         (void)sessions_->remove(ni.value());
+        retire(ni.value());
       }
     }
   }
   if (r.ok() && sessions_->encode_teid_ul(idx, uint16_t(gen)) != teid_ul) {  // cannot happen (encode_teid_ul)
     (void)sessions_->remove(idx);
+    retire(idx);
     return Status::Internal("restored teid_ul differs");
   }
+  // A restore hands out no new teid_ul: the file's mark stays (retire()
+  // moves the slot past it when the session goes).
   return r;
+}
+
+Result<uint32_t> NodeState::add_fresh(const fib::SessionInfo& info) {
+  if (!gens_ || !gens_behind_) {
+    // Every slot is at or past its file generation (header, GENERATIONS):
+    // add() gives a newer one.
+    Result<uint32_t> r = sessions_->add(info);
+    if (r.ok()) raise(r.value());
+    return r;
+  }
+  // Restoring: the slot add() takes may be one behind its file generation.
+  // Placed as a copy (no teid_ul validates on a copy, and the FIB does not
+  // point here yet), moved up at the same index if needed, then made local.
+  fib::SessionInfo c = info;
+  if (!c.copy) {
+    c.copy = true;
+    c.handler = uint8_t(self_);
+  }
+  Result<uint32_t> r = sessions_->add(c);
+  if (!r.ok()) return r;
+  const uint32_t idx = r.value();
+  const uint16_t f = gens_->get(idx);
+  if (int16_t(uint16_t(sessions_->generation(idx) - f)) <= 0) {
+    (void)sessions_->remove(idx);
+    Result<uint32_t> p = Status::Internal("no generation newer than the file's");
+    for (uint16_t want = uint16_t(f + 1); !p.ok() && want != uint16_t(f + 3); ++want)  // f + 2: past TEID 0
+      p = sessions_->add_at(idx, want, c);
+    if (!p.ok()) return p.status().with_context("session index " + std::to_string(idx));
+  }
+  if (!info.copy) {
+    const Status st = sessions_->modify(idx, info);
+    if (!st.ok()) {
+      (void)sessions_->remove(idx);
+      retire(idx);
+      return st;
+    }
+  }
+  raise(idx);
+  return idx;
+}
+
+uint16_t NodeState::restore_window() const {
+  const unsigned gen_bits = 32 - fib::SessionTable::kNodeBits - sessions_->index_bits();
+  return gen_bits >= 15 ? uint16_t(0x7fff) : uint16_t(1u << gen_bits);
+}
+
+void NodeState::raise(uint32_t idx) {
+  if (!gens_) return;
+  const uint16_t g = sessions_->generation(idx);
+  if (int16_t(uint16_t(g - gens_->get(idx))) > 0) gens_->set(idx, g);
+}
+
+void NodeState::retire(uint32_t idx) {
+  if (!gens_ || sessions_->live(idx)) return;
+  const uint16_t h = gens_->get(idx), s = sessions_->generation(idx);
+  const int16_t d = int16_t(uint16_t(s - h));
+  if (d < 0) {
+    (void)sessions_->set_generation(idx, h);  // a session restored behind the mark: add() goes on after it
+  } else if (d > 0) {
+    // A session restored one cycle past the mark (its teid_ul's bits are
+    // an older generation's): add() must go on after the mark's bits, in
+    // the next cycle, not after the restored bits. Tables of 2^12 records
+    // or fewer: the teid_ul holds the whole generation, s is newer.
+    const uint16_t w = restore_window();
+    const uint16_t t = w == 0x7fff ? s : uint16_t(h + w);
+    if (t != s) (void)sessions_->set_generation(idx, t);
+    gens_->set(idx, t);
+  }
+}
+
+void NodeState::advance_generations() {
+  if (!gens_ || !gens_behind_) return;
+  gens_behind_ = false;
+  const uint32_t cap = sessions_->capacity();
+  for (uint32_t i = 0; i < cap; ++i) {
+    if (sessions_->live(i)) continue;  // retire() moves it up when it goes
+    const uint16_t f = gens_->get(i);
+    if (int16_t(uint16_t(f - sessions_->generation(i))) > 0) (void)sessions_->set_generation(i, f);
+  }
+}
+
+void NodeState::sync_generations() {
+  if (!gens_ || !gens_->dirty()) return;
+  if (!gens_->sync().ok()) ++c_.teid_generation_sync_errors;
 }
 
 Status NodeState::bulk_load(const FibEntry* entries, size_t n) {
@@ -161,7 +271,10 @@ Status NodeState::bulk_load(const FibEntry* entries, size_t n) {
   // All or nothing: on any failure the records added so far are removed
   // again (the FIB's build() leaves it empty), so the node is as before.
   auto undo = [&](Status st) {
-    for (size_t i = 0; i < added; ++i) (void)sessions_->remove(idx[i]);
+    for (size_t i = 0; i < added; ++i) {
+      (void)sessions_->remove(idx[i]);
+      retire(idx[i]);
+    }
     return st.with_context("bulk_load");
   };
   for (size_t i = 0; i < n; ++i)
@@ -181,7 +294,7 @@ Status NodeState::bulk_load(const FibEntry* entries, size_t n) {
       fib::SessionInfo info{e.key, e.teid_dl, e.enb_ip, e.bearer};
       info.copy = !here;
       info.handler = uint8_t(e.handling_node);
-      Result<uint32_t> r = pass == 0 ? restore(e.teid_ul, info) : sessions_->add(info);
+      Result<uint32_t> r = pass == 0 ? restore(e.teid_ul, info) : add_fresh(info);
       if (pass == 0) {
         ++(r.ok() ? c_.teid_restored
                   : r.status().code() == StatusCode::kInvalidArgument ? c_.teid_invalid : c_.teid_lost);
@@ -205,6 +318,7 @@ Status NodeState::bulk_load(const FibEntry* entries, size_t n) {
     c_.teid_invalid = invalid0;
     return undo(st);
   }
+  sync_generations();
   return st;
 }
 
@@ -215,6 +329,7 @@ Status NodeState::remove(const FlowKey& k, uint64_t h) {
   if (cur == fib::kFibMiss) return Status::Ok();
   SB_RETURN_IF_ERROR(fib_->erase_hashed(k, h));
   SB_RETURN_IF_ERROR(sessions_->remove(cur));
+  retire(cur);
   return Status::Ok();
 }
 
@@ -288,6 +403,7 @@ FibAckMsg NodeState::apply_fib(const FibBatch& b) {
       ++c_.fib_reconciled;
     }
   }
+  sync_generations();  // before the ack names a teid_ul (GENERATIONS)
   return a;
 }
 
@@ -341,6 +457,7 @@ void NodeState::end_restore() {
   if (!restoring_) return;
   restoring_ = false;
   hold_clock_ = false;
+  advance_generations();  // every session that restores is in: add() goes past the file from here
   // The snapshot entries first (restoring ones before the others, as
   // on_snapshot() does), then the held batches in order: a held batch came
   // after the snapshot entries it touches, or its snapshot already
@@ -360,6 +477,7 @@ void NodeState::end_restore() {
   held.swap(held_);
   held_by_owner_.fill(0);
   for (const FibBatch& b : held) released_.emplace_back(b.owner, apply_fib(b));
+  sync_generations();
 }
 
 // ---- TEID reports (header, TEID REPORTS) -------------------------------------
@@ -771,8 +889,12 @@ Status NodeState::on_snapshot(const SnapshotOut& s) {
   }
   if (!loaded_once_[s.partition]) {
     loaded_once_[s.partition] = true;
-    if (++loaded_count_ == parts_.size()) end_restore();  // every old index is known now
+    if (++loaded_count_ == parts_.size()) {
+      end_restore();          // every old index is known now
+      advance_generations();  // also without a restore phase
+    }
   }
+  sync_generations();  // before a TEID report names a teid_ul (GENERATIONS)
   return Status::Ok();
 }
 

@@ -61,6 +61,50 @@
 // (idempotent), removes of absent keys are fine. Snapshots only add or
 // overwrite entries: removals travel as acknowledged FIB batches.
 //
+// GENERATIONS (NodeStateOptions::generations_file): a teid_ul names an
+// index and generation bits, and the session table is in memory: a fresh
+// table starts every index at generation 0 and hands out the same teid_ul
+// sequence as the previous run, so a session deleted before a restart (in
+// no snapshot, no log) could see its teid_ul given to a new session, whose
+// data plane would accept an eNodeB's stale uplink packets. So the file
+// keeps, per index, a MARK: the generation of the newest record add() put
+// there (a new teid_ul; copies too), raised with every add() (a store into
+// a shared mapping). Invariant: once the restore is in (below), every free
+// slot's generation is at or past its mark, so add() hands out mark + 1,
+// ... : a teid_ul comes back only after 2^(generation bits) more sessions
+// at its index, as without a restart.
+//   - Start: every slot is seeded a window W behind its mark (W =
+//     2^(generation bits), 2^15 - 1 in tables of 2^12 records or fewer), so
+//     add_at() restores a live session at exactly the generation it was
+//     handed out at (a teid_ul of the mark's last cycle: the one the mark
+//     names, or an older one its owner still records). A mark 0 leaves the
+//     slot at 0 (a new table's).
+//   - Until the restore is in (the end of RESTORING, or without it every
+//     partition's snapshot loaded once), an add() (copies; apply_fib,
+//     bulk_load) is placed as a copy and, when add() chose a generation
+//     not past the mark, moved to mark + 1 at the same index before it
+//     becomes local or enters the FIB (a copy validates no teid_ul). Then
+//     every free slot behind its mark is set to it (set_generation: the
+//     record stays free, no TEID validates meanwhile).
+//   - A restore hands out no new teid_ul and leaves the mark. When a
+//     record goes (retire()), a slot behind the mark (a session restored
+//     at an older generation) moves up to it, and one past it (a restore
+//     after the restore was in: add_at() takes the next generation with
+//     the teid_ul's bits, up to one cycle past the mark) moves to mark + W
+//     (the mark's bits, one cycle on; the mark follows), so add() goes on
+//     after the mark's bits, never after the restored ones. (A restore
+//     after the restore was in of a session at its index's mark takes the
+//     same teid_ul one cycle later; in tables of 2^12 records or fewer it
+//     cannot: teid_lost.)
+// The file is msynced (generations_sync) at the end of apply_fib(),
+// on_snapshot(), bulk_load() and the end of a restore when a mark changed,
+// so a FIB ack or TEID report never names a generation a power loss could
+// forget. A missing or unusable file starts fresh (random marks:
+// rib/teid_generations.h; teid_generations_fresh).
+// Space: 2 bytes per index in the page cache (the mapping); start: one
+// pass over the indexes (set_generation), one more at the end of the
+// restore.
+//
 // RESTORING (a node's first resync after its start): sessions this node
 // handled before a restart come back at the index and generation of their
 // teid_ul (FibEntry::teid_ul, restore()), but a session index is taken
@@ -139,6 +183,7 @@
 #include "rib/counter_list.h"
 #include "rib/cluster.h"
 #include "rib/messages.h"
+#include "rib/teid_generations.h"
 
 namespace sb::rib {
 
@@ -199,7 +244,11 @@ inline constexpr uint32_t kRemoteBit = 0x80000000u;
     "uplink TEIDs reported to their owner (installed from a snapshot under a teid_ul the owner did not name)") \
   X(teid_report_resends, teid_report_resends, kCounter,                                                     \
     "TEID reports built again because their owner did not answer in time")                                  \
-  X(teid_reports_waiting, teid_reports_waiting, kGauge, "keys whose TEID report is not answered yet")
+  X(teid_reports_waiting, teid_reports_waiting, kGauge, "keys whose TEID report is not answered yet")          \
+  X(teid_generations_fresh, teid_generations_fresh, kGauge,                                                 \
+    "1: this start found no usable generations file and began every index at a random generation")          \
+  X(teid_generation_sync_errors, teid_generation_sync_errors, kCounter,                                     \
+    "failed msyncs of the generations file (a power loss may lose generations handed out since)")
 
 SB_COUNTER_STRUCT(NodeCounters, kNodeCounterCount, SB_NODE_COUNTERS)
 
@@ -231,6 +280,17 @@ struct NodeStateOptions {
   // for a session handled here waits for the restore to end; keep it below
   // the owners' fib_timeout_ms. 0: nothing is held (no restore phase).
   uint64_t restore_hold_us = 1000000;
+  // GENERATIONS: the file keeping every session index's generation across
+  // restarts (rib/teid_generations.h; the agent: data_dir/teid_generations).
+  // Empty: none, a restarted node starts every index at generation 0 (and
+  // may hand out the teid_ul of a session deleted before the restart).
+  std::string generations_file;
+  // msync the file before an answer carries a teid_ul of a generation
+  // stored since the last one (survives a power loss; the agent: unless
+  // fsync is none). false: the page cache only (survives kill -9).
+  bool generations_sync = true;
+  // Seed of the random start generations of a new file (0: random_device).
+  uint64_t generations_seed = 0;
 };
 
 class NodeState {
@@ -397,6 +457,22 @@ class NodeState {
   // index; an error when it is not this node's teid_ul or a session this
   // node handles holds the index (install() then add()s).
   Result<uint32_t> restore(uint32_t teid_ul, const fib::SessionInfo& info);
+  // sessions_->add() keeping GENERATIONS: the index's new generation is
+  // newer than the file's mark, which it becomes.
+  Result<uint32_t> add_fresh(const fib::SessionInfo& info);
+  // After add() placed a record at idx: the file's mark follows it.
+  void raise(uint32_t idx);
+  // After a record at idx was removed: a slot behind the file's mark, or
+  // restored one cycle past it, moves on so add() continues the mark.
+  void retire(uint32_t idx);
+  // How far behind its mark a slot is seeded at a start: add_at() then
+  // restores any teid_ul of the mark's last cycle at the generation it
+  // was handed out at (2^(generation bits), 2^15 - 1 in small tables).
+  uint16_t restore_window() const;
+  // GENERATIONS: end of the restore: free slots behind the file move up.
+  void advance_generations();
+  // msync of the file when it changed (generations_sync).
+  void sync_generations();
   Status remove(const FlowKey& k, uint64_t h);
   static bool delta_label_ok(const StreamDeltaView& d);
   DeltaResult apply_in_order(Part& p, const StreamDeltaView& d);
@@ -411,6 +487,8 @@ class NodeState {
   std::unique_ptr<gpt::GptTable> gpt_;
   std::unique_ptr<fib::SessionTable> sessions_;
   std::unique_ptr<fib::Fib> fib_;
+  std::unique_ptr<TeidGenerations> gens_;  // GENERATIONS (null: no file)
+  bool gens_behind_ = false;               // slots seeded one behind the file (until advance_generations())
   std::vector<Part> parts_;
   std::vector<uint32_t> changed_;  // partitions with changed = true
   std::vector<uint32_t> needy_;    // partitions that went kNeedSnapshot

@@ -137,6 +137,11 @@ struct Sim {
     NodeStateOptions no;
     no.fib_capacity = 20000;
     no.restore_hold_us = restore_hold_us;
+    // As the agent: the generations file in the member's data dir (the
+    // owner, opened first, created it), synced unless fsync is none.
+    no.generations_file = dir + "/n" + std::to_string(i) + "/teid_generations";
+    no.generations_sync = false;
+    no.generations_seed = 1000 + i;
     auto ns = NodeState::create(spec, i, no, std::move(t));
     REQUIRE(ns.ok());
     return std::move(ns.value());
@@ -545,6 +550,11 @@ struct Client {
   // (its add's delta; moves keep it: they must never open a window).
   std::unordered_map<FlowKey, StreamPos, KeyHasher> stable;
   uint64_t ok = 0, failed = 0;
+  // Every teid_ul an acknowledged op answered, with its key: an eNodeB may
+  // send it long after the session is gone, so no other key may ever be
+  // answered the same one (within the generation space, far beyond a test).
+  std::unordered_map<uint32_t, FlowKey> teid_keys;
+  uint64_t teid_reissued = 0;
 
   Client(Sim& s, uint64_t seed, size_t keys) : sim(s), rng(seed) {
     for (size_t i = 0; i < keys; ++i)
@@ -645,6 +655,17 @@ struct Client {
       const bool have = model.count(op.s.key) > 0;
       if (r.status.ok()) {
         ++ok;
+        if (r.rec.teid_ul != 0 && op.kind != OpKind::kDelete) {
+          auto [t, fresh] = teid_keys.try_emplace(r.rec.teid_ul, op.s.key);
+          if (!fresh && !(t->second == op.s.key)) {
+            ++teid_reissued;
+            if (!sim.trace_key.empty())
+              std::fprintf(stderr, "t=%llu teid_ul 0x%x answered for %s, earlier for %s\n", (unsigned long long)sim.now,
+                           r.rec.teid_ul, op.s.key.to_string().c_str(), t->second.to_string().c_str());
+            UNSCOPED_INFO("teid_ul 0x" << std::hex << r.rec.teid_ul << std::dec << " answered for "
+                                       << op.s.key.to_string() << ", earlier for " << t->second.to_string());
+          }
+        }
         switch (op.kind) {
           case OpKind::kAdd:
             REQUIRE(!have);
@@ -3013,6 +3034,222 @@ TEST_CASE("node state: bulk_load places entries naming this node's teid_ul at th
   CHECK(n.fib_size() == e.size());
 }
 
+// ---- GENERATIONS: a restarted node continues every index's generation ----
+
+namespace {
+ClusterSpec two_member_spec() {
+  ClusterSpec spec;
+  spec.curve = false;
+  spec.partitions = 4;
+  spec.capacity = 1000;
+  spec.members.push_back({0, "inproc://c", "inproc://p", "", "", 1.0});
+  spec.members.push_back({1, "inproc://c", "inproc://p", "", "", 1.0});
+  spec.architecture = Architecture::kHashPartition;
+  spec.assign_round_robin();
+  REQUIRE(spec.validate().ok());
+  return spec;
+}
+struct TempDir {
+  std::string path;
+  TempDir() {
+    static int cnt = 0;
+    path = fs::temp_directory_path() / ("sbgen." + std::to_string(::getpid()) + "." + std::to_string(cnt++));
+    fs::remove_all(path);
+    fs::create_directories(path);
+  }
+  ~TempDir() { fs::remove_all(path); }
+};
+std::unique_ptr<NodeState> gen_node(const ClusterSpec& spec, const std::string& file, uint32_t fib_capacity,
+                                    uint64_t hold_us, uint64_t seed = 5, bool sync = true) {
+  NodeStateOptions o;
+  o.fib_capacity = fib_capacity;
+  o.restore_hold_us = hold_us;
+  o.generations_file = file;
+  o.generations_sync = sync;
+  o.generations_seed = seed;
+  auto ns = NodeState::create(spec, 1, o, nullptr);
+  REQUIRE(ns.ok());
+  return std::move(ns.value());
+}
+uint32_t installed_teid(NodeState& n, uint32_t owner, uint64_t id, const FibEntry& e) {
+  const FibAckMsg a = n.apply_fib(install_batch(owner, id, {e}));
+  REQUIRE(a.install_code.size() == 1);
+  REQUIRE(a.install_code[0] == StatusCode::kOk);
+  return a.teid_ul[0];
+}
+void remove_key(NodeState& n, uint32_t owner, uint64_t id, const FlowKey& k) {
+  FibBatch b;
+  b.batch_id = id;
+  b.owner = owner;
+  b.remove = {k};
+  REQUIRE(n.apply_fib(b).remove_code.at(0) == StatusCode::kOk);
+}
+}  // namespace
+
+TEST_CASE("node state: a restarted node gives no new session a teid_ul handed out before, from its generations file",
+          "[teid][generations]") {
+  // Node 1 hands out teid_uls at indexes 0, 1, 2; the sessions at 0 and 2
+  // are deleted, then the node restarts with its generations file: b (index
+  // 1) is restored at exactly its teid_ul, and the new sessions that take
+  // indexes 0 and 2 get newer generations. With the restore phase, a copy
+  // add()ed while restoring lands past the file's generation too, and
+  // keeps that when it becomes a session handled here.
+  const ClusterSpec spec = two_member_spec();
+  for (const uint64_t hold : {uint64_t(0), uint64_t(1000000)})
+    for (const uint32_t cap : {uint32_t(100000), uint32_t(1000)}) {  // 10 generation bits; 16 (a table of 2^11)
+      INFO("restore_hold_us " << hold << " fib_capacity " << cap);
+      TempDir d;
+      const std::string file = d.path + "/teid_generations";
+      auto n = gen_node(spec, file, cap, 0);
+      CHECK(n->counters().teid_generations_fresh == 1);
+      const uint32_t p0 = 0;
+      REQUIRE(spec.owner[p0] == 0);
+      const FlowKey a = key_in_partition(*n, p0, 0), b = key_in_partition(*n, p0, 1), c = key_in_partition(*n, p0, 2),
+                    x = key_in_partition(*n, p0, 3), y = key_in_partition(*n, p0, 4), z = key_in_partition(*n, p0, 5);
+      std::set<uint32_t> issued;
+      const uint32_t ta = installed_teid(*n, 0, 1, FibEntry{a, 1, 7, 8, 5});
+      const uint32_t tb = installed_teid(*n, 0, 2, FibEntry{b, 1, 7, 8, 5});
+      const uint32_t tc = installed_teid(*n, 0, 3, FibEntry{c, 1, 7, 8, 5});
+      const uint32_t mask = uint32_t(low_mask(n->sessions().index_bits()));
+      REQUIRE((ta & mask) == 0);
+      REQUIRE((tb & mask) == 1);
+      REQUIRE((tc & mask) == 2);
+      remove_key(*n, 0, 4, a);
+      remove_key(*n, 0, 5, c);
+      const uint32_t ta2 = installed_teid(*n, 0, 6, FibEntry{a, 1, 7, 8, 5});  // index 3 (FIFO)
+      remove_key(*n, 0, 7, a);
+      issued = {ta, tb, tc, ta2};
+      n.reset();  // kill -9: the mapping's stores are in the page cache
+      n = gen_node(spec, file, cap, hold);
+      CHECK(n->counters().teid_generations_fresh == 0);
+      if (hold == 0) {
+        CHECK(installed_teid(*n, 0, 1, FibEntry{b, 1, 7, 8, 5, tb}) == tb);  // a re-push names it
+      } else {
+        REQUIRE(n->restoring());
+        // A copy while restoring: it takes index 0 (add()), and must be
+        // past a's generation when it becomes this node's session.
+        CHECK(installed_teid(*n, 0, 1, FibEntry{x, 0, 7, 8, 5}) == 0);
+        CHECK(n->fib_lookup(x) == (kRemoteBit | 0));
+        for (uint32_t p = 0; p < spec.partitions; ++p) {
+          SnapshotOut s;
+          s.partition = p;
+          s.pos = StreamPos{1, 1};
+          if (p == p0) s.fib = {FibEntry{b, 1, 7, 8, 5, tb}, FibEntry{x, 0, 7, 8, 5}};
+          REQUIRE(n->on_snapshot(s).ok());
+        }
+        CHECK_FALSE(n->restoring());
+        const uint32_t tx = installed_teid(*n, 0, 2, FibEntry{x, 1, 7, 8, 5});  // moved here: in place
+        CHECK((tx & mask) == 0);
+        CHECK(issued.count(tx) == 0);
+        issued.insert(tx);
+      }
+      CHECK(n->counters().teid_restored == 1);
+      CHECK(n->counters().teid_lost == 0);
+      uint32_t idx = 0;
+      CHECK(n->sessions().validate_teid_ul(tb, &idx));
+      CHECK(idx == 1);
+      for (const FlowKey& k : {y, z, c}) {
+        const uint32_t t = installed_teid(*n, 0, 10, FibEntry{k, 1, 7, 8, 5});
+        INFO("teid_ul 0x" << std::hex << t);
+        CHECK(issued.count(t) == 0);
+        issued.insert(t);
+      }
+      // Nothing stale validates; the file holds what the table holds.
+      for (const uint32_t t : {ta, tc, ta2}) CHECK_FALSE(n->sessions().validate_teid_ul(t, &idx));
+      // The file's mark is the generation of every index a new session
+      // took; no free slot is past it (the others stand a window behind it
+      // until every partition's snapshot is in: never here without the
+      // restore phase).
+      auto f = TeidGenerations::open(file, 1, n->sessions().capacity(), n->sessions().index_bits(), false, 1, nullptr);
+      REQUIRE(f.ok());
+      for (uint32_t i = 0; i < 8; ++i) {
+        INFO("index " << i);
+        const int16_t ahead = int16_t(uint16_t(n->sessions().generation(i) - f.value()->get(i)));
+        if (n->sessions().live(i) || hold != 0) CHECK(ahead == 0);
+        else CHECK(ahead <= 0);
+      }
+    }
+}
+
+TEST_CASE("node state: a generations file that is missing, damaged, of another layout or resized", "[teid][generations]") {
+  const ClusterSpec spec = two_member_spec();
+  TempDir d;
+  const std::string file = d.path + "/teid_generations";
+  const uint32_t cap = 100000;  // + 1000 copies: 2^17 indexes, 10 generation bits
+  const FlowKey k = key_in_partition(*gen_node(spec, "", cap, 0), 0, 0);
+  // A new data dir (or one an older version wrote: no such file): random
+  // start generations, counted; the file is created owner-only.
+  uint32_t first = 0;
+  {
+    auto n = gen_node(spec, file, cap, 0, 5);
+    CHECK(n->counters().teid_generations_fresh == 1);
+    first = installed_teid(*n, 0, 1, FibEntry{k, 1, 7, 8, 5});
+  }
+  REQUIRE(fs::file_size(file) == TeidGenerations::kHeaderBytes + 2 * size_t(cap + spec.capacity));
+  CHECK((fs::status(file).permissions() & (fs::perms::group_all | fs::perms::others_all)) == fs::perms::none);
+  {
+    TempDir d2;
+    auto n = gen_node(spec, d2.path + "/g", cap, 0, 6);  // another seed: other start generations
+    CHECK(installed_teid(*n, 0, 1, FibEntry{k, 1, 7, 8, 5}) != first);
+  }
+  {
+    auto n = gen_node(spec, file, cap, 0, 5);  // loaded: index 0 continues
+    CHECK(n->counters().teid_generations_fresh == 0);
+    const uint32_t t = installed_teid(*n, 0, 1, FibEntry{k, 1, 7, 8, 5});
+    CHECK(t != first);
+  }
+  uint16_t g0 = 0;
+  {
+    auto t = TeidGenerations::open(file, 1, cap + spec.capacity, 17, false, 1, nullptr);
+    REQUIRE(t.ok());
+    g0 = t.value()->get(0);
+  }
+  // Resized within the same TEID layout (index bits): the common indexes kept.
+  {
+    auto n = gen_node(spec, file, cap + 20000, 0, 9);
+    CHECK(n->counters().teid_generations_fresh == 0);
+    CHECK(n->sessions().generation(0) == uint16_t(g0 - 1024));  // a window (2^10) behind: no snapshot loaded
+  }
+  REQUIRE(fs::file_size(file) == TeidGenerations::kHeaderBytes + 2 * size_t(cap + 20000 + spec.capacity));
+  // Another layout (2^18 indexes): the old teid_uls name other indexes, a fresh start.
+  {
+    auto n = gen_node(spec, file, 2 * cap, 0, 9);
+    CHECK(n->counters().teid_generations_fresh == 1);
+  }
+  // A damaged header: a fresh start, not a refusal.
+  {
+    std::fstream f(file, std::ios::in | std::ios::out | std::ios::binary);
+    f.seekp(13);
+    f.put(char(0x55));
+  }
+  {
+    auto n = gen_node(spec, file, 2 * cap, 0, 9);
+    CHECK(n->counters().teid_generations_fresh == 1);
+  }
+  // A truncated file: the same.
+  fs::resize_file(file, 100);
+  {
+    auto n = gen_node(spec, file, 2 * cap, 0, 9);
+    CHECK(n->counters().teid_generations_fresh == 1);
+  }
+  // Tables of 2^12 records or fewer start at generation 0 (a restore needs
+  // the old generation ahead of the slot's): the first teid_ul is generation 1.
+  {
+    TempDir d3;
+    auto n = gen_node(spec, d3.path + "/g", 1000, 0, 9);
+    CHECK(installed_teid(*n, 0, 1, FibEntry{k, 1, 7, 8, 5}) == n->sessions().encode_teid_ul(0, 1));
+  }
+  // A file the process cannot create: an error naming it.
+  {
+    NodeStateOptions o;
+    o.fib_capacity = cap;
+    o.generations_file = d.path + "/no/such/dir/g";
+    auto ns = NodeState::create(spec, 1, o, nullptr);
+    REQUIRE_FALSE(ns.ok());
+    CHECK(ns.status().message().find("no/such/dir/g") != std::string::npos);
+  }
+}
+
 // ---- found by review: a relocation that cannot help, an undo that forgot its teid_ul ----
 
 TEST_CASE("rib node: a copy is not moved for a restore its slot's generation refuses (tables of 2^12 records or fewer)",
@@ -3309,6 +3546,7 @@ void chaos(uint64_t seed, const ChaosOpts& o) {
                           << " held " << nc.fib_batches_held << " deferred " << nc.restore_deferred);
   }
   if (o.check_teid) CHECK(teid_mismatch == 0);
+  CHECK(c.teid_reissued == 0);  // no teid_ul of a deleted session came back (rib/README.md)
 }
 
 // The exploration driver: SB_CHAOS="drop=K:PM,dup=K:PM,kill=PM,double=PM,weights=PM,rounds=N,arch=A"
