@@ -240,6 +240,11 @@ struct Agent::Impl : rib::OwnerIo {
     // sessions are restored (rib/node_state.h RESTORING), never as long as
     // an owner waits for the ack (the cluster's nodes share fib_timeout_ms).
     no.restore_hold_us = uint64_t(opt.fib_timeout_ms) * 1000 / 2;
+    // Every session index's generation mark, so a restart never hands out
+    // the uplink TEID of a session deleted before it (rib/node_state.h
+    // GENERATIONS); durable before an ack names a new TEID unless fsync is none.
+    no.generations_file = opt.config.node.data_dir + "/teid_generations";
+    no.generations_sync = opt.config.node.fsync != rib::FsyncPolicy::kNone;
     Result<std::unique_ptr<rib::NodeState>> ns = rib::NodeState::create(spec, self, no, std::move(table));
     if (!ns.ok()) return ns.status();
     state = std::move(ns.value());
