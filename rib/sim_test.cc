@@ -3405,6 +3405,55 @@ TEST_CASE("owner: data dir files are owner-only, and a failed durable write is a
   CHECK((ws.st_mode & 0777) == 0600);
 }
 
+TEST_CASE("rib sim: an owner restarted before a move converged keeps the old entry until the nodes resynced",
+          "[owner]") {
+  // A move of k from node 1 to node 2 commits (installed at 2, acked,
+  // delta published, client answered), but owner 0 dies before nodes 1
+  // and 2 applied the delta (it dies with the process). The move's pending
+  // removal is in no log: the restarted owner's reconciling re-push used to
+  // remove node 1's entry at once, while nodes 1 and 2, still on the old
+  // epoch's GPT until they see a heartbeat and resync, steer k to node 1:
+  // a black hole (make-before-break broken) until then.
+  Sim sim(3, Architecture::kScaleBricks, 131);
+  Client c(sim, 132, 200);
+  sim.run_until_idle();
+  const FlowKey k = c.key_owned_by(0);
+  c.add_handled(k, 1, 0x10);
+  const ClientOp move = c.make_op(OpKind::kMove, k, 2);
+  c.submit_pumped(move);
+  auto answered = [&] {
+    for (const OpReply& r : sim.replies)
+      if (r.request_id == move.request_id) return r.status.ok();
+    return false;
+  };
+  for (int i = 0; i < 10 && !answered(); ++i) {  // FIB batches and acks only: no delta reaches 1 or 2
+    for (uint32_t n = 0; n < 3; ++n) sim.deliver_all(Msg::kFib, n);
+    sim.deliver_all(Msg::kAck, 0);
+    REQUIRE(sim.owners[0]->pump(sim.now).ok());
+  }
+  REQUIRE(answered());  // the move is acknowledged
+  for (const OpReply& r : sim.replies)
+    if (r.request_id == move.request_id) c.model[k] = r.rec;
+  sim.replies.clear();
+  REQUIRE(c.model[k].node == 2);
+  sim.kill(0);               // the deltas to 1 and 2 die with it
+  sim.restart(0);
+  REQUIRE(sim.owners[0]->pump(sim.now).ok());
+  sim.deliver_all(Msg::kFib, 1);  // the re-push reaches node 1 before any heartbeat
+  sim.deliver_all(Msg::kFib, 2);
+  for (uint32_t i : {1u, 2u}) {
+    const uint32_t g = sim.nodes[i]->gpt_lookup(k);
+    INFO("node " << i << " steers k to " << g << (sim.nodes[i]->synced(c.partition(k)) ? " (synced)" : ""));
+    CHECK(sim.nodes[g]->fib_lookup(k) != fib::kFibMiss);
+  }
+  // Once every node resynced, the old entry goes.
+  sim.run_until_idle();
+  c.drain(nullptr);
+  CHECK(sim.nodes[1]->fib_lookup(k) == fib::kFibMiss);
+  CHECK(sim.nodes[2]->fib_lookup(k) != fib::kFibMiss);
+  check_converged_state(sim, c);
+}
+
 // ---- chaos: random faults under a random workload ---------------------------
 
 namespace {
