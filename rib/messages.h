@@ -75,9 +75,10 @@ struct FibBatch {
   uint32_t owner = 0;
   std::vector<FibEntry> install;  // insert or overwrite (idempotent)
   std::vector<FlowKey> remove;    // absent keys are fine
-  // Reconcile (an owner's first batch after a restart): after the installs,
-  // the node removes every entry of these partitions that this batch did
-  // not install (stale entries of moves whose removal the crash lost).
+  // Reconcile (a restarted owner's re-push once the members resynced, a
+  // re-push to a member back after it was down): after the installs, the
+  // node removes every entry of these partitions that this batch did not
+  // install (stale entries of moves whose removal the crash lost).
   std::vector<uint32_t> reconcile;
 };
 

@@ -627,8 +627,9 @@ void Owner::set_live(uint32_t node, bool live, uint64_t now_us) {
     for (auto it = repush_.begin(); it != repush_.end();)
       it = it->second.node == node ? repush_.erase(it) : std::next(it);
     ++stats_.member_repushes;
-    repush_to(node, now_us);
+    repush_to(node, now_us, !reconcile_held_);
   }
+  if (before != live_mask_ && !live) maybe_reconcile(now_us);  // one fewer to wait for
 }
 
 StreamPos Owner::min_applied(uint32_t partition) const {
@@ -656,6 +657,17 @@ void Owner::on_applied(uint32_t node, uint32_t partition, StreamPos pos, uint64_
   StreamPos& a = applied_[partition][node];
   if (a < pos) a = pos;
   check_converged(partition, now_us);
+  maybe_reconcile(now_us);
+}
+
+void Owner::maybe_reconcile(uint64_t now_us) {
+  if (!reconcile_held_) return;
+  if (now_us < reconcile_deadline_us_)
+    for (const uint32_t p : spec_.partitions_of(opt_.self))
+      if (!converged(p, StreamPos{epoch_, 0})) return;
+  reconcile_held_ = false;
+  for (const Member& m : spec_.members)
+    if ((live_mask_ >> m.id & 1u) || m.id == opt_.self) repush_to(m.id, now_us, true);
 }
 
 void Owner::check_converged(uint32_t partition, uint64_t now_us) {
@@ -746,13 +758,15 @@ void Owner::fib_entries_for(uint32_t partition, uint32_t for_node, std::vector<F
     }
 }
 
-void Owner::send_repush(uint32_t n, FibBatch&& fb, uint64_t now_us) {
+void Owner::send_repush(uint32_t n, FibBatch&& fb, uint64_t now_us, bool reconcile) {
   fb.batch_id = next_batch_++;
   fb.owner = opt_.self;
   RepushWait& w = repush_[fb.batch_id];
   w.node = n;
   w.sent_us = now_us;
   w.partitions = fb.reconcile;
+  w.reconcile = reconcile;
+  if (!reconcile) fb.reconcile.clear();
   w.keys.reserve(fb.install.size());
   for (const FibEntry& e : fb.install) w.keys.push_back(e.key);
   ++stats_.repush_batches;
@@ -760,10 +774,14 @@ void Owner::send_repush(uint32_t n, FibBatch&& fb, uint64_t now_us) {
 }
 
 void Owner::repush(uint64_t now_us) {
-  for (const Member& m : spec_.members) repush_to(m.id, now_us);
+  // RECONCILE: installs now, the reconcile once the members resynced.
+  reconcile_held_ = true;
+  reconcile_deadline_us_ = now_us + kRepushAckWait * opt_.fib_timeout_ms * 1000;
+  for (const Member& m : spec_.members) repush_to(m.id, now_us, false);
+  maybe_reconcile(now_us);  // no partition, or no other live member
 }
 
-void Owner::repush_to(uint32_t node, uint64_t now_us) {
+void Owner::repush_to(uint32_t node, uint64_t now_us, bool reconcile) {
   // Reconciling batches: every entry of our partitions `node` should hold
   // (what a snapshot would carry: fib_entries_for); it drops the rest of
   // those partitions. A batch is self-contained (it reconciles exactly the
@@ -776,11 +794,11 @@ void Owner::repush_to(uint32_t node, uint64_t now_us) {
     fib_entries_for(p, node, &b.install);
     b.reconcile.push_back(p);
     if (b.install.size() >= std::max<uint32_t>(1, opt_.repush_chunk)) {
-      send_repush(node, std::move(b), now_us);
+      send_repush(node, std::move(b), now_us, reconcile);
       b = FibBatch{};
     }
   }
-  if (!b.reconcile.empty()) send_repush(node, std::move(b), now_us);
+  if (!b.reconcile.empty()) send_repush(node, std::move(b), now_us, reconcile);
 }
 
 Status Owner::pump(uint64_t now_us) {
@@ -813,14 +831,16 @@ Status Owner::pump(uint64_t now_us) {
     for (const uint64_t id : again) {
       const auto it = repush_.find(id);
       const uint32_t n = it->second.node;
+      const bool reconcile = it->second.reconcile;
       FibBatch b;
       b.reconcile = std::move(it->second.partitions);
       repush_.erase(it);
       for (const uint32_t p : b.reconcile) fib_entries_for(p, n, &b.install);
       ++stats_.repush_resends;
-      send_repush(n, std::move(b), now_us);
+      send_repush(n, std::move(b), now_us, reconcile);
     }
   }
+  maybe_reconcile(now_us);  // the deadline (RECONCILE)
   if (!parked_.empty()) answer_parked();
   if (now_us >= cleanup_retry_us_ && cleanups_pending()) retry_cleanups(now_us);
   while (!flight_.empty() && now_us - flight_.front().t0_us > uint64_t(opt_.fib_timeout_ms) * 1000)
@@ -908,12 +928,14 @@ bool Owner::cleanups_pending() const {
 }
 
 bool Owner::repush_pending_for(const FlowKey& k) const {
-  if (repush_.empty()) return false;
   // A deleted session: the reconcile of every node removes its entry.
   uint32_t mask = member_mask_;
   uint64_t h = 0;
   partition_of_key(k, &h);
-  if (const SessionRec* r = find(k)) mask = placement(*r, h);
+  const SessionRec* r = find(k);
+  if (r == nullptr && reconcile_held_) return true;  // its reconcile is not sent yet (RECONCILE)
+  if (repush_.empty()) return false;
+  if (r != nullptr) mask = placement(*r, h);
   mask &= live_mask_;  // a node that is not live resyncs when it returns
   for (const auto& [id, w] : repush_)
     if (mask >> w.node & 1u) return true;

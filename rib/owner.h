@@ -67,6 +67,13 @@
 // the new epoch and fetch a snapshot (rib/follower.h). After recovery the
 // owner re-pushes every record's FIB entries (installs are idempotent) to
 // relearn teid_ul and to repair entries whose ack was lost in the crash.
+// The re-push that also REMOVES the entries the RIB does not hold (a
+// move's old entry whose removal after convergence the crash lost, a
+// deleted session's) waits until every live member applied the new epoch
+// in every partition of this owner, at most kRepushAckWait x
+// fib_timeout_ms (RECONCILE below): until a member resynced, its GPT may
+// still steer a moved session to the old handler, and removing the old
+// entry then would black-hole it (make-before-break).
 //
 // FAILURES: an op whose FIB ack does not come within fib_timeout_ms fails
 // with kUnavailable; its WAL record is compensated (the previous state is
@@ -370,7 +377,9 @@ class Owner {
   void pop_done_front();  // evicts the oldest entry of the dedup window
   void reply_now(const ClientOp& op, Status st, const SessionRec* rec, uint32_t part);
   void repush(uint64_t now_us);                      // to every member (after a restart)
-  void repush_to(uint32_t node, uint64_t now_us);  // our partitions, reconciled
+  // Our partitions' entries for `node`; reconcile: it also drops the other
+  // entries of those partitions (not while reconcile_held_: RECONCILE).
+  void repush_to(uint32_t node, uint64_t now_us, bool reconcile);
 
   ClusterSpec spec_;
   OwnerOptions opt_;
@@ -414,10 +423,25 @@ class Owner {
   struct RepushWait {
     uint32_t node = 0;
     std::vector<FlowKey> keys;
-    std::vector<uint32_t> partitions;
+    std::vector<uint32_t> partitions;  // what it carries the entries of
+    bool reconcile = true;             // and reconciles
     uint64_t sent_us = 0;
   };
-  void send_repush(uint32_t node, FibBatch&& b, uint64_t now_us);
+  // b.reconcile names the partitions whose entries b carries; !reconcile:
+  // sent as plain installs.
+  void send_repush(uint32_t node, FibBatch&& b, uint64_t now_us, bool reconcile);
+  // RECONCILE: the restart re-push installs at once but reconciles (drops
+  // the entries our RIB does not hold: a move's old entry whose removal
+  // the crash lost, a deleted session's) only once every live member
+  // applied our new epoch in every partition we own (it resynced: its GPT
+  // no longer steers to such an entry), or kRepushAckWait x
+  // fib_timeout_ms after the restart. Until then a member seen live again
+  // gets plain installs too; then every live member gets the reconciling
+  // re-push. A retry of a done op on a key we hold no record of (a delete)
+  // is answered only after it (repush_pending_for).
+  bool reconcile_held_ = false;
+  uint64_t reconcile_deadline_us_ = 0;
+  void maybe_reconcile(uint64_t now_us);
   // The FIB entries `for_node` holds of a partition at the current head,
   // as they will be once the groups in flight land (snapshot()'s FIB part).
   void fib_entries_for(uint32_t partition, uint32_t for_node, std::vector<FibEntry>* out) const;
