@@ -347,6 +347,15 @@ TEST_CASE("upstream TEID file", "[gen]") {
   std::istringstream bad("1,198.19.0.1,198.18.0.1,4000\n");
   Status st = parse_upstream_teids(bad, "u", &v);
   CHECK(test::has(st.message(), "u:1"));
+  // SCTP and UDP-Lite: refused as in session files (no header written).
+  for (const char* proto : {"132", "136"}) {
+    std::istringstream sctp(std::string("7,198.19.0.2,198.18.0.2,0,0,") + proto + "\n");
+    st = parse_upstream_teids(sctp, "u", &v);
+    INFO(st.message());
+    CHECK(test::has(st.message(), std::string("u:1: proto ") + proto));
+  }
+  std::istringstream icmp("7,198.19.0.2,198.18.0.2,0,0,1\n");
+  CHECK(parse_upstream_teids(icmp, "u", &v).ok());
   // Leading zeros stay decimal (never octal), as in session files and sb-ctl.
   std::istringstream zeros("0100,198.19.0.1,198.18.0.1,0080,80,udp\n");
   REQUIRE(parse_upstream_teids(zeros, "u", &v).ok());

@@ -138,6 +138,12 @@ Status parse_upstream_teids(std::istream& in, const std::string& name, std::vect
     u.t = Tuple{ue.value(), sv.value(), uint16_t(up.value()), uint16_t(spo.value()), pr.value()};
     if (l4_len(u.t.proto) == 0 && (u.t.src_port || u.t.dst_port))
       return err(Status::InvalidArgument("ports given for a protocol without ports"));
+    // As in session files: the gateway and the sink read ports for these
+    // too, from a frame where sb-gen wrote no header for them (its marker).
+    if (u.t.proto == 132 || u.t.proto == 136)
+      return err(Status::InvalidArgument("proto " + std::to_string(u.t.proto) +
+                                         ": the gateway keys sctp (132) and udp-lite (136) by ports, and sb-gen "
+                                         "writes no header for them"));
     out->push_back(u);
   }
   return Status::Ok();
