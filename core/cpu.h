@@ -23,6 +23,16 @@ inline bool cpu_has_bmi2() {
 #endif
 }
 
+// An AMD core: tuning that differs by vendor (measured, not a feature), e.g.
+// the cuckoo FIB's prefetch window (fib/cuckoo_fib.cc).
+inline bool cpu_is_amd() {
+#if defined(__x86_64__)
+  return __builtin_cpu_is("amd");
+#else
+  return false;
+#endif
+}
+
 // "portable" or "native": what -march the build used (BENCHMARKS.md `build`).
 inline const char* build_kind() {
 #if defined(SB_NATIVE_BUILD)

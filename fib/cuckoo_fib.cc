@@ -7,6 +7,8 @@
 #include <new>
 #include <vector>
 
+#include "core/cpu.h"
+
 namespace sb::fib {
 
 namespace {
@@ -74,9 +76,31 @@ void CuckooFibT<L>::lookup_keys(const FlowKey* keys, size_t n, uint32_t* out) co
   lookup_impl<true>(keys, nullptr, n, out);
 }
 
-// kHashHere: phase 1 hashes key i and starts its two bucket reads before it
-// hashes key i + 1, so the hashing of the burst overlaps the memory round
-// instead of preceding it.
+// kHashHere: the key is hashed where its bucket reads are started, so the
+// hashing of the burst overlaps the memory reads instead of preceding them.
+//
+// Layout3 (the default) keeps a window of ahead_ keys whose two bucket
+// lines are in flight: the reads of key i + ahead_ start just before key i
+// is probed. With ahead_ >= n every read of the burst starts before the
+// first probe. Which is faster depends on the core (fib/README.md
+// "prefetch window"), 16M keys, bursts of 32, raw keys:
+// - AMD EPYC (Zen 4) VM, a stand-alone copy of this loop: the whole burst
+//   up front 19-21 Mops; a window of 4 keys 25, 6 keys 30, 8 keys 32-34,
+//   10 keys 30-33, 12 keys 28-31, 16 keys 29, 24 keys 23-25. The loop's
+//   own ceiling (2 lines per key read, nothing else) is ~104 M lines/s at
+//   ~230 ns: about 24 lines in flight. Prefetches past that wait for a
+//   free miss buffer and hold up the work behind them, and the up-front
+//   burst then left the buffers idle while its probe phase ran.
+// - The Intel VM of the earlier sessions (fib/README.md, 2026-11-24
+//   eleventh session): the whole burst up front 55 Mops; a window of 8,
+//   16 and 24 keys 31, 42 and 51.
+// So the default is a window of kPrefetchAheadAmd keys on AMD cores and
+// the whole burst elsewhere; set_prefetch_ahead() overrides it.
+template <class L>
+size_t CuckooFibT<L>::default_prefetch_ahead() {
+  return cpu_is_amd() ? kPrefetchAheadAmd : kMaxBurst;
+}
+
 template <class L>
 template <bool kHashHere>
 void CuckooFibT<L>::lookup_impl(const FlowKey* keys, const uint64_t* hashes_in, size_t n,
@@ -86,16 +110,18 @@ void CuckooFibT<L>::lookup_impl(const FlowKey* keys, const uint64_t* hashes_in, 
   uint64_t b1[kMaxBurst], b2[kMaxBurst];
   uint64_t hbuf[kMaxBurst];
   const uint64_t* hashes = kHashHere ? hbuf : hashes_in;
-  // Phase 1: both buckets of every key, prefetched (one memory round).
-  for (size_t i = 0; i < n; ++i) {
+  auto start = [&](size_t i) {
     if constexpr (kHashHere) hbuf[i] = hash(keys[i]);
     buckets_of(hashes[i], &b1[i], &b2[i]);
     prefetch_r(&buckets_[b1[i]]);
     prefetch_r(&buckets_[b2[i]]);
-  }
+  };
   if constexpr (L::kInline) {
-    // Phase 2: versions, keys and values are in the two lines just fetched.
+    size_t head = 0;
+    for (const size_t d = ahead_; head < n && head < d; ++head) start(head);
+    // Versions, keys and values are in the two lines fetched for key i.
     for (size_t i = 0; i < n; ++i) {
+      if (head < n) start(head++);
       const uint32_t s1 = ver_begin(b1[i]), s2 = ver_begin(b2[i]);
       const uint64_t lo = keys[i].lo(), hi = keys[i].hi();
       const unsigned m1 = match(b1[i], lo, hi), m2 = match(b2[i], lo, hi);
@@ -115,6 +141,9 @@ void CuckooFibT<L>::lookup_impl(const FlowKey* keys, const uint64_t* hashes_in, 
       out[i] = r;
     }
   } else {
+    // Layout4: phase 1 starts every key's bucket reads (one memory round),
+    // phase 2 probes and prefetches the value lines, phase 3 reads them.
+    for (size_t i = 0; i < n; ++i) start(i);
     uint32_t s1[kMaxBurst], s2[kMaxBurst];
     uint64_t vb[kMaxBurst];
     unsigned vs[kMaxBurst];

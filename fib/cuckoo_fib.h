@@ -107,6 +107,11 @@ class CuckooFibT final : public Fib {
   static constexpr unsigned kSlots = L::kSlots;
   static constexpr uint32_t kStripes = 4096;  // Layout4 only
   static constexpr uint32_t kMaxBfsBuckets = 2048;
+  // Keys whose bucket lines are in flight ahead of the probe in Layout3
+  // bulk lookups (the measurements are at lookup_impl in cuckoo_fib.cc):
+  // 8 on AMD cores, the whole burst up front (kMaxBurst) elsewhere.
+  static constexpr size_t kPrefetchAheadAmd = 8;
+  static size_t default_prefetch_ahead();
   static_assert(sizeof(Bucket) == 64 && alignof(Bucket) == 64, "one bucket = one cache line");
 
   // Sized for `capacity` keys at the layout's design load (more may fit;
@@ -150,6 +155,13 @@ class CuckooFibT final : public Fib {
   void for_each(const std::function<void(const FlowKey&, uint32_t)>& f) const override;
 
   uint64_t num_buckets() const { return nb_; }
+  // The prefetch window of bulk lookups: 1..kMaxBurst keys (0 or more than
+  // kMaxBurst: kMaxBurst, the whole burst up front). Set before lookups
+  // start (not synchronized with readers); the answers never depend on it.
+  void set_prefetch_ahead(size_t keys) {
+    ahead_ = (keys == 0 || keys > kMaxBurst) ? kMaxBurst : keys;
+  }
+  size_t prefetch_ahead() const { return ahead_; }
   uint64_t moves() const { return moves_; }  // keys displaced by inserts so far
   // Called inside every write window (versions odd) of inserts and moves.
   void set_write_stall_hook(std::function<void()> f) { stall_ = std::move(f); }
@@ -228,6 +240,7 @@ class CuckooFibT final : public Fib {
   bool find(const FlowKey& key, uint64_t h, uint64_t* b, int* s) const;
 
   uint64_t nb_ = 0, n_ = 0, moves_ = 0;
+  size_t ahead_ = default_prefetch_ahead();
   uint64_t salt1_ = 0, salt2_ = 0;
   LargeArray<Bucket> buckets_;
   LargeArray<uint32_t> values_;  // Layout4 only

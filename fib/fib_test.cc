@@ -135,6 +135,56 @@ TEST_CASE("fib: every key found, absent keys miss, 16M keys", "[fib][large]") {
   }
 }
 
+// The bulk lookups keep a window of keys in flight ahead of the probe
+// (cuckoo: kPrefetchAhead): bursts shorter than the window, as long, and
+// every length up to kMaxBurst, at every offset into the key list, give
+// the answers of a burst of one, hits and misses mixed.
+TEST_CASE("fib: every burst length gives the single-key answers", "[fib]") {
+  const uint64_t seed = test_seed(29);
+  const size_t n = 4096;
+  for (Backend kind : kKinds) {
+    INFO(kind_name(kind));
+    Env e = make_env(kind, uint32_t(n), seed);
+    const auto keys = make_keys(n, seed);
+    std::vector<uint32_t> idx(n);
+    for (size_t i = 0; i < n; ++i) idx[i] = e.table->add({keys[i], uint32_t(i), 0, 5}).value();
+    REQUIRE(e.fib->build(keys.data(), idx.data(), n).ok());
+    // Present and absent keys alternate in runs of 1..5.
+    const auto absent = make_absent_keys(n, seed);
+    std::vector<FlowKey> q;
+    std::vector<uint32_t> want;
+    for (size_t i = 0, a = 0, p = 0; q.size() < 2 * kMaxBurst + 7; ++i) {
+      for (size_t r = 0; r < 1 + i % 5; ++r) { q.push_back(keys[p]); want.push_back(idx[p++]); }
+      for (size_t r = 0; r < 1 + (i * 3) % 5; ++r) { q.push_back(absent[a++]); want.push_back(kFibMiss); }
+    }
+    // The cuckoo's prefetch window: one key, the AMD default, the whole
+    // burst, and this machine's default last.
+    std::vector<size_t> windows{0};
+    if (auto* c = dynamic_cast<CuckooFib*>(e.fib.get())) {
+      windows = {1, CuckooFib::kPrefetchAheadAmd, kMaxBurst, CuckooFib::default_prefetch_ahead()};
+      CHECK(c->prefetch_ahead() == CuckooFib::default_prefetch_ahead());
+    }
+    size_t wrong = 0, calls = 0;
+    for (size_t w : windows) {
+      INFO("prefetch window " << w);
+      if (auto* c = dynamic_cast<CuckooFib*>(e.fib.get())) c->set_prefetch_ahead(w);
+      for (size_t len = 1; len <= kMaxBurst; ++len) {
+        for (size_t off = 0; off + len <= q.size(); off += 1 + len / 3) {
+          uint64_t h[kMaxBurst];
+          uint32_t bulk[kMaxBurst], raw[kMaxBurst];
+          for (size_t k = 0; k < len; ++k) h[k] = e.fib->hash(q[off + k]);
+          e.fib->lookup_bulk(&q[off], h, len, bulk);
+          e.fib->lookup_keys(&q[off], len, raw);
+          for (size_t k = 0; k < len; ++k) wrong += (bulk[k] != want[off + k]) + (raw[k] != want[off + k]);
+          ++calls;
+        }
+      }
+    }
+    CHECK(calls > 1000);
+    CHECK(wrong == 0);
+  }
+}
+
 TEST_CASE("fib: model-based insert/update/erase vs unordered_map", "[fib]") {
   const uint64_t seed = test_seed(23);
   for (Backend kind : kKinds) {

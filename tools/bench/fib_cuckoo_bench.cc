@@ -4,6 +4,9 @@
 //   cuckoo4  (2,4): four keys per line, values in the separate value array
 //   cuckoo_bulk  cuckoo with the hashes computed before the call (the
 //                node's lookup_bulk), for comparison with lookup_keys
+//   cuckoo_upfront, cuckoo_ahead8  cuckoo with its prefetch window set to
+//                the whole burst / 8 keys instead of this CPU's default
+//                (fib/cuckoo_fib.cc lookup_impl), to compare in one run
 // The harness's value is stored as the slot's value (the session index in
 // the node).
 #include <memory>
@@ -20,7 +23,8 @@
 namespace sb::bench {
 namespace {
 
-template <class Fib, bool kRawKeys = true>
+// kAhead: the prefetch window (0: the CPU's default).
+template <class Fib, bool kRawKeys = true, size_t kAhead = 0>
 class CuckooFibBench final : public FibBenchImpl {
  public:
   Status build(const FlowKey* keys, const uint32_t* values, size_t n, const FibBenchConfig& c) override {
@@ -29,6 +33,7 @@ class CuckooFibBench final : public FibBenchImpl {
     auto f = Fib::create(n, seed_);
     if (!f.ok()) return f.status();
     fib_ = std::move(f).value();
+    if (kAhead != 0) fib_->set_prefetch_ahead(kAhead);
     return fib_->build(keys, values, n);
   }
   // Raw keys in: lookup_keys() hashes each key inside its first pass, as
@@ -65,6 +70,7 @@ class CuckooFibBench final : public FibBenchImpl {
     r.set("buckets", fib_->num_buckets())
         .set("cuckoo_moves", fib_->moves())
         .set("read_retries", fib_->read_retries());
+    if (Fib::kSlots == 3) r.set("prefetch_ahead", uint64_t(fib_->prefetch_ahead()));
   }
 
  private:
@@ -77,6 +83,13 @@ SB_REGISTER_FIB_IMPL("cuckoo", [] { return std::make_unique<CuckooFibBench<fib::
 SB_REGISTER_FIB_IMPL("cuckoo4", [] { return std::make_unique<CuckooFibBench<fib::CuckooFib4>>(); });
 // The node's call (hashes computed before the lookup), for comparison.
 SB_REGISTER_FIB_IMPL("cuckoo_bulk", [] { return std::make_unique<CuckooFibBench<fib::CuckooFib, false>>(); });
+// The two prefetch windows, whatever this CPU's default.
+SB_REGISTER_FIB_IMPL("cuckoo_upfront", [] {
+  return std::make_unique<CuckooFibBench<fib::CuckooFib, true, kMaxBurst>>();
+});
+SB_REGISTER_FIB_IMPL("cuckoo_ahead8", [] {
+  return std::make_unique<CuckooFibBench<fib::CuckooFib, true, fib::CuckooFib::kPrefetchAheadAmd>>();
+});
 
 }  // namespace
 }  // namespace sb::bench
