@@ -43,8 +43,23 @@ void* map_large(size_t bytes, PageKind want, PageKind* got) {
     if (p != MAP_FAILED) { *got = PageKind::k2M; return p; }
     want = PageKind::kTHP;  // no free hugetlb pages: fall back, and say so via *got
   }
-  p = mmap(nullptr, len, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
-  if (p == MAP_FAILED) return nullptr;
+  if (want == PageKind::kTHP) {
+    // Transparent huge pages back only the 2 MiB-aligned 2 MiB ranges of a
+    // mapping, and mmap() aligns to 4 KiB: map 2 MiB more, keep the
+    // aligned part, so every byte of the array can sit on a huge page
+    // (unaligned, the first and last partial 2 MiB of it could not).
+    if (len > SIZE_MAX - k2M) return nullptr;
+    p = mmap(nullptr, len + k2M, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+    if (p == MAP_FAILED) return nullptr;
+    const uintptr_t a = (reinterpret_cast<uintptr_t>(p) + k2M - 1) & ~uintptr_t(k2M - 1);
+    const size_t head = a - reinterpret_cast<uintptr_t>(p);
+    if (head != 0) munmap(p, head);
+    if (k2M - head != 0) munmap(reinterpret_cast<void*>(a + len), k2M - head);
+    p = reinterpret_cast<void*>(a);
+  } else {
+    p = mmap(nullptr, len, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+    if (p == MAP_FAILED) return nullptr;
+  }
   *got = PageKind::k4K;
   if (want == PageKind::kTHP && madvise(p, len, MADV_HUGEPAGE) == 0) *got = PageKind::kTHP;
   return p;

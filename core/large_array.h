@@ -10,7 +10,9 @@
 // state it (BENCHMARKS.md "page_size").
 //
 // Thread safety: like a std::vector (no internal synchronization).
-// Space: the mapping is rounded up to 2 MiB.
+// Space: the mapping is rounded up to 2 MiB; THP mappings start on a 2 MiB
+// boundary (so all of the array can sit on huge pages, also on kernels
+// before 6.7, which align only file mappings).
 #pragma once
 
 #include <cstddef>

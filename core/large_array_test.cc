@@ -1,7 +1,10 @@
 #include "core/large_array.h"
 
+#include <sys/mman.h>
+
 #include <catch2/catch.hpp>
 
+#include <cerrno>
 #include <cstdint>
 #include <new>
 
@@ -34,4 +37,31 @@ TEST_CASE("large array: a size whose byte count overflows throws bad_alloc", "[l
   CHECK(a.size() == 0);
   PageKind got;
   CHECK(map_large(SIZE_MAX - 100, PageKind::kTHP, &got) == nullptr);  // the 2 MiB round-up wraps
+}
+
+// THP backs only 2 MiB-aligned 2 MiB ranges: a THP mapping starts on a
+// 2 MiB boundary, spans exactly the rounded length (the extra 2 MiB mapped
+// to align it is given back), and every byte of it is usable.
+TEST_CASE("large array: THP mappings are 2 MiB-aligned and give back their alignment slack", "[large_array]") {
+  constexpr size_t k2M = size_t(2) << 20;
+  for (size_t bytes : {size_t(1), k2M - 1, k2M, k2M + 1, 5 * k2M + 12345}) {
+    INFO("bytes " << bytes);
+    PageKind got = PageKind::k2M;
+    auto* p = static_cast<unsigned char*>(map_large(bytes, PageKind::kTHP, &got));
+    REQUIRE(p != nullptr);
+    CHECK(got != PageKind::k2M);
+    CHECK(reinterpret_cast<uintptr_t>(p) % k2M == 0);
+    const size_t len = (bytes + k2M - 1) / k2M * k2M;
+    p[0] = 1;
+    p[len - 1] = 2;
+    CHECK(p[0] + p[len - 1] == 3);
+    // The page after the mapping is the start of the slack given back.
+    unsigned char v;
+    errno = 0;
+    CHECK(mincore(p + len, 4096, &v) == -1);
+    CHECK(errno == ENOMEM);
+    unmap_large(p, bytes);
+  }
+  LargeArray<uint64_t> a(3u << 20, PageKind::kTHP);
+  CHECK(reinterpret_cast<uintptr_t>(a.data()) % k2M == 0);
 }
