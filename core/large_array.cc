@@ -4,6 +4,8 @@
 
 #include <atomic>
 #include <cstdint>
+#include <cstdio>
+#include <cstring>
 
 namespace sb {
 
@@ -28,6 +30,25 @@ const char* page_kind_name(PageKind k) {
     case PageKind::k2M: return "2M";
   }
   return "?";
+}
+
+namespace {
+bool thp_enabled() {
+  static const bool on = [] {
+    std::FILE* f = std::fopen("/sys/kernel/mm/transparent_hugepage/enabled", "r");
+    if (f == nullptr) return false;
+    char buf[128] = {};
+    const size_t n = std::fread(buf, 1, sizeof buf - 1, f);
+    std::fclose(f);
+    buf[n] = 0;
+    return std::strstr(buf, "[never]") == nullptr && std::strchr(buf, '[') != nullptr;
+  }();
+  return on;
+}
+}  // namespace
+
+PageKind effective_page_kind(PageKind k) {
+  return (k == PageKind::kTHP && !thp_enabled()) ? PageKind::k4K : k;
 }
 
 void* map_large(size_t bytes, PageKind want, PageKind* got) {
@@ -61,7 +82,7 @@ void* map_large(size_t bytes, PageKind want, PageKind* got) {
     if (p == MAP_FAILED) return nullptr;
   }
   *got = PageKind::k4K;
-  if (want == PageKind::kTHP && madvise(p, len, MADV_HUGEPAGE) == 0) *got = PageKind::kTHP;
+  if (want == PageKind::kTHP && madvise(p, len, MADV_HUGEPAGE) == 0) *got = effective_page_kind(PageKind::kTHP);
   return p;
 }
 

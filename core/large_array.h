@@ -32,6 +32,12 @@ enum class PageKind : uint8_t { k4K, kTHP, k2M };
 void set_default_page_kind(PageKind k);
 PageKind default_page_kind();
 const char* page_kind_name(PageKind k);  // "4K", "THP", "2M"
+// The kind a kTHP request gets on this machine: k4K when the kernel's
+// transparent huge pages are off (/sys/kernel/mm/transparent_hugepage/
+// enabled says [never], or the file is missing), where madvise() still
+// succeeds but no huge page is ever used; other kinds unchanged. What
+// benchmarks report as their page_size.
+PageKind effective_page_kind(PageKind k);
 
 // Raw mapping: returns nullptr on failure (never throws; also when the
 // 2 MiB round-up of bytes does not fit size_t). `got` receives the

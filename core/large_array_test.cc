@@ -6,7 +6,9 @@
 
 #include <cerrno>
 #include <cstdint>
+#include <cstdio>
 #include <new>
+#include <string>
 
 using namespace sb;
 
@@ -64,4 +66,26 @@ TEST_CASE("large array: THP mappings are 2 MiB-aligned and give back their align
   }
   LargeArray<uint64_t> a(3u << 20, PageKind::kTHP);
   CHECK(reinterpret_cast<uintptr_t>(a.data()) % k2M == 0);
+}
+
+// page_size in benchmark lines: a THP request on a kernel with THP off is
+// 4 KiB pages, whatever madvise() says.
+TEST_CASE("large array: effective_page_kind follows the kernel's THP setting", "[large_array]") {
+  std::FILE* f = std::fopen("/sys/kernel/mm/transparent_hugepage/enabled", "r");
+  std::string mode;
+  if (f != nullptr) {
+    char buf[128] = {};
+    mode.assign(buf, std::fread(buf, 1, sizeof buf - 1, f));
+    std::fclose(f);
+  }
+  const bool on = mode.find('[') != std::string::npos && mode.find("[never]") == std::string::npos;
+  INFO("THP mode: " << mode);
+  CHECK(effective_page_kind(PageKind::kTHP) == (on ? PageKind::kTHP : PageKind::k4K));
+  CHECK(effective_page_kind(PageKind::k4K) == PageKind::k4K);
+  CHECK(effective_page_kind(PageKind::k2M) == PageKind::k2M);
+  PageKind got = PageKind::k2M;
+  void* p = map_large(1, PageKind::kTHP, &got);
+  REQUIRE(p != nullptr);
+  CHECK(got == effective_page_kind(PageKind::kTHP));
+  unmap_large(p, 1);
 }

@@ -341,7 +341,7 @@ int cmd_cluster_updates(int argc, char** argv) {
     // The nodes (sb-node --control-only, no EAL) hold their structures on
     // the default allocator, the page kind this process's default names.
     add_common(rec, "cluster-updates", std::string(rib::architecture_name(ho.architecture)),
-               page_kind_name(default_page_kind()), 1);
+               page_kind_name(effective_page_kind(default_page_kind())), 1);
     // capacity: sessions the cluster is sized for (GPT, RIB); value bits:
     // the GPT's (scalebricks), else the FIB's 32-bit session index.
     rec.set("capacity", ho.capacity).set("load_factor", double(live.size()) / double(ho.capacity))

@@ -75,7 +75,7 @@ Status dpdk_init(uint64_t mem_mb, bool simd128) {
   } else {
     bool ok = true;
     rte_memseg_list_walk(madvise_msl, &ok);
-    g_kind = ok ? "THP" : "4K";
+    g_kind = page_kind_name(ok ? effective_page_kind(PageKind::kTHP) : PageKind::k4K);
     set_default_page_kind(ok ? PageKind::kTHP : PageKind::k4K);
   }
   // sb-bench never tears EAL down (its pools live until exit); its

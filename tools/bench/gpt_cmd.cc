@@ -116,7 +116,7 @@ int cmd_gpt(int argc, char** argv) {
       return 1;
     }
   }
-  const std::string page = need_eal ? dpdk_page_kind() : page_kind_name(default_page_kind());
+  const std::string page = need_eal ? dpdk_page_kind() : page_kind_name(effective_page_kind(default_page_kind()));
 
   // ---- workload, outside every timed region ----
   const uint64_t n = cfg.keys;

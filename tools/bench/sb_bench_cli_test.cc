@@ -191,7 +191,7 @@ TEST_CASE("cluster-updates lines carry the common fields", "[bench][cluster]") {
     CHECK(has(c.out, x));
   // The nodes' structures are on the default allocator (sb-node
   // --control-only, no EAL): the page kind is that one, not a constant.
-  CHECK(has(c.out, std::string("\"page_size\": \"") + sb::page_kind_name(sb::default_page_kind()) + "\""));
+  CHECK(has(c.out, std::string("\"page_size\": \"") + sb::page_kind_name(sb::effective_page_kind(sb::default_page_kind())) + "\""));
 }
 
 TEST_CASE("pipeline bubble needs a core of its own", "[bench][dpdk]") {
