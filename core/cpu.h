@@ -27,6 +27,7 @@ inline bool cpu_has_bmi2() {
 // the cuckoo FIB's prefetch window (fib/cuckoo_fib.cc).
 inline bool cpu_is_amd() {
 #if defined(__x86_64__)
+  __builtin_cpu_init();  // also right when called from a static initializer
   return __builtin_cpu_is("amd");
 #else
   return false;
