@@ -1014,3 +1014,77 @@ TEST_CASE("ansible: site.yml --check before the first run passes and makes nothi
   }
   sh("rm -rf " + d);
 }
+
+TEST_CASE("ansible: stop.yml where sb-node was never installed has nothing to stop, and real errors still fail", "[ansible]") {
+  // The systemd_service module fails on a unit it cannot find ("Could not
+  // find the requested service sb-node"): stopping a cluster with a host
+  // that was never provisioned failed there. A stand-in systemctl keeps the
+  // unit's state in files: unit (installed), active, broken (systemctl
+  // cannot talk to systemd), stopfails.
+  const std::string d = tmpdir();
+  REQUIRE(sh("mkdir -p " + d + "/path " + d + "/state && cat > " + d + "/path/systemctl <<'EOF'\n#!/bin/sh\n"
+             "S=" + d + "/state\n"
+             "[ -e $S/broken ] && { echo 'System has not been booted with systemd as init system (PID 1).' >&2; exit 1; }\n"
+             "case \"$1\" in\n"
+             "  show) l=not-found; [ -e $S/unit ] && l=loaded; a=inactive; [ -e $S/active ] && a=active\n"
+             "        printf 'Id=sb-node.service\\nLoadState=%s\\nActiveState=%s\\n' $l $a ;;\n"
+             "  is-enabled) echo disabled; exit 1 ;;\n"
+             "  stop) echo stop >> $S/stops; [ -e $S/stopfails ] && { echo 'Job for sb-node.service failed' >&2; exit 1; }\n"
+             "        rm -f $S/active ;;\n"
+             "  *) exit 1 ;;\n"
+             "esac\nEOF\nchmod +x " + d + "/path/systemctl").rc == 0);
+  std::ofstream(d + "/hosts.yml") << "all:\n  children:\n    sb_nodes:\n      hosts:\n        n1:\n"
+                                     "  vars:\n    ansible_connection: local\n    service_mode: systemd\n"
+                                     "    install_dir: " << d << "/bin\n    pid_file: " << d << "/sb-node.pid\n";
+  const std::string play = "cd " + src() + "/ansible && PATH=" + d + "/path:$PATH ANSIBLE_CONFIG=ansible.cfg "
+                           "ANSIBLE_NOCOLOR=1 ansible-playbook -i " + d + "/hosts.yml stop.yml";
+  const std::string st = d + "/state/";
+  // Never installed: succeeds, says so, stops nothing.
+  Run r = sh(play);
+  INFO(r.out);
+  CHECK(r.rc == 0);
+  CHECK(has(r.out, "no systemd unit on this host (never installed): nothing to stop"));
+  CHECK(access((st + "stops").c_str(), F_OK) != 0);
+  CHECK(changed_count(r.out, "n1") == 0);
+  // Installed and running: stopped; then stopped already: nothing changes.
+  REQUIRE(sh("touch " + st + "unit " + st + "active").rc == 0);
+  r = sh(play + " --check");
+  INFO(r.out);
+  CHECK(r.rc == 0);
+  CHECK(has(r.out, "would be stopped (--check"));
+  CHECK(access((st + "active").c_str(), F_OK) == 0);
+  r = sh(play);
+  INFO(r.out);
+  CHECK(r.rc == 0);
+  CHECK(has(r.out, "\"sb-node: stopped\""));
+  CHECK(access((st + "active").c_str(), F_OK) != 0);
+  r = sh(play);
+  INFO(r.out);
+  CHECK(r.rc == 0);
+  CHECK(has(r.out, "\"sb-node: was not running\""));
+  CHECK(changed_count(r.out, "n1") == 0);
+  // Its unit file deleted while it still runs (not-found, active): stopped, not "nothing to stop".
+  REQUIRE(sh("rm " + st + "unit && touch " + st + "active").rc == 0);
+  r = sh(play);
+  INFO(r.out);
+  CHECK(r.rc == 0);
+  CHECK(has(r.out, "stopped (its unit file was gone)"));
+  CHECK(access((st + "active").c_str(), F_OK) != 0);
+  // Real errors fail the run: systemctl that cannot reach systemd, a stop that fails.
+  REQUIRE(sh("touch " + st + "broken").rc == 0);
+  r = sh(play);
+  INFO(r.out);
+  CHECK(r.rc != 0);
+  CHECK(has(r.out, "System has not been booted with systemd"));
+  REQUIRE(sh("rm " + st + "broken && touch " + st + "unit " + st + "active " + st + "stopfails").rc == 0);
+  r = sh(play);
+  INFO(r.out);
+  CHECK(r.rc != 0);
+  CHECK(has(r.out, "Unable to stop service sb-node"));
+  // Supervised mode with no sb-supervise installed: nothing to stop either.
+  r = sh(play + " -e service_mode=supervised");
+  INFO(r.out);
+  CHECK(r.rc == 0);
+  CHECK(has(r.out, "sb-supervise is not installed (never installed): nothing to stop"));
+  sh("rm -rf " + d);
+}
