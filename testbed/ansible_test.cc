@@ -107,6 +107,7 @@ TEST_CASE("ansible: the systemd unit verifies", "[ansible]") {
              "/bin/sb-node").rc == 0);
   const Run t = sh("cd " + src() + "/ansible && ansible localhost -c local -m ansible.builtin.template -a "
                    "'src=roles/service/templates/sb-node.service.j2 dest=" + d + "/sb-node.service' "
+                   "-e @roles/service/defaults/main.yml "
                    "-e install_dir=" + d + "/bin -e config_path=/etc/sb/sb-node.yaml -e sb_node_args='' "
                    "-e sb_stop_timeout_s=30");
   INFO(t.out);
@@ -132,6 +133,71 @@ TEST_CASE("ansible: the systemd unit verifies", "[ansible]") {
   INFO(v.out);
   CHECK(v.rc == 0);
   sh("rm -rf " + d);
+}
+
+TEST_CASE("ansible: the systemd unit quotes its paths and arguments by systemd's rules", "[ansible]") {
+  // ExecStart had its paths unquoted: a space split a path into two
+  // arguments, a % was read as a unit specifier (%z: the unit does not load)
+  // and a $ as an environment variable. systemd-analyze verify loads the
+  // unit and checks the executable it parsed exists; the words are then
+  // read back by systemd's rules (systemd.syntax(7), systemd.service(5)):
+  // %% -> %, double-quoted words with C escapes, $$ -> $ in the arguments.
+  const std::string d = tmpdir();
+  const std::string bin = d + "/my bin %z $X";
+  const std::string cfg = d + "/conf dir/it's \"yes\" \\ 100% #1 ; ${HOME} $$/sb-node.yaml";
+  REQUIRE(sh("mkdir -p '" + bin + "' && printf '#!/bin/sh\\n' > '" + bin + "/sb-node' && chmod +x '" + bin +
+             "/sb-node'").rc == 0);
+  // The variables as JSON (-e @file): no shell or k=v quoting in the way.
+  auto json = [](const std::string& v) {
+    std::string o = "\"";
+    for (char c : v) {
+      if (c == '"' || c == '\\') o += '\\';
+      o += c;
+    }
+    return o + "\"";
+  };
+  std::ofstream(d + "/vars.json") << "{\"install_dir\": " << json(bin) << ", \"config_path\": " << json(cfg)
+                                  << ", \"sb_node_args\": \"--control-only  --x=a%b ;\", \"sb_stop_timeout_s\": 30}";
+  const Run t = sh("cd " + src() + "/ansible && ansible localhost -c local -m ansible.builtin.template -a "
+                   "'src=roles/service/templates/sb-node.service.j2 dest=" + d + "/sb-node.service' "
+                   "-e @roles/service/defaults/main.yml -e @" + d + "/vars.json");
+  INFO(t.out);
+  REQUIRE(t.rc == 0);
+  const std::string unit = sh("cat " + d + "/sb-node.service").out;
+  INFO(unit);
+  const Run v = sh("systemd-analyze verify " + d + "/sb-node.service");
+  INFO(v.out);
+  CHECK(v.rc == 0);
+  CHECK_FALSE(has(v.out, "Invalid URL"));  // Documentation=file:... percent-encoded
+  std::ofstream(d + "/argv.py") << R"PY(
+import sys
+line = [l for l in open(sys.argv[1]) if l.startswith('ExecStart=')][0][len('ExecStart='):].rstrip('\n')
+assert '%' not in line.replace('%%', ''), 'a lone % is a unit specifier'
+line = line.replace('%%', '%')
+esc = {'n': '\n', 't': '\t', 'r': '\r', '\\': '\\', '"': '"', "'": "'"}
+words, i = [], 0
+while i < len(line):
+    if line[i] in ' \t':
+        i += 1
+        continue
+    assert line[i] == '"', 'every word quoted: ' + line[i:]
+    i, w = i + 1, ''
+    while line[i] != '"':
+        if line[i] == '\\':
+            w, i = w + esc[line[i + 1]], i + 2
+        else:
+            w, i = w + line[i], i + 1
+    words.append(w)
+    i += 1
+args = words[1:]
+assert all('$' not in a.replace('$$', '') for a in args), 'a lone $ is a variable'
+print('\n'.join([words[0]] + [a.replace('$$', '$') for a in args]))
+)PY";
+  const Run a = sh("python3 " + d + "/argv.py " + d + "/sb-node.service");
+  INFO(a.out);
+  CHECK(a.rc == 0);
+  CHECK(a.out == bin + "/sb-node\n--config\n" + cfg + "\n--control-only\n--x=a%b\n;\n");
+  sh("rm -rf '" + d + "'");
 }
 
 TEST_CASE("sb-supervise: start, keep alive, status, stop by PID file", "[ansible]") {
@@ -486,6 +552,11 @@ TEST_CASE("ansible: a bad inventory fails clearly before anything is rendered or
        "mac (a unicast MAC"},
       {"all-zero enb port MAC", "enb: net_null2}", "enb: {device: net_null2, mac: \"00:00:00:00:00:00\"}}",
        "mac (a unicast MAC"},
+      // systemd takes no executable from these paths (ExecStart is install_dir/sb-node).
+      {"install_dir with a trailing slash", "    ansible_connection: local\n",
+       "    ansible_connection: local\n    install_dir: /opt/sb/bin/\n", "install_dir '/opt/sb/bin/': the systemd unit"},
+      {"install_dir with a backslash", "    ansible_connection: local\n",
+       "    ansible_connection: local\n    install_dir: /opt/s\\b\n", "install_dir '/opt/s"},
   };
   for (const Bad& b : bad) {
     INFO(b.what);
