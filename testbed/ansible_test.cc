@@ -1159,3 +1159,66 @@ TEST_CASE("ansible: stop.yml where sb-node was never installed has nothing to st
   CHECK(has(r.out, "sb-supervise is not installed (never installed): nothing to stop"));
   sh("rm -rf " + d);
 }
+
+namespace {
+std::string replace_all(std::string s, const std::string& from, const std::string& to) {
+  for (size_t p = s.find(from); p != std::string::npos; p = s.find(from, p + to.size())) s.replace(p, from.size(), to);
+  return s;
+}
+}  // namespace
+
+TEST_CASE("ansible: strings in the node's YAML stay strings, numbers stay numbers", "[ansible]") {
+  // The template wrote paths and names as plain YAML scalars: a data_dir
+  // with " #" lost its end as a comment (sb-node silently used another
+  // directory), ": " broke the mapping, and yes, null, ~ or 012 meant
+  // something else to a YAML reader (yaml-cpp reads a plain null as no
+  // value at all). Every string is now a double-quoted YAML string; numbers
+  // given as strings (-e sb_mtu=1500) are still written as numbers, and a
+  // value that is no number is quoted (sb-node refuses it by name) instead
+  // of being pasted into the file.
+  const std::string d = tmpdir();
+  const std::string data = d + "/n1/data #1/yes: no/012";
+  const std::string key = d + "/n1/keys 'x' \"y\" % ~/node.key";
+  std::ofstream(d + "/hosts.yml")
+      << "all:\n  children:\n    sb_nodes:\n      hosts:\n        n1:\n          ansible_host: 127.0.0.1\n"
+         "          node_id: 1\n          fabric_mac: \"02:00:00:00:02:01\"\n          s1u_ip: 198.18.9.11\n"
+         "  vars:\n    ansible_connection: local\n    keys_dir: " << d << "/keys\n"
+         "    sb_ctl_local: " SB_BUILD_DIR "/bin/sb-ctl\n    sb_cluster_name: \"null\"\n"
+         "    data_dir: '" << data << "'\n    key_file: '" << replace_all(key, "'", "''") << "'\n"
+         "    config_path: " << d << "/n1/etc/sb-node.yaml\n"
+         "    ports: {ext: {device: net_null0, queues: \"1\"}, fabric: net_null1, enb: net_null2}\n"
+         "    ext_next_hop_mac: \"02:00:00:00:ee:01\"\n    enb_next_hop_mac: \"02:00:00:00:eb:01\"\n"
+         "    sb_hugepages: false\n    sb_memory_mb: 256\n    sb_lcores: \"0\"\n";
+  const std::string play = local_play(d, "keys, config");
+  Run r = sh(play + " -e sb_mtu=1500");  // -e k=v: a string
+  INFO(r.out);
+  REQUIRE(r.rc == 0);
+  const std::string cfg = d + "/n1/etc/sb-node.yaml";
+  INFO(sh("cat " + cfg).out);
+  // A YAML 1.1 reader (PyYAML: yes/no are booleans, 012 octal, ~ null)
+  // reads back exactly the strings and numbers meant.
+  const Run y = sh("python3 -c 'import sys, yaml; c = yaml.safe_load(open(sys.argv[1])); n = c[\"node\"]; "
+                   "print(repr([c[\"cluster\"][\"name\"], n[\"data_dir\"], n[\"key_file\"], n[\"file_prefix\"], "
+                   "n[\"lcores\"], n[\"s1u_ip\"], n[\"id\"], n[\"mtu\"], n[\"memory_mb\"], n[\"ports\"][\"ext\"][\"queues\"], "
+                   "n[\"hugepages\"], c[\"cluster\"][\"partitions\"], c[\"cluster\"][\"members\"][0][\"weight\"]]))' " + cfg);
+  INFO(y.out);
+  REQUIRE(y.rc == 0);
+  const std::string want_data = replace_all(data, "'", "\\'"), want_key = replace_all(key, "'", "\\'");
+  CHECK(y.out == "['null', '" + want_data + "', '" + want_key +
+                     "', 'null-1', '0', '198.18.9.11', 1, 1500, 256, 1, False, 1024, 1]\n");
+  // sb-node reads it (its EAL file prefix from the quoted name).
+  Run v = sh(SB_BUILD_DIR "/bin/sb-node --config '" + cfg + "' --print-eal");
+  INFO(v.out);
+  CHECK(v.rc == 0);
+  CHECK(has(v.out, "--file-prefix\nnull-1\n"));
+  // Not a number: quoted, and sb-node names the field.
+  r = sh(play + " -e '{\"sb_mtu\": \"1500\\nfoo: 1 # x\"}'");
+  INFO(r.out);
+  REQUIRE(r.rc == 0);
+  CHECK(has(sh("cat " + cfg).out, "\n  mtu: \"1500\\nfoo: 1 # x\"\n"));
+  v = sh(SB_BUILD_DIR "/bin/sb-node --config '" + cfg + "' --print-eal");
+  INFO(v.out);
+  CHECK(v.rc == 3);
+  CHECK(has(v.out, "node.mtu: bad value"));
+  sh("rm -rf " + d);
+}
