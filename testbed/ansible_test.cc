@@ -602,7 +602,7 @@ TEST_CASE("ansible: the ctl health check waits until every partition is resynced
              "EOF\nchmod +x " + d + "/bin/sb-ctl").rc == 0);
   std::ofstream(d + "/hosts.yml") << "all:\n  children:\n    sb_nodes:\n      hosts:\n        n1: {node_id: 1}\n"
                                      "  vars:\n    ansible_connection: local\n    health_mode: ctl\n"
-                                     "    health_retries: 5\n    health_delay: 0\n    keys_dir: " << d << "\n"
+                                     "    health_retries: 5\n    health_delay: 0\n    key_file: " << d << "/node.key\n"
                                      "    install_dir: " << d << "/bin\n    config_path: " << d << "/sb-node.yaml\n";
   std::ofstream(d + "/health.yml") << "- hosts: sb_nodes\n  gather_facts: false\n  roles: [health]\n";
   const std::string play = "cd " + src() + "/ansible && ANSIBLE_CONFIG=ansible.cfg ANSIBLE_NOCOLOR=1 ANSIBLE_ROLES_PATH=" +
@@ -676,7 +676,7 @@ TEST_CASE("ansible: a rolling restart waits until every node has resynced before
                                      "        n1: {node_id: 1}\n        n2: {node_id: 2}\n        n3: {node_id: 3}\n"
                                      "  vars:\n    ansible_connection: local\n    service_mode: supervised\n"
                                      "    health_mode: ctl\n    health_retries: 10\n    health_delay: 0\n"
-                                     "    keys_dir: " << d << "\n    install_dir: " << d << "/bin\n"
+                                     "    key_file: " << d << "/node.key\n    install_dir: " << d << "/bin\n"
                                      "    config_path: " << d << "/sb-node.yaml\n    log_file: " << d << "/sb.log\n"
                                      "    pid_file: \"" << d << "/{{ inventory_hostname }}.pid\"\n";
   const Run r = sh("cd " + src() + "/ansible && ANSIBLE_CONFIG=ansible.cfg ANSIBLE_NOCOLOR=1 ansible-playbook -i " + d +
@@ -1220,5 +1220,48 @@ TEST_CASE("ansible: strings in the node's YAML stay strings, numbers stay number
   INFO(v.out);
   CHECK(v.rc == 3);
   CHECK(has(v.out, "node.mtu: bad value"));
+  sh("rm -rf " + d);
+}
+
+TEST_CASE("ansible: the ctl health check runs sb-ctl on each node with the node's own files", "[ansible]") {
+  // health_mode: ctl ran the node's sb-ctl, configuration and the admin
+  // key's path on the control machine (delegate_to: localhost): it worked
+  // only where the control machine shares the nodes' filesystem. Now every
+  // probe runs on the node it asks. Two local "hosts" with their own
+  // install_dir, config_path and key_file; the inventory's localhost has a
+  // connection that does not exist, so anything still sent there fails.
+  const std::string d = tmpdir();
+  for (const char* h : {"n1", "n2"})
+    REQUIRE(sh("mkdir -p " + d + "/" + h + "/bin && printf '#!/bin/sh\\necho \"$0 $*\" >> " + d + "/calls\\n"
+               "printf \"node 1\\\\n  unsynced_partitions 0\\\\n\"\\n' > " + d + "/" + h + "/bin/sb-ctl && chmod +x " + d +
+               "/" + h + "/bin/sb-ctl").rc == 0);
+  std::ofstream(d + "/hosts.yml") << "all:\n  hosts:\n    localhost: {ansible_connection: sb_no_such_connection}\n"
+                                     "  children:\n    sb_nodes:\n      hosts:\n"
+                                     "        n1: {node_id: 1}\n        n2: {node_id: 2}\n"
+                                     "      vars:\n        ansible_connection: local\n        health_mode: ctl\n"
+                                     "        health_retries: 2\n        health_delay: 0\n        health_timeout: 3\n"
+                                     "        install_dir: \"" << d << "/{{ inventory_hostname }}/bin\"\n"
+                                     "        config_path: \"" << d << "/{{ inventory_hostname }}/sb-node.yaml\"\n"
+                                     "        key_file: \"" << d << "/{{ inventory_hostname }}/node.key\"\n";
+  // The single-node wait of every node, then (as n1's step of a rolling
+  // restart) the wait for every node.
+  std::ofstream(d + "/health.yml") << "- hosts: sb_nodes\n  gather_facts: false\n  roles: [health]\n"
+                                      "- hosts: sb_nodes\n  gather_facts: false\n  serial: 1\n  tasks:\n"
+                                      "    - ansible.builtin.include_role: {name: health, tasks_from: cluster}\n"
+                                      "      when: inventory_hostname == 'n1'\n";
+  const Run r = sh("cd " + src() + "/ansible && ANSIBLE_CONFIG=ansible.cfg ANSIBLE_NOCOLOR=1 ANSIBLE_ROLES_PATH=" + src() +
+                   "/ansible/roles ansible-playbook -i " + d + "/hosts.yml " + d + "/health.yml");
+  INFO(r.out);
+  CHECK(r.rc == 0);
+  const std::string calls = sh("sort " + d + "/calls").out;
+  INFO(calls);
+  std::string want;
+  for (const char* h : {"n1", "n2"}) {
+    const std::string n = d + "/" + h;
+    const std::string line = n + "/bin/sb-ctl --config " + n + "/sb-node.yaml --key " + n +
+                             "/node.key --timeout 3000 --via " + std::string(h).substr(1) + " stats\n";
+    want += line + line;  // its own wait, and n1's wait for every node
+  }
+  CHECK(calls == want);
   sh("rm -rf " + d);
 }
