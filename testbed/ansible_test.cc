@@ -1265,3 +1265,104 @@ TEST_CASE("ansible: the ctl health check runs sb-ctl on each node with the node'
   CHECK(calls == want);
   sh("rm -rf " + d);
 }
+
+TEST_CASE("ansible: a rolling restart refuses to start on a degraded cluster unless forced", "[ansible]") {
+  // rolling-restart.yml took its first node down whatever the others'
+  // state: with one node already not ready, that left two out of service
+  // (and the wait for every node then stopped the run with one node
+  // restarted). Three local "hosts", health_mode: ctl: a stand-in sb-ctl
+  // says n2 has unsynced partitions for as many calls as d/unsynced-n2
+  // holds, and fails like an unreachable node while d/down-n3 exists; a
+  // stand-in sb-supervise logs the restarts.
+  const std::string d = tmpdir();
+  REQUIRE(sh("mkdir -p " + d + "/bin && cat > " + d + "/bin/sb-supervise <<'EOF'\n#!/bin/sh\n"
+             "p=''; while [ $# -gt 0 ]; do case \"$1\" in --pidfile) p=$2; shift 2;; --) break;; *) shift;; esac; done\n"
+             "echo \"restart $(basename \"$p\" .pid)\" >> " + d + "/log\n"
+             "EOF\n"
+             "cat > " + d + "/bin/sb-ctl <<'EOF'\n#!/bin/sh\n"
+             "v=''; while [ $# -gt 0 ]; do case \"$1\" in --via) v=$2; shift 2;; *) shift;; esac; done\n"
+             "[ -e " + d + "/down-n$v ] && { echo \"sb-ctl: node $v did not answer within 3000 ms\" >&2; exit 4; }\n"
+             "f=" + d + "/unsynced-n$v; c=$(cat $f 2>/dev/null || echo 0)\n"
+             "if [ \"$c\" -gt 0 ]; then echo $((c - 1)) > $f; u=3; else u=0; fi\n"
+             "printf 'node %s\\n  unsynced_partitions       %s\\n' $v $u\n"
+             "EOF\nchmod +x " + d + "/bin/*").rc == 0);
+  std::ofstream(d + "/hosts.yml") << "all:\n  children:\n    sb_nodes:\n      hosts:\n"
+                                     "        n1: {node_id: 1}\n        n2: {node_id: 2}\n        n3: {node_id: 3}\n"
+                                     "  vars:\n    ansible_connection: local\n    service_mode: supervised\n"
+                                     "    health_mode: ctl\n    health_retries: 3\n    health_delay: 0\n"
+                                     "    key_file: " << d << "/node.key\n    install_dir: " << d << "/bin\n"
+                                     "    config_path: " << d << "/sb-node.yaml\n    log_file: " << d << "/sb.log\n"
+                                     "    pid_file: \"" << d << "/{{ inventory_hostname }}.pid\"\n";
+  const std::string play = "cd " + src() + "/ansible && ANSIBLE_CONFIG=ansible.cfg ANSIBLE_NOCOLOR=1 ansible-playbook -i " +
+                           d + "/hosts.yml rolling-restart.yml";
+  REQUIRE(sh("echo 1000 > " + d + "/unsynced-n2 && touch " + d + "/down-n3").rc == 0);
+  for (const char* args : {"", " --check", " --limit n1"}) {  // a dry run says so too; --limit checks every node
+    INFO(args);
+    const Run r = sh(play + args);
+    INFO(r.out);
+    CHECK(r.rc != 0);
+    CHECK(has(r.out, "rolling restart refused, nothing was restarted"));
+    CHECK(has(r.out, "n2: unsynced_partitions       3"));
+    CHECK(has(r.out, "n3: sb-ctl stats failed (exit 4): sb-ctl: node 3 did not answer within 3000 ms"));
+    CHECK_FALSE(has(r.out, "n1: "));
+    CHECK(has(r.out, "-e sb_rolling_restart_force=true"));
+    CHECK(access((d + "/log").c_str(), F_OK) != 0);  // nothing restarted
+  }
+  // Forced: it says what it overrides, then restarts every node (n2 is
+  // ready again after the check's call, n3 is back).
+  REQUIRE(sh("echo 1 > " + d + "/unsynced-n2 && rm " + d + "/down-n3").rc == 0);
+  Run r = sh(play + " -e sb_rolling_restart_force=true");
+  INFO(r.out);
+  CHECK(r.rc == 0);
+  CHECK(has(r.out, "restarting anyway, although n2: unsynced_partitions"));
+  CHECK(sh("cat " + d + "/log").out == "restart n1\nrestart n2\nrestart n3\n");
+  // A healthy cluster: no override needed.
+  REQUIRE(sh("rm " + d + "/log").rc == 0);
+  r = sh(play);
+  INFO(r.out);
+  CHECK(r.rc == 0);
+  CHECK_FALSE(has(r.out, "restarting anyway"));
+  CHECK(sh("cat " + d + "/log").out == "restart n1\nrestart n2\nrestart n3\n");
+  sh("rm -rf " + d);
+}
+
+TEST_CASE("ansible: the rolling restart's health check names a node not ready on /health or unreachable", "[ansible]") {
+  // health_mode: http: n1 answers ready, n2's /health answers 404 (not
+  // ready), n3 cannot be reached over its connection (ssh to a port nobody
+  // listens on): the run stops before any restart and names both.
+  const std::string d = tmpdir();
+  REQUIRE(sh("mkdir -p " + d + "/www " + d + "/bin && echo ready > " + d + "/www/health && "
+             "printf '#!/bin/sh\\necho restarted >> " + d + "/log\\n' > " + d + "/bin/sb-supervise && chmod +x " + d +
+             "/bin/sb-supervise").rc == 0);
+  const LocalHttp node(d + "/www");
+  REQUIRE_FALSE(node.port.empty());
+  const int s = ::socket(AF_INET, SOCK_STREAM, 0);  // bound, not listening: connections are refused
+  REQUIRE(s >= 0);
+  sockaddr_in a{};
+  a.sin_family = AF_INET;
+  a.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+  REQUIRE(::bind(s, reinterpret_cast<sockaddr*>(&a), sizeof a) == 0);
+  socklen_t al = sizeof a;
+  REQUIRE(::getsockname(s, reinterpret_cast<sockaddr*>(&a), &al) == 0);
+  const std::string url = "http://127.0.0.1:" + node.port;
+  std::ofstream(d + "/hosts.yml") << "all:\n  children:\n    sb_nodes:\n      hosts:\n"
+                                     "        n1: {node_id: 1, ansible_host: 127.0.0.1, health_url: \"" << url << "/health\"}\n"
+                                     "        n2: {node_id: 2, ansible_host: 127.0.0.1, health_url: \"" << url << "/not-ready\"}\n"
+                                     "        n3: {node_id: 3, ansible_connection: ssh, ansible_host: 127.0.0.1, ansible_port: "
+                                  << ntohs(a.sin_port) << ", health_url: \"" << url << "/health\"}\n"
+                                     "  vars:\n    ansible_connection: local\n    service_mode: supervised\n"
+                                     "    health_mode: http\n    health_timeout: 2\n    install_dir: " << d << "/bin\n"
+                                     "    config_path: " << d << "/sb-node.yaml\n    log_file: " << d << "/sb.log\n"
+                                     "    pid_file: \"" << d << "/{{ inventory_hostname }}.pid\"\n";
+  const Run r = sh("cd " + src() + "/ansible && ANSIBLE_CONFIG=ansible.cfg ANSIBLE_NOCOLOR=1 ansible-playbook -i " + d +
+                   "/hosts.yml rolling-restart.yml");
+  ::close(s);
+  INFO(r.out);
+  CHECK(r.rc != 0);
+  CHECK(has(r.out, "rolling restart refused, nothing was restarted"));
+  CHECK(has(r.out, "n2: /health answered 404"));
+  CHECK(has(r.out, "n3: unreachable ("));
+  CHECK_FALSE(has(r.out, "n1: "));
+  CHECK(access((d + "/log").c_str(), F_OK) != 0);
+  sh("rm -rf " + d);
+}
