@@ -72,6 +72,14 @@ inline bool sum32_verifies(uint64_t sum) {
 inline bool ipv4_header_valid(const uint8_t* ip) {
   const uint32_t words = ip[0] & 0x0fu;
   uint64_t sum = 0;
+  if (words == 5) [[likely]] {  // no options: three loads, no loop
+    uint64_t a, b;
+    uint32_t c;
+    std::memcpy(&a, ip, 8);
+    std::memcpy(&b, ip + 8, 8);
+    std::memcpy(&c, ip + 16, 4);
+    return sum32_verifies((a & 0xffffffffu) + (a >> 32) + (b & 0xffffffffu) + (b >> 32) + c);
+  }
   for (uint32_t i = 0; i < words; ++i) {
     uint32_t w;
     std::memcpy(&w, ip + 4 * i, 4);
