@@ -143,8 +143,8 @@ struct Bubble {
   }
 };
 
+// REQUIRES !v.empty() (an empty sample set has no percentile).
 double pct(std::vector<double>& v, double p) {
-  if (v.empty()) return 0;
   const size_t k = std::min(v.size() - 1, size_t(p * double(v.size())));
   std::nth_element(v.begin(), v.begin() + long(k), v.end());
   return v[k];
@@ -546,7 +546,8 @@ int cmd_pipeline(int argc, char** argv) {
       r.set("fabric_fraction", ff).set("two_hop_fraction", f2);
       r.set("lookup_bytes_per_node", lookup_bytes / N);
       r.set("correct_fraction", correct_fraction);
-      r.set("latency_ns_p50", pct(lat, 0.50)).set("latency_ns_p99", pct(lat, 0.99));
+      if (!lat.empty())  // no packet delivered: no latency measured, none reported
+        r.set("latency_ns_p50", pct(lat, 0.50)).set("latency_ns_p99", pct(lat, 0.99));
       r.set("setup_s", setup_s).set("switch_drops", c.switch_drops());
       out.emit(r);
     }
