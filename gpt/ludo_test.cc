@@ -443,18 +443,37 @@ TEST_CASE("ludo: growth crossing 94% under updates keeps lookups correct", "[lud
   wait_for_readers([&] { return reads.load() > 32; });  // both readers
   DeltaList d;
   bool crossed = false;
+  unsigned growths_seen = 0;
   for (size_t i = n0; i < keys.size(); ++i) {
     d.clear();
-    const double load = double((*b)->size()) / double((*b)->ludo().capacity());
+    // The replica's capacity: it has applied every delta (a growth is a
+    // shard_replace), so it is the builder's. (*b)->ludo() would rebuild the
+    // dirty shard from the maintenance structure on every call: O(n) per
+    // insert, minutes under ThreadSanitizer.
+    const double load = double((*b)->size()) / double(remote->capacity());
     crossed |= load >= 0.94;
+    const uint64_t growths = (*b)->stats().growths;
     REQUIRE((*b)->insert(keys[i], vals[i], &d).ok());
-    apply_all(remote.get(), d);
+    if ((*b)->stats().growths != growths) {
+      // The growth's shard_replace goes in while both readers are reading
+      // (each had a turn since the last iteration), and the writer goes on
+      // only after they read the new shard a while.
+      const uint64_t r0 = reads.load();
+      wait_for_readers([&] { return reads.load() > r0 + 64; });
+      apply_all(remote.get(), d);
+      const uint64_t r1 = reads.load();
+      wait_for_readers([&] { return reads.load() > r1 + 256; });
+      ++growths_seen;
+    } else {
+      apply_all(remote.get(), d);
+    }
     live.store(i + 1, std::memory_order_release);
   }
   stop = true;
   reader.join();
   bulk_reader.join();
   CHECK(crossed);
+  CHECK(growths_seen >= 1);
   CHECK((*b)->stats().growths >= 1);
   CHECK((*b)->ludo().capacity() > slots0);
   CHECK(wrong.load() == 0);
