@@ -24,7 +24,7 @@ namespace sb::node {
   X(gtpu_fragment, "outer IPv4 fragment of S1-U UDP to our address (not reassembled)")        \
   X(udp_checksum, "S1-U UDP checksum present and wrong (the NIC's verdict when it gives one)")     \
   X(gtpu_bad, "GTP-U header invalid (version, PT, length, extension chain) or bad inner IPv4 header") \
-  X(gtpu_unsupported, "GTP-U message type the gateway does not handle")                       \
+  X(gtpu_unsupported, "GTP-U message type or comprehension-required extension header the gateway does not handle") \
   X(unknown_teid, "uplink TEID names no live session here")                                   \
   X(stale_teid, "uplink TEID of an older generation of the session slot")                     \
   X(ue_spoofed, "uplink inner source address is not the UE address of the TEID's session")   \

@@ -233,7 +233,13 @@ Drop parse_upstream(const uint8_t* f, uint32_t len, const Mac& mine, uint32_t s1
     uint8_t next = g[11];
     off = 12;
     if (flags & 0x04) {
+      // Every header of the chain is walked by its length; one of a
+      // comprehension-required type we do not comprehend (TS 29.281 5.2.1,
+      // packet.h) is remembered and counted once the chain is known to be
+      // well formed, so a malformed chain stays gtpu_bad.
+      bool unsupported = false;
       while (next != 0) {
+        unsupported |= !gtpu_ext_acceptable(next);
         if (off >= 8 + gl) return Drop::k_gtpu_bad;
         const uint32_t units = g[off];
         if (units == 0) return Drop::k_gtpu_bad;
@@ -242,6 +248,7 @@ Drop parse_upstream(const uint8_t* f, uint32_t len, const Mac& mine, uint32_t s1
         next = g[off + elen - 1];
         off += elen;
       }
+      if (unsupported) [[unlikely]] return Drop::k_gtpu_unsupported;
     }
   }
   if (out->msg_type != kGtpGpdu) {

@@ -158,6 +158,40 @@ inline uint8_t ecn_decap(uint8_t outer, uint8_t inner) {
 
 // ---- upstream (UE -> Internet): GTP-U from the eNodeB ---------------------
 
+// GTP-U extension headers (TS 29.281 5.2.1, 5.2.2). The two high bits of a
+// Next Extension Header Type tell a receiver that does not know the type
+// what to do with it:
+//   00, 01  comprehension not required: skip it by its length and go on
+//           (01 also tells intermediate nodes to strip it);
+//   10      comprehension required by the endpoint receiver;
+//   11      comprehension required by every receiver.
+// This gateway decapsulates, so it is the endpoint: a type with the high
+// bit set must be one it comprehends, i.e. knows the format of (all of
+// them have the generic length/next-type framing the walk uses); their
+// content is ignored. Comprehended (5.2.2):
+//   0xC0  PDCP PDU Number (LTE S1-U, e.g. at X2 handover forwarding)
+//   0x82  Long PDCP PDU Number
+//   0x85  PDU Session Container (5G N3 only: accepted and ignored on
+//         receive, never added, ../shared/design/GTPU.md)
+// Any other required type (the RAN containers 0x81, 0x83, 0x84 of the
+// links between radio nodes included): the packet is discarded
+// (gtpu_unsupported). The spec also has the receiver send a Supported
+// Extension Headers Notification (type 31) to the sender; this gateway
+// does not (README.md "GTP-U extension headers"): the outer source is
+// not verified at this point, so a reply would be a reflector on the bulk
+// traffic, and the drop counter tells the operator the same thing.
+inline constexpr uint8_t kGtpExtLongPdcpPduNumber = 0x82;
+inline constexpr uint8_t kGtpExtPduSessionContainer = 0x85;
+inline constexpr uint8_t kGtpExtPdcpPduNumber = 0xc0;
+
+// True when a receiving endpoint may go past an extension header of type t
+// (t != 0, which ends the chain): not required, or one we comprehend.
+// Constant time, per extension header on the data path.
+inline constexpr bool gtpu_ext_acceptable(uint8_t t) {
+  return (t & 0x80) == 0 || t == kGtpExtPdcpPduNumber || t == kGtpExtLongPdcpPduNumber ||
+         t == kGtpExtPduSessionContainer;
+}
+
 struct Upstream {
   uint8_t msg_type = 0;
   uint32_t teid = 0;
@@ -180,8 +214,11 @@ struct Upstream {
 // here); GTP version != 1, PT != 1, a length field that disagrees with the
 // UDP payload (8 + length != UDP length - 8: longer or shorter), a
 // truncated optional part or extension chain (4-byte units, length 0
-// invalid) -> gtpu_bad; a G-PDU whose payload is not a whole IPv4 packet
-// -> gtpu_bad.
+// invalid) -> gtpu_bad; an extension header of a comprehension-required
+// type the gateway does not comprehend (gtpu_ext_acceptable() false, any
+// message type) -> gtpu_unsupported, once the whole chain has walked
+// (a malformed chain is gtpu_bad first); a G-PDU whose payload is not a
+// whole IPv4 packet -> gtpu_bad.
 // Message types other than G-PDU are returned with kNone for the caller
 // to handle (echo) or count (gtpu_unsupported).
 Drop parse_upstream(const uint8_t* frame, uint32_t len, const Mac& mine, uint32_t s1u_ip,

@@ -262,6 +262,10 @@ TEST_CASE("upstream parse: fixtures", "[packet]") {
   zero_ext[14 + 20 + 8 + 12] = 0;  // extension length 0: invalid
   std::vector<uint8_t> trunc_chain = s1u().gtpu(0x34, kGtpEchoRequest, 0, 1).build();
   trunc_chain[14 + 20 + 8 + 11] = 0x85;  // announces an extension the length does not hold
+  // An unknown comprehension-required header whose next type announces an
+  // extension the length does not hold: gtpu_bad, as for a known type.
+  std::vector<uint8_t> req_then_trunc = s1u().gtpu(0x34, kGtpEchoRequest, 0, 1, {{0x87, 1}}).build();
+  req_then_trunc.back() = 0x85;
   const UpCase cases[] = {
       {"plain G-PDU (0x30)", s1u().gtpu(0x30, kGtpGpdu, 7).raw(ip).build(), Drop::kNone, kGtpGpdu},
       {"S flag only (0x32): 12-byte header", s1u().gtpu(0x32, kGtpGpdu, 7, 99).raw(ip).build(), Drop::kNone, kGtpGpdu},
@@ -269,6 +273,27 @@ TEST_CASE("upstream parse: fixtures", "[packet]") {
       {"E flag, one extension (1 unit)", s1u().gtpu(0x34, kGtpGpdu, 7, 0, {{0x40, 1}}).raw(ip).build(), Drop::kNone, kGtpGpdu},
       {"E flag, chain of two (2 units, 1 unit)", s1u().gtpu(0x36, kGtpGpdu, 7, 5, {{0x85, 2}, {0x40, 1}}).raw(ip).build(),
        Drop::kNone, kGtpGpdu},
+      // TS 29.281 5.2.1: the two high bits of a Next Extension Header Type
+      // say whether a receiver that does not know the type may skip it.
+      {"PDCP PDU number (0xC0) chained after a PDU session container (0x85)",
+       s1u().gtpu(0x34, kGtpGpdu, 7, 0, {{0x85, 1}, {0xc0, 1}}).raw(ip).build(), Drop::kNone, kGtpGpdu},
+      {"long PDCP PDU number (0x82, 2 units)", s1u().gtpu(0x34, kGtpGpdu, 7, 0, {{0x82, 2}}).raw(ip).build(),
+       Drop::kNone, kGtpGpdu},
+      {"unknown type 0x4d (01: comprehension not required) is skipped",
+       s1u().gtpu(0x34, kGtpGpdu, 7, 0, {{0x4d, 2}}).raw(ip).build(), Drop::kNone, kGtpGpdu},
+      {"unknown type 0x3e (00: not required) between two known ones",
+       s1u().gtpu(0x34, kGtpGpdu, 7, 0, {{0x85, 1}, {0x3e, 1}, {0xc0, 1}}).raw(ip).build(), Drop::kNone, kGtpGpdu},
+      {"unknown type 0x87 (10: required by the endpoint, which we are)",
+       s1u().gtpu(0x34, kGtpGpdu, 7, 0, {{0x87, 1}}).raw(ip).build(), Drop::k_gtpu_unsupported, 0},
+      {"unknown type 0xC3 (11: required by every node)", s1u().gtpu(0x34, kGtpGpdu, 7, 0, {{0xc3, 1}}).raw(ip).build(),
+       Drop::k_gtpu_unsupported, 0},
+      {"unknown required type 0x87 after a valid PDCP PDU number",
+       s1u().gtpu(0x34, kGtpGpdu, 7, 0, {{0xc0, 1}, {0x87, 1}}).raw(ip).build(), Drop::k_gtpu_unsupported, 0},
+      {"unknown required type 0xC3 third in a chain, after a skipped unknown one",
+       s1u().gtpu(0x36, kGtpGpdu, 7, 5, {{0x85, 1}, {0x4d, 1}, {0xc3, 2}}).raw(ip).build(), Drop::k_gtpu_unsupported, 0},
+      {"unknown required type on an echo request (not answered)",
+       s1u().gtpu(0x36, kGtpEchoRequest, 0, 42, {{0xc3, 1}}).build(), Drop::k_gtpu_unsupported, 0},
+      {"unknown required type in a chain cut short: malformed first", req_then_trunc, Drop::k_gtpu_bad, 0},
       {"echo request", s1u().gtpu(0x32, kGtpEchoRequest, 0, 42).build(), Drop::kNone, kGtpEchoRequest},
       {"end marker is returned for the caller", s1u().gtpu(0x30, 254, 7).build(), Drop::kNone, 254},
       {"DNS on UDP 2152 (not GTP: version 0)", s1u().payload(30, 0x01).build(), Drop::k_gtpu_bad, 0},
@@ -321,6 +346,28 @@ TEST_CASE("upstream parse: fixtures", "[packet]") {
         CHECK(u.inner_len == ip.size());
         CHECK(std::equal(ip.begin(), ip.end(), c.frame.begin() + u.inner_off));
       }
+    }
+  }
+}
+
+TEST_CASE("upstream parse: every extension header type, alone or second in a chain", "[packet]") {
+  // The rule of TS 29.281 5.2.1 restated here, independent of the parser's
+  // table: a type whose high bit is clear (00, 01) may be skipped by any
+  // receiver; one with it set (10, 11) must be comprehended by us, the
+  // endpoint, and only 0x82, 0x85 and 0xC0 are.
+  auto comprehended = [](unsigned t) { return t == 0x82 || t == 0x85 || t == 0xc0; };
+  const auto ip = PacketBuilder().ipv4(kUe, kServer, 17).udp(4000, 53).payload(12).build();
+  for (unsigned t = 1; t < 256; ++t) {
+    const Drop want = (t & 0x80) == 0 || comprehended(t) ? Drop::kNone : Drop::k_gtpu_unsupported;
+    for (bool second : {false, true}) {
+      std::vector<std::pair<uint8_t, uint8_t>> exts;
+      if (second) exts.push_back({0xc0, 1});
+      exts.push_back({uint8_t(t), uint8_t(1 + t % 3)});
+      const auto f = PacketBuilder().eth(kMine, kPeer).ipv4(kEnb, kS1u, 17).udp(2152, kGtpuPort)
+                         .gtpu(0x34, kGtpGpdu, 7, 0, exts).raw(ip).build();
+      INFO("type 0x" << std::hex << t << (second ? " after 0xC0" : " alone"));
+      Upstream u;
+      CHECK(parse_upstream(f.data(), uint32_t(f.size()), kMine, kS1u, &u) == want);
     }
   }
 }
