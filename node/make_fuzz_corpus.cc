@@ -29,6 +29,9 @@ int main(int argc, char** argv) {
       {"up_gpdu", s1().gtpu(0x30, kGtpGpdu, 7).raw(inner).build()},
       {"up_seq", s1().gtpu(0x32, kGtpGpdu, 7, 99).raw(inner).build()},
       {"up_ext_chain", s1().gtpu(0x36, kGtpGpdu, 7, 5, {{0x85, 2}, {0x40, 1}}).raw(inner).build()},
+      // A PDCP PDU number (comprehended), then an unknown comprehension-required
+      // type: gtpu_unsupported (TS 29.281 5.2.1).
+      {"up_ext_required_unknown", s1().gtpu(0x34, kGtpGpdu, 7, 0, {{0xc0, 1}, {0x87, 1}}).raw(inner).build()},
       {"up_echo", s1().gtpu(0x32, kGtpEchoRequest, 0, 42).build()},
       {"up_end_marker", s1().gtpu(0x30, 254, 7).build()},
       {"up_dns_on_2152", s1().payload(30, 0x01).build()},
