@@ -15,7 +15,8 @@ Result<std::unique_ptr<Client>> Client::connect(const rib::ClusterSpec& spec, co
                                                 std::vector<uint32_t> nodes) {
   SB_RETURN_IF_ERROR(spec.validate());
   if (spec.curve && keys == nullptr)
-    return Status::InvalidArgument("the cluster uses CURVE: a client key file is needed (--key FILE)");
+    return Status::InvalidArgument(
+        "the cluster uses CURVE: a key file is needed (--key FILE: a client's or a member's keypair)");
   std::unique_ptr<Client> c(new Client());
   c->spec_ = spec;
   c->vctx_.partitions = spec.partitions;

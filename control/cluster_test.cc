@@ -617,6 +617,14 @@ TEST_CASE("sb-ctl: commands, clear errors and exit codes") {
   CHECK(run("session show " + flow).first == 2);                      // no --config
   CHECK(run("--config /nonexistent.yaml session show " + flow).first == 3);
   CHECK(run("--config " + h.value()->config_path(0) + " --key /nonexistent.key stats").first == 3);
+  // A member's own key is accepted as well as a client's (sb-ctl --help says so).
+  r = run("--config " + h.value()->config_path(0) + " --key " + dir + "/node1.key --via 1 stats");
+  CHECK(r.first == 0);
+  CHECK(r.second.find("ops_ok") != std::string::npos);
+  // No key for a CURVE cluster: a configuration error that names both kinds.
+  r = run("--config " + h.value()->config_path(0) + " stats");
+  CHECK(r.first == 3);
+  CHECK(r.second.find("--key FILE: a client's or a member's keypair") != std::string::npos);
   // A key the cluster does not know: the handshake is refused -> unreachable.
   r = run("--config " + h.value()->config_path(0) + " --key " + dir + "/new.key --timeout 700 stats");
   CHECK(r.first == 4);

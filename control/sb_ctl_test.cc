@@ -107,6 +107,9 @@ TEST_CASE("sb-ctl: -h and --help print the usage with the defaults and exit 0, -
     CHECK(has(r.out, "--timeout MS   how long to wait for a reply, 1..3600000 (default 5000)"));
     CHECK(has(r.out, "--seed default 1, --format default csv"));
     CHECK(has(r.out, "(default 4)"));
+    // --key takes a member's own keypair as well as a client's (the agent's
+    // ZAP handler accepts both; Ansible's ctl health probe uses the node's).
+    CHECK(has(r.out, "a client's (listed\n                 in cluster.clients) or a member's own"));
     CHECK_FALSE(has(r.out, "sb-ctl: "));  // no error
   }
   for (const char* t : {"0", "3600001", "-1", "x"}) {
