@@ -139,6 +139,48 @@ TEST_CASE("ansible: the systemd unit verifies", "[ansible]") {
   sh("rm -rf " + d);
 }
 
+TEST_CASE("ansible: the service and health roles alone have install_dir's default, as install has", "[ansible]") {
+  // install_dir had its default in the install role alone: the service
+  // role rendered its unit and the health role its sb-ctl probe with an
+  // undefined variable unless the inventory set it or the install role was
+  // in the same play (site.yml), and status.yml read it from the inventory
+  // only. The service role alone on one local "host" (a stand-in systemctl),
+  // the health role alone (ctl mode), status.yml: no install_dir anywhere.
+  const std::string d = tmpdir();
+  REQUIRE(sh("mkdir -p " + d + "/path && cat > " + d + "/path/systemctl <<'EOF'\n#!/bin/sh\n"
+             "case \"$1\" in\n"
+             "  show) printf 'Id=sb-node.service\\nLoadState=loaded\\nActiveState=inactive\\n' ;;\n"
+             "  is-enabled) echo disabled; exit 1 ;;\n"
+             "esac\nEOF\nchmod +x " + d + "/path/systemctl").rc == 0);
+  std::ofstream(d + "/hosts.yml") << "all:\n  children:\n    sb_nodes:\n      hosts:\n        n1: {node_id: 1}\n"
+                                     "  vars:\n    ansible_connection: local\n    service_mode: systemd\n"
+                                     "    config_path: " << d << "/sb-node.yaml\n    key_file: " << d << "/node.key\n"
+                                     "    sb_unit_path: " << d << "/sb-node.service\n    pid_file: " << d << "/sb-node.pid\n"
+                                     "    health_mode: ctl\n    health_retries: 1\n    health_delay: 0\n";
+  std::ofstream(d + "/service.yml") << "- hosts: sb_nodes\n  gather_facts: false\n  roles: [service]\n";
+  std::ofstream(d + "/health.yml") << "- hosts: sb_nodes\n  gather_facts: false\n  roles: [health]\n";
+  const std::string play = "cd " + src() + "/ansible && PATH=" + d + "/path:$PATH ANSIBLE_CONFIG=ansible.cfg "
+                           "ANSIBLE_NOCOLOR=1 ANSIBLE_ROLES_PATH=" + src() + "/ansible/roles ansible-playbook -i " + d +
+                           "/hosts.yml ";
+  Run r = sh(play + d + "/service.yml");
+  INFO(r.out);
+  CHECK(r.rc == 0);
+  CHECK_FALSE(has(r.out, "is undefined"));
+  CHECK(has(sh("cat " + d + "/sb-node.service").out, "\nExecStart=\"/opt/sb/bin/sb-node\" \"--config\" \"" + d +
+                                                          "/sb-node.yaml\"\n"));
+  // The probe runs the default's sb-ctl (which this machine need not have:
+  // the run may fail on that, never on an undefined variable).
+  r = sh(play + d + "/health.yml");
+  INFO(r.out);
+  CHECK_FALSE(has(r.out, "is undefined"));
+  CHECK(has(r.out, "\"cmd\": \"/opt/sb/bin/sb-ctl --config " + d + "/sb-node.yaml --key "));
+  r = sh(play + "status.yml");  // reads, never changes anything
+  INFO(r.out);
+  CHECK(r.rc == 0);
+  CHECK_FALSE(has(r.out, "is undefined"));
+  sh("rm -rf " + d);
+}
+
 TEST_CASE("ansible: the systemd unit quotes its paths and arguments by systemd's rules", "[ansible]") {
   // ExecStart had its paths unquoted: a space split a path into two
   // arguments, a % was read as a unit specifier (%z: the unit does not load)
