@@ -111,7 +111,7 @@ TEST_CASE("ansible: the systemd unit verifies", "[ansible]") {
              "/bin/sb-node").rc == 0);
   const Run t = sh("cd " + src() + "/ansible && ansible localhost -c local -m ansible.builtin.template -a "
                    "'src=roles/service/templates/sb-node.service.j2 dest=" + d + "/sb-node.service' "
-                   "-e @roles/service/defaults/main.yml "
+                   "-e @roles/layout/defaults/main.yml -e @roles/service/defaults/main.yml "
                    "-e install_dir=" + d + "/bin -e config_path=/etc/sb/sb-node.yaml -e sb_node_args='' "
                    "-e sb_stop_timeout_s=30");
   INFO(t.out);
@@ -203,10 +203,11 @@ TEST_CASE("ansible: the systemd unit quotes its paths and arguments by systemd's
     return o + "\"";
   };
   std::ofstream(d + "/vars.json") << "{\"install_dir\": " << json(bin) << ", \"config_path\": " << json(cfg)
+                                  << ", \"sb_doc_dir\": " << json(d + "/doc dir %z $X")
                                   << ", \"sb_node_args\": \"--control-only  --x=a%b ;\", \"sb_stop_timeout_s\": 30}";
   const Run t = sh("cd " + src() + "/ansible && ansible localhost -c local -m ansible.builtin.template -a "
                    "'src=roles/service/templates/sb-node.service.j2 dest=" + d + "/sb-node.service' "
-                   "-e @roles/service/defaults/main.yml -e @" + d + "/vars.json");
+                   "-e @roles/layout/defaults/main.yml -e @roles/service/defaults/main.yml -e @" + d + "/vars.json");
   INFO(t.out);
   REQUIRE(t.rc == 0);
   const std::string unit = sh("cat " + d + "/sb-node.service").out;
@@ -452,7 +453,7 @@ TEST_CASE("ansible: a new sb-ctl alone does not restart sb-node, a new sb-node d
                                        "      ansible.builtin.debug: {msg: marked}\n";
   const std::string play = "cd " + src() + "/ansible && ANSIBLE_CONFIG=ansible.cfg ANSIBLE_NOCOLOR=1 "
                            "ANSIBLE_ROLES_PATH=" + src() + "/ansible/roles ansible-playbook -i " + d + "/hosts.yml " +
-                           d + "/install.yml -e sb_build_dir=" + d + "/build";
+                           d + "/install.yml -e sb_build_dir=" + d + "/build -e sb_source_dir=" + src();
   const std::string handler = "RUNNING HANDLER [restart sb-node]";
   Run r = sh(play);
   INFO(r.out);
@@ -756,7 +757,8 @@ TEST_CASE("ansible: install_mode build builds sb-node and sb-ctl with the packag
   // the packages role's (sb_build_packages), which must name every library
   // the CMake build finds.
   const std::string d = tmpdir();
-  REQUIRE(sh("mkdir -p " + d + "/src/tools " + d + "/path && cd " + d + " && "
+  REQUIRE(sh("mkdir -p " + d + "/src/tools " + d + "/src/docs " + d + "/path && cd " + d + " && "
+             "echo doc > src/README.md && echo doc > src/docs/config.md && "  // installed beside the binaries
              "printf 'release:\\n\\ttools/install-deps\\n\\tmkdir -p build-release/bin && echo m > "
              "build-release/bin/sb-node && echo m > build-release/bin/sb-ctl\\n' > src/Makefile && "
              "printf '#!/bin/sh\\ntouch " + d + "/install-deps-ran\\n' > src/tools/install-deps && "
@@ -959,7 +961,8 @@ TEST_CASE("ansible: install_mode build retries a build that failed, never keeps 
   // stand-in cmake builds "binaries" holding the source's version, fails
   // while d/fail exists, and says "ninja: no work to do." when up to date.
   const std::string d = tmpdir();
-  REQUIRE(sh("mkdir -p " + d + "/src " + d + "/path && echo v1 > " + d + "/src/version && cd " + d + " && "
+  REQUIRE(sh("mkdir -p " + d + "/src/docs " + d + "/path && echo v1 > " + d + "/src/version && cd " + d + " && "
+             "echo doc > src/README.md && echo doc > src/docs/config.md && "  // installed beside the binaries
              "printf '#!/bin/sh\\n"
              "[ \"$1\" = -S ] && mkdir -p build-release && touch build-release/build.ninja\\n"
              "if [ \"$1\" = --build ]; then\\n"
@@ -1427,4 +1430,50 @@ TEST_CASE("ansible: the rolling restart's health check names a node not ready on
   CHECK_FALSE(has(r.out, "n1: "));
   CHECK(access((d + "/log").c_str(), F_OK) != 0);
   sh("rm -rf " + d);
+}
+
+TEST_CASE("ansible: the systemd unit's Documentation= names files the install role put on the host", "[ansible]") {
+  // The unit said Documentation=file:<install_dir>/../README.md, a file
+  // nothing installed. The install and service roles (systemd mode, a
+  // stand-in systemctl and build tree) on one local "host" whose install_dir
+  // is under a temporary root with a space in its path: every URL of
+  // Documentation=, read back (%% -> %, percent-decoded), is a file there,
+  // the same as the source tree's.
+  const std::string d = tmpdir();
+  const std::string root = d + "/root dir";
+  REQUIRE(sh("mkdir -p " + d + "/path " + d + "/build/bin && echo 1 > " + d + "/build/bin/sb-node && echo 1 > " + d +
+             "/build/bin/sb-ctl && cat > " + d + "/path/systemctl <<'EOF'\n#!/bin/sh\n"
+             "case \"$1\" in\n"
+             "  show) printf 'Id=sb-node.service\\nLoadState=loaded\\nActiveState=inactive\\n' ;;\n"
+             "  is-enabled) echo disabled; exit 1 ;;\n"
+             "esac\nEOF\nchmod +x " + d + "/path/systemctl").rc == 0);
+  std::ofstream(d + "/hosts.yml") << "all:\n  children:\n    sb_nodes:\n      hosts:\n        n1:\n"
+                                     "  vars:\n    ansible_connection: local\n    service_mode: systemd\n"
+                                     "    install_dir: \"" << root << "/opt/sb/bin\"\n    sb_build_dir: " << d << "/build\n"
+                                     "    sb_source_dir: " << src() << "\n    config_path: " << d << "/sb-node.yaml\n"
+                                     "    sb_unit_path: " << d << "/sb-node.service\n";
+  std::ofstream(d + "/play.yml") << "- hosts: sb_nodes\n  gather_facts: false\n  roles: [install, service]\n";
+  const Run r = sh("cd " + src() + "/ansible && PATH=" + d + "/path:$PATH ANSIBLE_CONFIG=ansible.cfg ANSIBLE_NOCOLOR=1 "
+                   "ANSIBLE_ROLES_PATH=" + src() + "/ansible/roles ansible-playbook -i " + d + "/hosts.yml " + d +
+                   "/play.yml");
+  INFO(r.out);
+  REQUIRE(r.rc == 0);
+  INFO(sh("cat " + d + "/sb-node.service").out);
+  std::ofstream(d + "/docs.py") << R"PY(
+import os, sys, urllib.parse
+lines = [l for l in open(sys.argv[1]) if l.startswith('Documentation=')]
+assert len(lines) == 1, lines
+for u in lines[0][len('Documentation='):].split():
+    assert u.startswith('file:'), u
+    p = urllib.parse.unquote(u[len('file:'):].replace('%%', '%'))
+    print(('ok ' if os.path.isfile(p) else 'missing ') + p)
+)PY";
+  const Run docs = sh("python3 " + d + "/docs.py " + d + "/sb-node.service");
+  INFO(docs.out);
+  REQUIRE(docs.rc == 0);
+  const std::string share = root + "/opt/sb/share/doc/scalebricks";
+  CHECK(docs.out == "ok " + share + "/README.md\nok " + share + "/config.md\n");
+  CHECK(sh("cmp '" + share + "/README.md' " + src() + "/README.md && cmp '" + share + "/config.md' " + src() +
+           "/docs/config.md").rc == 0);
+  sh("rm -rf '" + d + "'");
 }
