@@ -1391,6 +1391,91 @@ TEST_CASE("ansible: a rolling restart refuses to start on a degraded cluster unl
   sh("rm -rf " + d);
 }
 
+TEST_CASE("ansible: restart-changed.yml refuses to restart changed nodes on a degraded cluster unless forced", "[ansible]") {
+  // site.yml and start.yml restart the nodes a change marked
+  // (restart-changed.yml) without the check rolling-restart.yml makes
+  // first: with a node already not ready, the first restart took a second
+  // one out of service. Three local "hosts" (health_mode: ctl), n1 and n3
+  // marked; the stand-ins of the rolling restart's test: sb-ctl says n2 has
+  // unsynced partitions for as many calls as d/unsynced-n2 holds, and
+  // sb-supervise logs the restarts.
+  const std::string d = tmpdir();
+  REQUIRE(sh("mkdir -p " + d + "/bin && cat > " + d + "/bin/sb-supervise <<'EOF'\n#!/bin/sh\n"
+             "p=''; while [ $# -gt 0 ]; do case \"$1\" in --pidfile) p=$2; shift 2;; --) break;; *) shift;; esac; done\n"
+             "echo \"restart $(basename \"$p\" .pid)\" >> " + d + "/log\n"
+             "EOF\n"
+             "cat > " + d + "/bin/sb-ctl <<'EOF'\n#!/bin/sh\n"
+             "v=''; while [ $# -gt 0 ]; do case \"$1\" in --via) v=$2; shift 2;; *) shift;; esac; done\n"
+             "f=" + d + "/unsynced-n$v; c=$(cat $f 2>/dev/null || echo 0)\n"
+             "if [ \"$c\" -gt 0 ]; then echo $((c - 1)) > $f; u=3; else u=0; fi\n"
+             "printf 'node %s\\n  unsynced_partitions       %s\\n' $v $u\n"
+             "EOF\nchmod +x " + d + "/bin/*").rc == 0);
+  auto inventory = [&](const std::string& n2_extra) {
+    std::ofstream(d + "/hosts.yml") << "all:\n  children:\n    sb_nodes:\n      hosts:\n"
+                                       "        n1: {node_id: 1, sb_node_restart_pending: true}\n"
+                                       "        n2: {node_id: 2" << n2_extra << "}\n"
+                                       "        n3: {node_id: 3, sb_node_restart_pending: true}\n"
+                                       "  vars:\n    ansible_connection: local\n    service_mode: supervised\n"
+                                       "    health_mode: ctl\n    health_retries: 3\n    health_delay: 0\n"
+                                       "    key_file: " << d << "/node.key\n    install_dir: " << d << "/bin\n"
+                                       "    config_path: " << d << "/sb-node.yaml\n    log_file: " << d << "/sb.log\n"
+                                       "    pid_file: \"" << d << "/{{ inventory_hostname }}.pid\"\n";
+  };
+  inventory("");
+  const std::string play = "cd " + src() + "/ansible && ANSIBLE_CONFIG=ansible.cfg ANSIBLE_NOCOLOR=1 ansible-playbook -i " +
+                           d + "/hosts.yml restart-changed.yml";
+  const std::string log = d + "/log";
+  REQUIRE(sh("echo 1000 > " + d + "/unsynced-n2").rc == 0);
+  // Refused, naming n2, and the marked nodes it leaves on their old process
+  // (a second site.yml would find nothing changed); --limit checks every node.
+  for (const char* args : {"", " --limit n1"}) {
+    INFO(args);
+    const Run r = sh(play + args);
+    INFO(r.out);
+    CHECK(r.rc != 0);
+    CHECK(has(r.out, "rolling restart refused, nothing was restarted"));
+    CHECK(has(r.out, "n2: unsynced_partitions       3"));
+    CHECK(has(r.out, "-e sb_rolling_restart_force=true"));
+    const std::string marked = *args ? "n1" : "n1, n3";
+    CHECK(has(r.out, "The nodes this run changed (" + marked + ") keep their old process"));
+    CHECK(has(r.out, "restart them with rolling-restart.yml --limit " + std::string(*args ? "n1" : "n1,n3") +
+                         " (once the cluster is healthy, or forced)"));
+    CHECK(access(log.c_str(), F_OK) != 0);  // nothing restarted
+  }
+  // Forced: it says what it overrides, then restarts the marked nodes only.
+  REQUIRE(sh("echo 1 > " + d + "/unsynced-n2").rc == 0);
+  Run r = sh(play + " -e sb_rolling_restart_force=true");
+  INFO(r.out);
+  CHECK(r.rc == 0);
+  CHECK(has(r.out, "restarting anyway, although n2: unsynced_partitions"));
+  CHECK(sh("cat " + log).out == "restart n1\nrestart n3\n");
+  // A healthy cluster: no override needed.
+  REQUIRE(sh("rm " + log).rc == 0);
+  r = sh(play);
+  INFO(r.out);
+  CHECK(r.rc == 0);
+  CHECK_FALSE(has(r.out, "restarting anyway"));
+  CHECK(sh("cat " + log).out == "restart n1\nrestart n3\n");
+  // Nothing marked (a first run, nothing changed): no check, no restart;
+  // the final health wait waits for n2 to resync, as before.
+  REQUIRE(sh("rm " + log + " && echo 2 > " + d + "/unsynced-n2").rc == 0);
+  r = sh(play + " -e sb_node_restart_pending=false");
+  INFO(r.out);
+  CHECK(r.rc == 0);
+  CHECK_FALSE(has(r.out, "Ask every node's stats once"));
+  CHECK(access(log.c_str(), F_OK) != 0);
+  // A node this run has just started (n2: its start changed, so it is not
+  // marked) is still resyncing: waited for, then checked, not refused.
+  inventory(", sup: {changed: true}");
+  REQUIRE(sh("echo 2 > " + d + "/unsynced-n2").rc == 0);
+  r = sh(play);
+  INFO(r.out);
+  CHECK(r.rc == 0);
+  CHECK_FALSE(has(r.out, "refused"));
+  CHECK(sh("cat " + log).out == "restart n1\nrestart n3\n");
+  sh("rm -rf " + d);
+}
+
 TEST_CASE("ansible: the rolling restart's health check names a node not ready on /health or unreachable", "[ansible]") {
   // health_mode: http: n1 answers ready, n2's /health answers 404 (not
   // ready), n3 cannot be reached over its connection (ssh to a port nobody
