@@ -1331,6 +1331,26 @@ TEST_CASE("ansible: the ctl health check runs sb-ctl on each node with the node'
   sh("rm -rf " + d);
 }
 
+namespace {
+// Stand-ins for the rolling-restart and restart-changed tests, in d/bin:
+// sb-supervise logs each restart to d/log; sb-ctl (health_mode: ctl) fails
+// like an unreachable node while d/down-nN exists, and says node N has
+// unsynced partitions for as many calls as d/unsynced-nN holds.
+bool write_restart_stand_ins(const std::string& d) {
+  return sh("mkdir -p " + d + "/bin && cat > " + d + "/bin/sb-supervise <<'EOF'\n#!/bin/sh\n"
+            "p=''; while [ $# -gt 0 ]; do case \"$1\" in --pidfile) p=$2; shift 2;; --) break;; *) shift;; esac; done\n"
+            "echo \"restart $(basename \"$p\" .pid)\" >> " + d + "/log\n"
+            "EOF\n"
+            "cat > " + d + "/bin/sb-ctl <<'EOF'\n#!/bin/sh\n"
+            "v=''; while [ $# -gt 0 ]; do case \"$1\" in --via) v=$2; shift 2;; *) shift;; esac; done\n"
+            "[ -e " + d + "/down-n$v ] && { echo \"sb-ctl: node $v did not answer within 3000 ms\" >&2; exit 4; }\n"
+            "f=" + d + "/unsynced-n$v; c=$(cat $f 2>/dev/null || echo 0)\n"
+            "if [ \"$c\" -gt 0 ]; then echo $((c - 1)) > $f; u=3; else u=0; fi\n"
+            "printf 'node %s\\n  unsynced_partitions       %s\\n' $v $u\n"
+            "EOF\nchmod +x " + d + "/bin/*").rc == 0;
+}
+}  // namespace
+
 TEST_CASE("ansible: a rolling restart refuses to start on a degraded cluster unless forced", "[ansible]") {
   // rolling-restart.yml took its first node down whatever the others'
   // state: with one node already not ready, that left two out of service
@@ -1340,17 +1360,7 @@ TEST_CASE("ansible: a rolling restart refuses to start on a degraded cluster unl
   // holds, and fails like an unreachable node while d/down-n3 exists; a
   // stand-in sb-supervise logs the restarts.
   const std::string d = tmpdir();
-  REQUIRE(sh("mkdir -p " + d + "/bin && cat > " + d + "/bin/sb-supervise <<'EOF'\n#!/bin/sh\n"
-             "p=''; while [ $# -gt 0 ]; do case \"$1\" in --pidfile) p=$2; shift 2;; --) break;; *) shift;; esac; done\n"
-             "echo \"restart $(basename \"$p\" .pid)\" >> " + d + "/log\n"
-             "EOF\n"
-             "cat > " + d + "/bin/sb-ctl <<'EOF'\n#!/bin/sh\n"
-             "v=''; while [ $# -gt 0 ]; do case \"$1\" in --via) v=$2; shift 2;; *) shift;; esac; done\n"
-             "[ -e " + d + "/down-n$v ] && { echo \"sb-ctl: node $v did not answer within 3000 ms\" >&2; exit 4; }\n"
-             "f=" + d + "/unsynced-n$v; c=$(cat $f 2>/dev/null || echo 0)\n"
-             "if [ \"$c\" -gt 0 ]; then echo $((c - 1)) > $f; u=3; else u=0; fi\n"
-             "printf 'node %s\\n  unsynced_partitions       %s\\n' $v $u\n"
-             "EOF\nchmod +x " + d + "/bin/*").rc == 0);
+  REQUIRE(write_restart_stand_ins(d));
   std::ofstream(d + "/hosts.yml") << "all:\n  children:\n    sb_nodes:\n      hosts:\n"
                                      "        n1: {node_id: 1}\n        n2: {node_id: 2}\n        n3: {node_id: 3}\n"
                                      "  vars:\n    ansible_connection: local\n    service_mode: supervised\n"
@@ -1400,16 +1410,7 @@ TEST_CASE("ansible: restart-changed.yml refuses to restart changed nodes on a de
   // unsynced partitions for as many calls as d/unsynced-n2 holds, and
   // sb-supervise logs the restarts.
   const std::string d = tmpdir();
-  REQUIRE(sh("mkdir -p " + d + "/bin && cat > " + d + "/bin/sb-supervise <<'EOF'\n#!/bin/sh\n"
-             "p=''; while [ $# -gt 0 ]; do case \"$1\" in --pidfile) p=$2; shift 2;; --) break;; *) shift;; esac; done\n"
-             "echo \"restart $(basename \"$p\" .pid)\" >> " + d + "/log\n"
-             "EOF\n"
-             "cat > " + d + "/bin/sb-ctl <<'EOF'\n#!/bin/sh\n"
-             "v=''; while [ $# -gt 0 ]; do case \"$1\" in --via) v=$2; shift 2;; *) shift;; esac; done\n"
-             "f=" + d + "/unsynced-n$v; c=$(cat $f 2>/dev/null || echo 0)\n"
-             "if [ \"$c\" -gt 0 ]; then echo $((c - 1)) > $f; u=3; else u=0; fi\n"
-             "printf 'node %s\\n  unsynced_partitions       %s\\n' $v $u\n"
-             "EOF\nchmod +x " + d + "/bin/*").rc == 0);
+  REQUIRE(write_restart_stand_ins(d));
   auto inventory = [&](const std::string& n2_extra) {
     std::ofstream(d + "/hosts.yml") << "all:\n  children:\n    sb_nodes:\n      hosts:\n"
                                        "        n1: {node_id: 1, sb_node_restart_pending: true}\n"
