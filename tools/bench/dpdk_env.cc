@@ -8,6 +8,7 @@
 
 #include <cstdio>
 #include <cstdlib>
+#include <cstring>
 #include <fstream>
 #include <string>
 #include <vector>
@@ -29,10 +30,42 @@ uint64_t free_hugepages(const char* size_dir) {
   return n;
 }
 
-int madvise_msl(const struct rte_memseg_list* msl, void* arg) {
+// With --no-huge, DPDK 22.11 backs its heap with a memfd mapped MAP_SHARED
+// (eal_legacy_hugepage_init: "so vhost can share it"): shared memory, which
+// THP backs only when /sys/kernel/mm/transparent_hugepage/shmem_enabled
+// allows it (Debian's default: never) and only for 2 MiB-aligned file
+// ranges. madvise(MADV_HUGEPAGE) on it is accepted and changes nothing, so
+// rte_hash and rte_efd ran on 4 KiB pages while our tables ran on THP
+// (measured: ShmemHugePages 0 during an rte_hash run, AnonHugePages > 1 GiB
+// during ours), against BENCHMARKS.md "same kind of memory for all".
+// sb-bench shares its memory with nobody, so each heap segment list is
+// replaced by a private anonymous mapping at the same address, with the
+// pages EAL init already wrote copied over (mincore: the resident ones; the
+// others read as zeros either way), and advised for THP like ours.
+// Returns false when the kernel refused the new mapping (the old one is
+// then gone: the caller must stop) or the advice.
+bool remap_private_thp(void* base, size_t len) {
+  const size_t pg = size_t(sysconf(_SC_PAGESIZE));
+  if (len % pg != 0) return false;
+  std::vector<unsigned char> resident(len / pg);
+  if (mincore(base, len, resident.data()) != 0) return false;
+  std::vector<size_t> pages;
+  for (size_t i = 0; i < resident.size(); ++i)
+    if (resident[i] & 1) pages.push_back(i);
+  std::vector<uint8_t> saved(pages.size() * pg);
+  auto* b = static_cast<uint8_t*>(base);
+  for (size_t k = 0; k < pages.size(); ++k) std::memcpy(saved.data() + k * pg, b + pages[k] * pg, pg);
+  void* p = mmap(base, len, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS | MAP_FIXED, -1, 0);
+  if (p != base) return false;
+  const bool advised = madvise(base, len, MADV_HUGEPAGE) == 0;
+  for (size_t k = 0; k < pages.size(); ++k) std::memcpy(b + pages[k] * pg, saved.data() + k * pg, pg);
+  return advised;
+}
+
+int remap_msl(const struct rte_memseg_list* msl, void* arg) {
   auto* all_ok = static_cast<bool*>(arg);
   if (msl->base_va == nullptr || msl->len == 0) return 0;
-  if (madvise(msl->base_va, msl->len, MADV_HUGEPAGE) != 0) *all_ok = false;
+  if (!remap_private_thp(msl->base_va, msl->len)) *all_ok = false;
   return 0;
 }
 }  // namespace
@@ -74,7 +107,7 @@ Status dpdk_init(uint64_t mem_mb, bool simd128) {
     set_default_page_kind(PageKind::k2M);
   } else {
     bool ok = true;
-    rte_memseg_list_walk(madvise_msl, &ok);
+    rte_memseg_list_walk(remap_msl, &ok);
     g_kind = page_kind_name(ok ? effective_page_kind(PageKind::kTHP) : PageKind::k4K);
     set_default_page_kind(ok ? PageKind::kTHP : PageKind::k4K);
   }
