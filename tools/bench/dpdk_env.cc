@@ -62,10 +62,29 @@ bool remap_private_thp(void* base, size_t len) {
   return advised;
 }
 
+// The kernel's word on whether THP may back the mapping holding addr
+// (/proc/self/smaps "THPeligible", Linux 5.x and later): 1 yes, 0 no, -1
+// unknown (no such mapping or field).
+int thp_eligible(const void* addr) {
+  std::ifstream in("/proc/self/smaps");
+  const auto a = reinterpret_cast<uintptr_t>(addr);
+  bool inside = false;
+  for (std::string line; std::getline(in, line);) {
+    unsigned long lo = 0, hi = 0;
+    if (std::sscanf(line.c_str(), "%lx-%lx ", &lo, &hi) == 2 && line.find(':') > line.find(' ')) {
+      inside = a >= lo && a < hi;  // a mapping's header line
+      continue;
+    }
+    if (inside && line.rfind("THPeligible:", 0) == 0) return std::atoi(line.c_str() + 12) != 0 ? 1 : 0;
+  }
+  return -1;
+}
+
 int remap_msl(const struct rte_memseg_list* msl, void* arg) {
   auto* all_ok = static_cast<bool*>(arg);
   if (msl->base_va == nullptr || msl->len == 0) return 0;
-  if (!remap_private_thp(msl->base_va, msl->len)) *all_ok = false;
+  // The page kind is what the kernel says, not what was asked for.
+  if (!remap_private_thp(msl->base_va, msl->len) || thp_eligible(msl->base_va) == 0) *all_ok = false;
   return 0;
 }
 }  // namespace

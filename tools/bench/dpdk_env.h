@@ -1,8 +1,10 @@
 // tools/bench/dpdk_env.h: one DPDK EAL per sb-bench process, sized for the run.
 //
-// EAL runs with --no-huge (anonymous 4 KiB memory that we then madvise for
-// transparent huge pages, the same page kind our own structures get from
-// core/large_array.h) unless enough free 2 MiB hugepages exist, in which
+// EAL runs with --no-huge (a memfd DPDK maps shared, on 4 KiB pages, that
+// sb-bench remaps as private anonymous memory advised for transparent huge
+// pages: the page kind our own structures get from core/large_array.h;
+// "4K" when the kernel says THP may not back it) unless enough free 2 MiB
+// hugepages exist, in which
 // case it runs --in-memory on them and our structures use 2 MiB hugetlb
 // pages too (1 GiB pages are not used: core/large_array.cc).
 // page_kind() says what both sides got, for the `page_size` field.
