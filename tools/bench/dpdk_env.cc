@@ -6,6 +6,7 @@
 #include <sys/mman.h>
 #include <unistd.h>
 
+#include <cerrno>
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
@@ -42,13 +43,15 @@ uint64_t free_hugepages(const char* size_dir) {
 // replaced by a private anonymous mapping at the same address, with the
 // pages EAL init already wrote copied over (mincore: the resident ones; the
 // others read as zeros either way), and advised for THP like ours.
-// Returns false when the kernel refused the new mapping (the old one is
-// then gone: the caller must stop) or the advice.
-bool remap_private_thp(void* base, size_t len) {
+// kKept: nothing was changed (the heap stays on its memfd); kLost: the
+// kernel refused the new mapping, and the old one may be gone with it (the
+// caller must not touch DPDK memory again); kNoAdvice, kDone.
+enum class Remap { kKept, kLost, kNoAdvice, kDone };
+Remap remap_private_thp(void* base, size_t len) {
   const size_t pg = size_t(sysconf(_SC_PAGESIZE));
-  if (len % pg != 0) return false;
+  if (len % pg != 0) return Remap::kKept;
   std::vector<unsigned char> resident(len / pg);
-  if (mincore(base, len, resident.data()) != 0) return false;
+  if (mincore(base, len, resident.data()) != 0) return Remap::kKept;
   std::vector<size_t> pages;
   for (size_t i = 0; i < resident.size(); ++i)
     if (resident[i] & 1) pages.push_back(i);
@@ -56,10 +59,10 @@ bool remap_private_thp(void* base, size_t len) {
   auto* b = static_cast<uint8_t*>(base);
   for (size_t k = 0; k < pages.size(); ++k) std::memcpy(saved.data() + k * pg, b + pages[k] * pg, pg);
   void* p = mmap(base, len, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS | MAP_FIXED, -1, 0);
-  if (p != base) return false;
+  if (p != base) return Remap::kLost;
   const bool advised = madvise(base, len, MADV_HUGEPAGE) == 0;
   for (size_t k = 0; k < pages.size(); ++k) std::memcpy(b + pages[k] * pg, saved.data() + k * pg, pg);
-  return advised;
+  return advised ? Remap::kDone : Remap::kNoAdvice;
 }
 
 // The kernel's word on whether THP may back the mapping holding addr
@@ -80,11 +83,23 @@ int thp_eligible(const void* addr) {
   return -1;
 }
 
+struct RemapResult {
+  bool thp = true;   // every heap list may be backed by THP (the kernel says so)
+  bool lost = false;  // a list's mapping could not be replaced: stop
+  int err = 0;        // mmap's errno then
+};
+
 int remap_msl(const struct rte_memseg_list* msl, void* arg) {
-  auto* all_ok = static_cast<bool*>(arg);
+  auto* r = static_cast<RemapResult*>(arg);
   if (msl->base_va == nullptr || msl->len == 0) return 0;
+  const Remap m = remap_private_thp(msl->base_va, msl->len);
+  if (m == Remap::kLost) {
+    r->lost = true;
+    r->err = errno;
+    return 1;  // stops the walk
+  }
   // The page kind is what the kernel says, not what was asked for.
-  if (!remap_private_thp(msl->base_va, msl->len) || thp_eligible(msl->base_va) == 0) *all_ok = false;
+  if (m != Remap::kDone || thp_eligible(msl->base_va) == 0) r->thp = false;
   return 0;
 }
 }  // namespace
@@ -125,10 +140,15 @@ Status dpdk_init(uint64_t mem_mb, bool simd128) {
     g_kind = "2M";
     set_default_page_kind(PageKind::k2M);
   } else {
-    bool ok = true;
-    rte_memseg_list_walk(remap_msl, &ok);
-    g_kind = page_kind_name(ok ? effective_page_kind(PageKind::kTHP) : PageKind::k4K);
-    set_default_page_kind(ok ? PageKind::kTHP : PageKind::k4K);
+    RemapResult r;
+    rte_memseg_list_walk(remap_msl, &r);
+    if (r.lost) {
+      g_status = Status::Internal(std::string("DPDK EAL memory: its heap could not be remapped as private memory (") +
+                                  std::strerror(r.err) + "); the process cannot use it");
+      return g_status;
+    }
+    g_kind = page_kind_name(r.thp ? effective_page_kind(PageKind::kTHP) : PageKind::k4K);
+    set_default_page_kind(r.thp ? PageKind::kTHP : PageKind::k4K);
   }
   // sb-bench never tears EAL down (its pools live until exit); its
   // runtime directory goes at exit (node/eal_runtime.h).
