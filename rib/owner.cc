@@ -511,6 +511,7 @@ void Owner::submit(ClientOp&& op) { queue_.push_back(std::move(op)); }
 
 bool Owner::idle() const {
   if (!queue_.empty() || !flight_.empty() || !parked_.empty() || cleanups_pending()) return false;
+  if (!member_reconcile_.empty()) return false;  // a reconcile to send (MEMBER RECONCILE)
   for (const auto& [id, w] : repush_)
     if (live_mask_ >> w.node & 1u) return false;  // re-sent until acked
   for (const auto& [p, d] : waiters_)
@@ -623,13 +624,39 @@ void Owner::set_live(uint32_t node, bool live, uint64_t now_us) {
   // session deleted meanwhile would stay for good). A reconciling re-push
   // of our partitions to it repairs that (installs are idempotent; a
   // restarted member gets what its snapshots also bring).
+  // Its GPT may have missed our deltas too (a move away from it): the
+  // reconcile waits until it applied our current heads (MEMBER RECONCILE).
   if (before != live_mask_ && live && node != opt_.self && repushed_) {
     for (auto it = repush_.begin(); it != repush_.end();)
       it = it->second.node == node ? repush_.erase(it) : std::next(it);
     ++stats_.member_repushes;
-    repush_to(node, now_us, !reconcile_held_);
+    repush_to(node, now_us, false);
+    if (!reconcile_held_) {  // (held: maybe_reconcile reconciles every live member)
+      MemberReconcile& mr = member_reconcile_[node];
+      mr.deadline_us = now_us + kRepushAckWait * opt_.fib_timeout_ms * 1000;
+      mr.targets.clear();
+      for (const uint32_t p : spec_.partitions_of(opt_.self)) mr.targets.emplace_back(p, StreamPos{epoch_, seq_[p]});
+      ++stats_.member_reconciles_held;
+      maybe_reconcile_member(node, now_us);
+    }
   }
-  if (before != live_mask_ && !live) maybe_reconcile(now_us);  // one fewer to wait for
+  if (before != live_mask_ && !live) {
+    member_reconcile_.erase(node);  // seen live again: a new re-push
+    maybe_reconcile(now_us);        // one fewer to wait for
+  }
+}
+
+void Owner::maybe_reconcile_member(uint32_t node, uint64_t now_us) {
+  const auto it = member_reconcile_.find(node);
+  if (it == member_reconcile_.end()) return;
+  if (now_us < it->second.deadline_us) {
+    for (const auto& [p, pos] : it->second.targets)
+      if (applied_[p][node] < pos) return;
+  } else {
+    ++stats_.member_reconcile_timeouts;
+  }
+  member_reconcile_.erase(it);
+  repush_to(node, now_us, true);
 }
 
 StreamPos Owner::min_applied(uint32_t partition) const {
@@ -658,6 +685,7 @@ void Owner::on_applied(uint32_t node, uint32_t partition, StreamPos pos, uint64_
   if (a < pos) a = pos;
   check_converged(partition, now_us);
   maybe_reconcile(now_us);
+  maybe_reconcile_member(node, now_us);
 }
 
 void Owner::maybe_reconcile(uint64_t now_us) {
@@ -666,6 +694,7 @@ void Owner::maybe_reconcile(uint64_t now_us) {
     for (const uint32_t p : spec_.partitions_of(opt_.self))
       if (!converged(p, StreamPos{epoch_, 0})) return;
   reconcile_held_ = false;
+  member_reconcile_.clear();  // every live member is reconciled now
   for (const Member& m : spec_.members)
     if ((live_mask_ >> m.id & 1u) || m.id == opt_.self) repush_to(m.id, now_us, true);
 }
@@ -688,6 +717,15 @@ void Owner::check_converged(uint32_t partition, uint64_t now_us) {
       (void)p;
       for (uint32_t m = w.remove_mask & ~keep; m; m &= m - 1) {
         const uint32_t n = uint32_t(std::countr_zero(m));
+        if (!(live_mask_ >> n & 1u) && applied_[partition][n] < w.pos) {
+          // Not live, so convergence did not wait for it: when it is back,
+          // its GPT may still steer the session to itself. The remove
+          // waits until it applied the move (CLEANUPS, `after`).
+          CleanupItem& ci = cleanup_[n][w.key];
+          ci = CleanupItem{0, false, w.pos};
+          ++stats_.removes_held;
+          continue;
+        }
         removes[n].remove.push_back(w.key);
       }
       if (w.remove_mask & ~keep) ++stats_.removes_after_converge;  // (a move back kept them all)
@@ -841,6 +879,12 @@ Status Owner::pump(uint64_t now_us) {
     }
   }
   maybe_reconcile(now_us);  // the deadline (RECONCILE)
+  if (!member_reconcile_.empty()) {  // the deadlines (MEMBER RECONCILE)
+    std::vector<uint32_t> due;
+    for (const auto& [n, mr] : member_reconcile_)
+      if (now_us >= mr.deadline_us) due.push_back(n);
+    for (const uint32_t n : due) maybe_reconcile_member(n, now_us);
+  }
   if (!parked_.empty()) answer_parked();
   if (now_us >= cleanup_retry_us_ && cleanups_pending()) retry_cleanups(now_us);
   while (!flight_.empty() && now_us - flight_.front().t0_us > uint64_t(opt_.fib_timeout_ms) * 1000)
@@ -906,6 +950,10 @@ void Owner::retry_cleanups(uint64_t now_us) {
       }
       uint64_t h = 0;
       const uint32_t p = partition_of_key(k, &h);
+      if (applied_[p][n] < it.after) {  // a held remove: n has not applied the move yet
+        ++i;
+        continue;
+      }
       const SessionRec* r = recs_[p].find(k);
       const bool wanted = r != nullptr && (placement(*r, h) >> n & 1u);
       bool waiter = false;  // a later move away from n removes it once converged

@@ -73,7 +73,11 @@
 // in every partition of this owner, at most kRepushAckWait x
 // fib_timeout_ms (RECONCILE below): until a member resynced, its GPT may
 // still steer a moved session to the old handler, and removing the old
-// entry then would black-hole it (make-before-break).
+// entry then would black-hole it (make-before-break). The same holds for
+// a member cut off while a move converged (convergence waits only for
+// live members): the move's removal at it, and the removing part of its
+// re-push when it is seen live again, wait until it applied the move
+// (CLEANUPS `after`, MEMBER RECONCILE).
 //
 // FAILURES: an op whose FIB ack does not come within fib_timeout_ms fails
 // with kUnavailable; its WAL record is compensated (the previous state is
@@ -183,6 +187,8 @@ struct OwnerOptions {
   X(bad_teid_acks, fib_acks_bad_teid, kCounter,                                                         \
     "FIB ack entries refused: their teid_ul does not name the acking node")                             \
   X(removes_after_converge, removes_after_converge, kCounter, "FIB removes sent once a move converged") \
+  X(removes_held, removes_held, kCounter,                                                               \
+    "converged moves' removes held for a member not live then, until it applies the move's delta")      \
   X(compensations, compensations, kCounter,                                                             \
     "logged ops that failed and were undone (WAL UNDO record, FIB reverted)")                           \
   X(max_group, max_group, kGauge, "most ops in one group so far")                                       \
@@ -196,6 +202,10 @@ struct OwnerOptions {
     "re-push batches to a node not live, not acked within 10 x fib_timeout_ms (forgotten)")             \
   X(member_repushes, member_repushes, kCounter,                                                         \
     "reconciling re-pushes to a member seen live again after it was down (it may have missed batches)") \
+  X(member_reconciles_held, member_reconciles_held, kCounter,                                           \
+    "re-pushes to a member seen live again whose reconcile waited until it applied our heads")          \
+  X(member_reconcile_timeouts, member_reconcile_timeouts, kCounter,                                     \
+    "held reconciles of a member sent at 10 x fib_timeout_ms without its applied reports")              \
   X(repush_resends, repush_resends, kCounter,                                                           \
     "re-push batches to a live node built again and re-sent (not acked within fib_timeout_ms)")         \
   X(teid_reports_learnt, teid_reports_learnt, kCounter,                                                 \
@@ -295,7 +305,8 @@ class Owner {
   bool owns(uint32_t partition) const { return spec_.owner[partition] == opt_.self; }
   uint32_t partition_of_key(const FlowKey& k, uint64_t* h = nullptr) const;
   // Nothing queued, in flight, waiting for convergence or for the ack of a
-  // cleanup (CLEANUPS) or a re-push batch to a live node.
+  // cleanup (CLEANUPS) or a re-push batch to a live node, and no member's
+  // reconcile held (MEMBER RECONCILE).
   bool idle() const;
   size_t queued() const { return queue_.size(); }
   // pump() would start a group now.
@@ -441,6 +452,19 @@ class Owner {
   // is answered only after it (repush_pending_for).
   bool reconcile_held_ = false;
   uint64_t reconcile_deadline_us_ = 0;
+  // MEMBER RECONCILE: a member seen live again after it was seen down (cut
+  // off, its process running) may have missed our deltas: its GPT can
+  // still steer a session we moved away from it to itself. Its re-push
+  // installs at once; the reconcile (which drops such a moved session's
+  // entry there) waits until it applied, in every partition we own, the
+  // head we had when it came back (`targets`), or until `deadline_us`
+  // (kRepushAckWait x fib_timeout_ms), as RECONCILE does for a restart.
+  struct MemberReconcile {
+    uint64_t deadline_us = 0;
+    std::vector<std::pair<uint32_t, StreamPos>> targets;  // (partition, head)
+  };
+  std::unordered_map<uint32_t, MemberReconcile> member_reconcile_;
+  void maybe_reconcile_member(uint32_t node, uint64_t now_us);
   void maybe_reconcile(uint64_t now_us);
   // The FIB entries `for_node` holds of a partition at the current head,
   // as they will be once the groups in flight land (snapshot()'s FIB part).
@@ -481,9 +505,14 @@ class Owner {
   // from the current state and re-sent (a lost one would leave a stale
   // entry, or a missing one, for good). `install`: the entry must be there
   // (an undo restoring it) rather than gone. batch 0: to be (re)sent.
+  // `after`: a converged move's remove for a member that was not live at
+  // convergence (convergence does not wait for it) is sent only once that
+  // member applied the move's delta (applied_ >= after): until then its
+  // GPT may still steer the session to itself (make-before-break).
   struct CleanupItem {
     uint64_t batch = 0;
     bool install = false;
+    StreamPos after{};
   };
   std::array<std::unordered_map<FlowKey, CleanupItem, KeyHasher>, kMaxNodes> cleanup_;
   struct CleanupBatch {

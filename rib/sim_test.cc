@@ -3456,6 +3456,60 @@ TEST_CASE("rib sim: an owner restarted before a move converged keeps the old ent
   check_converged_state(sim, c);
 }
 
+TEST_CASE("rib sim: a member seen live again keeps a moved session's old entry until it resynced", "[owner]") {
+  // Node 1 (handler of k) is cut off from its peers, its process running:
+  // they see it down. k moves to node 2 meanwhile; the move's removal of
+  // node 1's entry and its GPT delta never reach node 1. When node 1 is
+  // seen live again, owner 0 re-pushes k's partition to it. Node 1's GPT
+  // still steers k to itself until a heartbeat shows it the delta it
+  // missed and it resyncs: a reconciling re-push arriving first used to
+  // remove node 1's entry at once, a black hole for k's packets arriving
+  // at node 1 (make-before-break) until the resync.
+  Sim sim(3, Architecture::kScaleBricks, 141);
+  Client c(sim, 142, 200);
+  sim.run_until_idle();
+  const FlowKey k = c.key_owned_by(0);
+  c.add_handled(k, 1, 0x10);
+  sim.down[1] = true;  // nothing reaches node 1 or leaves it
+  for (uint32_t j : {0u, 2u}) {
+    sim.owners[j]->set_live(1, false, sim.now);
+    sim.owners[1]->set_live(j, false, sim.now);
+  }
+  c.run_op(c.make_op(OpKind::kMove, k, 2));
+  REQUIRE(c.model[k].node == 2);
+  REQUIRE(sim.nodes[1]->fib_lookup(k) != fib::kFibMiss);  // the removal did not reach it
+  REQUIRE(sim.nodes[1]->gpt_lookup(k) == 1);              // nor the delta
+  sim.down[1] = false;
+  for (uint32_t j : {0u, 2u}) {
+    sim.owners[j]->set_live(1, true, sim.now);
+    sim.owners[1]->set_live(j, true, sim.now);
+  }
+  REQUIRE(sim.owners[0]->stats().member_repushes == 1);
+  for (int i = 0; i < 5; ++i) {  // the re-push (and any re-send) reaches node 1 before any heartbeat
+    sim.now += 20000;
+    REQUIRE(sim.owners[0]->pump(sim.now).ok());
+    sim.deliver_all(Msg::kFib, 1);
+    sim.deliver_all(Msg::kAck, 0);
+  }
+  for (uint32_t i = 0; i < 3; ++i) {
+    const uint32_t g = sim.nodes[i]->gpt_lookup(k);
+    INFO("node " << i << " steers k to " << g);
+    REQUIRE(g < 3);
+    CHECK(sim.nodes[g]->fib_lookup(k) != fib::kFibMiss);
+  }
+  // Once node 1 resynced k's partition (a heartbeat shows it the head it
+  // missed), its old entry goes.
+  sim.agent_timers = true;
+  sim.run_until_idle();
+  c.drain(nullptr);
+  CHECK(sim.nodes[1]->gpt_lookup(k) == 2);
+  CHECK(sim.nodes[1]->fib_lookup(k) == fib::kFibMiss);
+  CHECK(sim.nodes[2]->fib_lookup(k) != fib::kFibMiss);
+  CHECK(sim.owners[0]->stats().member_reconciles_held == 1);
+  CHECK(sim.owners[0]->stats().removes_held == 1);
+  check_converged_state(sim, c);
+}
+
 // ---- chaos: random faults under a random workload ---------------------------
 
 namespace {
