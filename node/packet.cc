@@ -243,6 +243,9 @@ Drop parse_upstream(const uint8_t* f, uint32_t len, const Mac& mine, uint32_t s1
         if (off >= 8 + gl) return Drop::k_gtpu_bad;
         const uint32_t units = g[off];
         if (units == 0) return Drop::k_gtpu_bad;
+        // A comprehended type of fixed format with another length cannot
+        // be read as that format: malformed (TS 29.281 5.2.2.2, 5.2.2.2A).
+        if (!gtpu_ext_length_ok(next, units)) return Drop::k_gtpu_bad;
         const uint32_t elen = units * 4;
         if (off + elen > 8 + gl) return Drop::k_gtpu_bad;
         next = g[off + elen - 1];

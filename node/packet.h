@@ -173,6 +173,14 @@ inline uint8_t ecn_decap(uint8_t outer, uint8_t inner) {
 //   0x82  Long PDCP PDU Number
 //   0x85  PDU Session Container (5G N3 only: accepted and ignored on
 //         receive, never added, ../shared/design/GTPU.md)
+// A comprehended type must also have the length its format has: PDCP PDU
+// Number length 1 (5.2.2.2: the length byte, a 2-octet number, the next
+// type), Long PDCP PDU Number length 2 (5.2.2.2A: an 18-bit number in 3
+// octets, 3 spare octets); the PDU Session Container is variable (5.2.2.7,
+// TS 38.415 5.5.2: its shortest content, 2 octets, makes length 1), so any
+// length >= 1, which every header has (length 0 is malformed). With another
+// length the header cannot be read as the format its type names: the chain
+// is malformed (gtpu_bad), not a part of GTP-U this gateway lacks.
 // Any other required type (the RAN containers 0x81, 0x83, 0x84 of the
 // links between radio nodes included): the packet is discarded
 // (gtpu_unsupported). The spec also has the receiver send a Supported
@@ -190,6 +198,16 @@ inline constexpr uint8_t kGtpExtPdcpPduNumber = 0xc0;
 inline constexpr bool gtpu_ext_acceptable(uint8_t t) {
   return (t & 0x80) == 0 || t == kGtpExtPdcpPduNumber || t == kGtpExtLongPdcpPduNumber ||
          t == kGtpExtPduSessionContainer;
+}
+
+// True when an extension header of type t may have length `units` (4-byte
+// units, >= 1): a comprehended type with a fixed format has exactly its
+// length (5.2.2.2, 5.2.2.2A, above); every other type any length. Constant
+// time, per extension header on the data path.
+inline constexpr bool gtpu_ext_length_ok(uint8_t t, uint32_t units) {
+  if (t == kGtpExtPdcpPduNumber) return units == 1;
+  if (t == kGtpExtLongPdcpPduNumber) return units == 2;
+  return true;
 }
 
 struct Upstream {
@@ -214,7 +232,9 @@ struct Upstream {
 // here); GTP version != 1, PT != 1, a length field that disagrees with the
 // UDP payload (8 + length != UDP length - 8: longer or shorter), a
 // truncated optional part or extension chain (4-byte units, length 0
-// invalid) -> gtpu_bad; an extension header of a comprehension-required
+// invalid), a comprehended extension header whose length is not its
+// format's (gtpu_ext_length_ok() false: malformed, not unsupported)
+// -> gtpu_bad; an extension header of a comprehension-required
 // type the gateway does not comprehend (gtpu_ext_acceptable() false, any
 // message type) -> gtpu_unsupported, once the whole chain has walked
 // (a malformed chain is gtpu_bad first); a G-PDU whose payload is not a

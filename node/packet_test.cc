@@ -355,19 +355,71 @@ TEST_CASE("upstream parse: every extension header type, alone or second in a cha
   // table: a type whose high bit is clear (00, 01) may be skipped by any
   // receiver; one with it set (10, 11) must be comprehended by us, the
   // endpoint, and only 0x82, 0x85 and 0xC0 are.
+  // The two of fixed format get their spec length (5.2.2.2, 5.2.2.2A; a
+  // wrong one is the test above), every other type 1 to 3 units.
   auto comprehended = [](unsigned t) { return t == 0x82 || t == 0x85 || t == 0xc0; };
+  auto units = [](unsigned t) { return uint8_t(t == 0xc0 ? 1 : t == 0x82 ? 2 : 1 + t % 3); };
   const auto ip = PacketBuilder().ipv4(kUe, kServer, 17).udp(4000, 53).payload(12).build();
   for (unsigned t = 1; t < 256; ++t) {
     const Drop want = (t & 0x80) == 0 || comprehended(t) ? Drop::kNone : Drop::k_gtpu_unsupported;
     for (bool second : {false, true}) {
       std::vector<std::pair<uint8_t, uint8_t>> exts;
       if (second) exts.push_back({0xc0, 1});
-      exts.push_back({uint8_t(t), uint8_t(1 + t % 3)});
+      exts.push_back({uint8_t(t), units(t)});
       const auto f = PacketBuilder().eth(kMine, kPeer).ipv4(kEnb, kS1u, 17).udp(2152, kGtpuPort)
                          .gtpu(0x34, kGtpGpdu, 7, 0, exts).raw(ip).build();
       INFO("type 0x" << std::hex << t << (second ? " after 0xC0" : " alone"));
       Upstream u;
       CHECK(parse_upstream(f.data(), uint32_t(f.size()), kMine, kS1u, &u) == want);
+    }
+  }
+}
+
+TEST_CASE("upstream parse: a comprehended extension header has its spec length, else gtpu_bad", "[packet]") {
+  // TS 29.281 5.2.2.2: PDCP PDU Number (0xC0), length 1; 5.2.2.2A: Long
+  // PDCP PDU Number (0x82), length 2; 5.2.2.7: PDU Session Container
+  // (0x85), variable (TS 38.415: length 1 and up). A comprehended header
+  // with another length cannot be read as its format: malformed
+  // (gtpu_bad), also ahead of an unknown required type (a malformed chain
+  // is gtpu_bad first) and on any message type. Types whose high bit is
+  // clear are skipped by any length.
+  const auto ip = PacketBuilder().ipv4(kUe, kServer, 17).udp(4000, 53).payload(12).build();
+  using Exts = std::vector<std::pair<uint8_t, uint8_t>>;
+  struct Case { const char* what; uint8_t type; Exts exts; Drop expect; };
+  const Case cases[] = {
+      {"PDCP PDU number, length 1", kGtpGpdu, {{0xc0, 1}}, Drop::kNone},
+      {"PDCP PDU number, length 2", kGtpGpdu, {{0xc0, 2}}, Drop::k_gtpu_bad},
+      {"PDCP PDU number, length 3", kGtpGpdu, {{0xc0, 3}}, Drop::k_gtpu_bad},
+      {"long PDCP PDU number, length 2", kGtpGpdu, {{0x82, 2}}, Drop::kNone},
+      {"long PDCP PDU number, length 1", kGtpGpdu, {{0x82, 1}}, Drop::k_gtpu_bad},
+      {"long PDCP PDU number, length 3", kGtpGpdu, {{0x82, 3}}, Drop::k_gtpu_bad},
+      {"PDU session container, length 1", kGtpGpdu, {{0x85, 1}}, Drop::kNone},
+      {"PDU session container, length 2", kGtpGpdu, {{0x85, 2}}, Drop::kNone},
+      {"PDU session container, length 5", kGtpGpdu, {{0x85, 5}}, Drop::kNone},
+      {"all three, right lengths", kGtpGpdu, {{0x85, 2}, {0xc0, 1}, {0x82, 2}}, Drop::kNone},
+      {"PDCP PDU number length 2, second after a PDU session container", kGtpGpdu, {{0x85, 1}, {0xc0, 2}},
+       Drop::k_gtpu_bad},
+      {"long PDCP PDU number length 1, second after a PDCP PDU number", kGtpGpdu, {{0xc0, 1}, {0x82, 1}},
+       Drop::k_gtpu_bad},
+      {"PDCP PDU number length 2 after an unknown required type: malformed first", kGtpGpdu,
+       {{0x87, 1}, {0xc0, 2}}, Drop::k_gtpu_bad},
+      {"unknown required type after a right-length PDCP PDU number", kGtpGpdu, {{0xc0, 1}, {0x87, 1}},
+       Drop::k_gtpu_unsupported},
+      {"PDCP PDU number length 2 on an echo request", kGtpEchoRequest, {{0xc0, 2}}, Drop::k_gtpu_bad},
+      {"not required type 0x40, length 3: skipped", kGtpGpdu, {{0x40, 3}}, Drop::kNone},
+  };
+  for (const auto& c : cases) {
+    INFO(c.what);
+    PacketBuilder b;
+    b.eth(kMine, kPeer).ipv4(kEnb, kS1u, 17).udp(2152, kGtpuPort).gtpu(0x34, c.type, 7, 0, c.exts);
+    if (c.type == kGtpGpdu) b.raw(ip);
+    const auto f = b.build();
+    Upstream u;
+    const Drop d = parse_upstream(f.data(), uint32_t(f.size()), kMine, kS1u, &u);
+    CHECK(d == c.expect);
+    if (d == Drop::kNone && c.type == kGtpGpdu) {
+      CHECK(u.inner_len == ip.size());
+      CHECK(std::equal(ip.begin(), ip.end(), f.begin() + u.inner_off));
     }
   }
 }
