@@ -206,6 +206,16 @@ Drop parse_upstream(const uint8_t* f, uint32_t len, const Mac& mine, uint32_t s1
   if (rd16(udp + 2) != kGtpuPort) return Drop::k_not_gtpu;
   const uint32_t ulen = rd16(udp + 4);
   if (ulen < 8 || ulen > tl - ihl) return Drop::k_parse;
+  // A UDP datagram to port 2152 at our address, inside the frame: from
+  // here on every drop is GTP-level (gtpu_bad, gtpu_unsupported), and the
+  // caller may check the outer header and the UDP checksum of a dropped
+  // one first (packet.h), so the outer fields are filled now.
+  out->outer_ip_off = uint16_t(l3);
+  out->outer_tos = ip[1];
+  out->outer_src_ip = rd32(ip + 12);
+  out->outer_src_port = rd16(udp);
+  out->udp_off = uint16_t(udp - f);
+  out->udp_len = uint16_t(ulen);
   const uint8_t* g = udp + 8;
   const uint32_t glen = ulen - 8;  // GTP header + payload
   if (glen < 8) return Drop::k_gtpu_bad;
@@ -217,12 +227,6 @@ Drop parse_upstream(const uint8_t* f, uint32_t len, const Mac& mine, uint32_t s1
   if (8 + gl != glen) return Drop::k_gtpu_bad;
   out->msg_type = g[1];
   out->teid = rd32(g + 4);
-  out->outer_ip_off = uint16_t(l3);
-  out->outer_tos = ip[1];
-  out->outer_src_ip = rd32(ip + 12);
-  out->outer_src_port = rd16(udp);
-  out->udp_off = uint16_t(udp - f);
-  out->udp_len = uint16_t(ulen);
   uint32_t off = 8;  // from g
   out->has_seq = (flags & 0x07) != 0;
   if (out->has_seq) {

@@ -241,6 +241,14 @@ struct Upstream {
 // whole IPv4 packet -> gtpu_bad.
 // Message types other than G-PDU are returned with kNone for the caller
 // to handle (echo) or count (gtpu_unsupported).
+// Every gtpu_bad and gtpu_unsupported comes after a UDP datagram to port
+// 2152 was found whole inside the packet, with outer_ip_off, outer_tos,
+// outer_src_ip, outer_src_port, udp_off and udp_len filled (the other
+// fields are not). The outer IPv4 header checksum is not verified here,
+// and the UDP checksum covers the GTP-U header: the caller checks both
+// before it counts a GTP-level drop, so a packet damaged in transit is
+// counted where the damage shows (parse, udp_checksum), not as a
+// malformed or unsupported GTP-U message (pipeline.cc Worker::upstream).
 Drop parse_upstream(const uint8_t* frame, uint32_t len, const Mac& mine, uint32_t s1u_ip,
                     Upstream* out);
 

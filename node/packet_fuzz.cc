@@ -60,7 +60,18 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
     }
   }
   Upstream u;
-  if (parse_upstream(f.data(), len, kMine, kS1u, &u) == Drop::kNone) {
+  const Drop du = parse_upstream(f.data(), len, kMine, kS1u, &u);
+  if (du == Drop::k_gtpu_bad || du == Drop::k_gtpu_unsupported) {
+    // The caller checks the outer IPv4 header and sums the UDP datagram of
+    // a GTP-level drop (packet.h): both must be inside the frame.
+    check(u.outer_ip_off + 20u <= u.udp_off);
+    check(u.udp_len >= 8 && u.udp_off + u.udp_len <= len);
+    // Both reads, kept (volatile), where ASan sees them.
+    volatile bool sink = ipv4_header_valid(f.data() + u.outer_ip_off);
+    sink = udp4_checksum_ok(f.data() + u.outer_ip_off, f.data() + u.udp_off, u.udp_len);
+    (void)sink;
+  }
+  if (du == Drop::kNone) {
     if (u.msg_type == kGtpGpdu) {
       check(u.inner_off + u.inner_len <= len);
       check(u.inner_len >= 20);

@@ -339,6 +339,13 @@ TEST_CASE("upstream parse: fixtures", "[packet]") {
     Upstream u;
     const Drop d = parse_upstream(c.frame.data(), uint32_t(c.frame.size()), kMine, kS1u, &u);
     CHECK(d == c.expect);
+    if (d == Drop::k_gtpu_bad || d == Drop::k_gtpu_unsupported) {
+      // A GTP-level drop tells the caller where the outer headers are, so
+      // it can check them first (packet.h).
+      CHECK(u.outer_ip_off == 14);
+      CHECK(u.udp_off == 14 + 20);
+      CHECK(u.udp_len == c.frame.size() - 14 - 20);
+    }
     if (d == Drop::kNone) {
       CHECK(u.msg_type == c.type);
       if (c.type == kGtpGpdu) {

@@ -68,6 +68,20 @@ inline bool udp_ok(const rte_mbuf* m, const uint8_t* f, const Upstream& u) {
   return udp4_checksum_ok(f + u.outer_ip_off, udp, u.udp_len);
 }
 
+// The checks of the outer headers of an S1-U datagram parse_upstream
+// found (outer_ip_off, udp_off, udp_len filled): the outer IPv4 header
+// (parse) and the UDP checksum (udp_checksum); kNone when both pass. A
+// steered frame's mbuf flags are the fabric NIC's, about the shim frame:
+// its outer header is summed here; its UDP checksum was checked where it
+// entered (the node that steered it).
+inline Drop outer_drop(const rte_mbuf* m, const uint8_t* f, const Upstream& u, bool steered) {
+  if (!(steered ? ipv4_header_valid(f + u.outer_ip_off) : ipv4_ok(m, f + u.outer_ip_off))) [[unlikely]]
+    return Drop::k_parse;
+  if (!steered && !udp_ok(m, f, u)) [[unlikely]]
+    return Drop::k_udp_checksum;
+  return Drop::kNone;
+}
+
 }  // namespace
 
 Worker::Worker(const PipelineSpec& spec, const PipelineTables& tables, unsigned lcore_index,
@@ -444,20 +458,21 @@ void Worker::upstream(rte_mbuf* m, bool steered) {
   // address (which validated it): accept it for the address it carries.
   const uint32_t s1u = steered && len >= 34 ? rd32(f + 14 + 16) : spec_.s1u_ip;
   const Drop d = parse_upstream(f, len, spec_.port_mac[kEnb], s1u, &u);
-  if (d != Drop::kNone) {
-    drop(m, d);
+  if (d != Drop::kNone) [[unlikely]] {
+    // The UDP checksum covers the GTP-U header: a header damaged in
+    // transit fails it, and is counted udp_checksum (or parse, the outer
+    // header first), not gtpu_bad or gtpu_unsupported, which would send
+    // the operator after the eNodeB. parse_upstream filled the outer
+    // fields for those two (packet.h); here, off the good path.
+    const bool gtp_level = d == Drop::k_gtpu_bad || d == Drop::k_gtpu_unsupported;
+    const Drop o = gtp_level ? outer_drop(m, f, u, steered) : Drop::kNone;
+    drop(m, o != Drop::kNone ? o : d);
     return;
   }
-  // The outer header (a steered frame's flags are the fabric NIC's, about
-  // the shim frame: summed here).
-  if (!(steered ? ipv4_header_valid(f + u.outer_ip_off) : ipv4_ok(m, f + u.outer_ip_off))) [[unlikely]] {
-    drop(m, Drop::k_parse);
-    return;
-  }
-  // The UDP checksum covers the GTP-U header and the inner packet: checked
-  // where the frame entered (a steered frame was checked by that node).
-  if (!steered && !udp_ok(m, f, u)) [[unlikely]] {
-    drop(m, Drop::k_udp_checksum);
+  // The outer IPv4 header, then the UDP checksum, which covers the GTP-U
+  // header and the inner packet.
+  if (const Drop o = outer_drop(m, f, u, steered); o != Drop::kNone) [[unlikely]] {
+    drop(m, o);
     return;
   }
   if (u.msg_type == kGtpEchoRequest) {

@@ -775,6 +775,92 @@ TEST_CASE("pipeline: an S1-U UDP checksum that is present and wrong is dropped w
   }
 }
 
+TEST_CASE("pipeline: a GTP-U header damaged in transit is counted udp_checksum, not gtpu_bad") {
+  // The UDP checksum covers the GTP-U header: a header that fails to parse
+  // and a checksum that no longer verifies is a packet damaged on the way
+  // (udp_checksum; parse when the outer IPv4 header is damaged too, the
+  // first check), not a malformed message from the eNodeB. With no
+  // checksum (0) nothing tells the two apart: the GTP-level reason stays.
+  // A frame steered here was checked where it entered: GTP-level reason.
+  ClusterFixture fx(rib::Architecture::kScaleBricks);
+  const uint32_t t1 = fx.teid_ul(0, key_of(kUe1));  // handled by node 0
+  const uint32_t t0 = fx.teid_ul(1, key_of(kUe0));  // handled by node 1
+  using Exts = std::vector<std::pair<uint8_t, uint8_t>>;
+  constexpr size_t kG = 14 + 20 + 8;  // the GTP-U header
+  auto up = [&](bool csum, uint8_t flags = 0x30, Exts exts = {}) {
+    return PacketBuilder().eth(rc_mac(0, kEnb), rc_enb_next_hop()).ipv4(kEnb1, fx.s1u(0), 17)
+        .udp(2152, 2152, csum).gtpu(flags, kGtpGpdu, t1, 7, exts)
+        .ipv4(kUe1, kInternet, 17, 64).udp(40000, 80).payload(12).build();
+  };
+  // One flipped bit: a one's complement sum always catches it.
+  auto damage = [](std::vector<uint8_t> f, size_t at, uint8_t bits) {
+    f[at] ^= bits;
+    return f;
+  };
+  auto outer_ip_too = [](std::vector<uint8_t> f) {
+    f[14 + 10] ^= 0x01;  // the outer IPv4 header checksum
+    return f;
+  };
+  const auto echo = PacketBuilder().eth(rc_mac(0, kEnb), rc_enb_next_hop()).ipv4(kEnb1, fx.s1u(0), 17)
+                        .udp(2152, 2152, true).gtpu(0x32, kGtpEchoRequest, 0, 1).build();
+  // An upstream shim frame from member 0 to node 1 (the TEID's node): the
+  // eNodeB's frame from its IPv4 header on, GTP-U header damaged since.
+  auto steered = [&](bool bad_outer_ip) {
+    auto f = PacketBuilder().eth(rc_fabric_mac(1), rc_fabric_mac(0), kEthShim).raw(std::vector<uint8_t>(kShimLen, 0))
+                 .ipv4(kEnb1, fx.s1u(0), 17).udp(2152, 2152, true).gtpu(0x30, kGtpGpdu, t0)
+                 .ipv4(kUe0, kInternet, 17, 64).udp(40000, 80).payload(12).build();
+    write_shim(f.data() + 14, Shim{ShimKind::kUpstream, 0, 0, 0});
+    f[14 + kShimLen + 20 + 8] ^= 0x40;  // GTP version 1 -> 3
+    if (bad_outer_ip) f[14 + kShimLen + 10] ^= 0x01;
+    return f;
+  };
+  struct Case {
+    const char* desc;
+    uint32_t at;
+    Role role;
+    std::vector<uint8_t> frame;
+    const char* counter;
+  };
+  const std::vector<Case> cases = {
+      {"version bits damaged (1 -> 3), checksum present", 0, kEnb, damage(up(true), kG, 0x40), "drop_udp_checksum"},
+      {"version bits damaged, no checksum (0)", 0, kEnb, damage(up(false), kG, 0x40), "drop_gtpu_bad"},
+      {"length field damaged, checksum present", 0, kEnb, damage(up(true), kG + 3, 0x01), "drop_udp_checksum"},
+      {"length field damaged, no checksum", 0, kEnb, damage(up(false), kG + 3, 0x01), "drop_gtpu_bad"},
+      {"next type damaged into an unknown required one (0x85 -> 0x87), checksum present", 0, kEnb,
+       damage(up(true, 0x34, {{0x85, 1}}), kG + 11, 0x02), "drop_udp_checksum"},
+      {"next type damaged into an unknown required one, no checksum", 0, kEnb,
+       damage(up(false, 0x34, {{0x85, 1}}), kG + 11, 0x02), "drop_gtpu_unsupported"},
+      {"PDCP PDU number length damaged (1 -> 3), checksum present", 0, kEnb,
+       damage(up(true, 0x34, {{0xc0, 1}}), kG + 12, 0x02), "drop_udp_checksum"},
+      {"PDCP PDU number length damaged, no checksum", 0, kEnb, damage(up(false, 0x34, {{0xc0, 1}}), kG + 12, 0x02),
+       "drop_gtpu_bad"},
+      {"GTP-U header and outer IPv4 header damaged: the outer header first", 0, kEnb,
+       outer_ip_too(damage(up(true), kG, 0x40)), "drop_parse"},
+      {"echo request with damaged flags, checksum present", 0, kEnb, damage(echo, kG, 0x40), "drop_udp_checksum"},
+      {"sent as GTP version 2, checksum verifies: the eNodeB's message", 0, kEnb, up(true, 0x48), "drop_gtpu_bad"},
+      {"sent with an unknown required extension, checksum verifies", 0, kEnb, up(true, 0x34, {{0x87, 1}}),
+       "drop_gtpu_unsupported"},
+      {"sent with a PDCP PDU number of 2 units, checksum verifies", 0, kEnb, up(true, 0x34, {{0xc0, 2}}),
+       "drop_gtpu_bad"},
+      {"steered here, damaged, checksum wrong: checked where it entered", 1, kFabric, steered(false),
+       "drop_gtpu_bad"},
+      {"steered here, damaged, outer IPv4 header damaged too", 1, kFabric, steered(true), "drop_parse"},
+  };
+  for (const Case& k : cases) {
+    INFO(k.desc);
+    const auto before = totals(*fx.c);
+    CHECK(run(*fx.c, k.at, k.role, k.frame).empty());
+    const auto d = delta(before, totals(*fx.c));
+    CHECK(drops(d) == 1);
+    CHECK(d.count(k.counter) == 1);
+    CHECK(d.count("fabric_out") == 0);
+  }
+  // The undamaged frames pass.
+  CHECK(run(*fx.c, 0, kEnb, up(true)).size() == 1);
+  CHECK(run(*fx.c, 0, kEnb, up(true, 0x34, {{0x85, 1}})).size() == 1);
+  CHECK(run(*fx.c, 0, kEnb, up(true, 0x34, {{0xc0, 1}})).size() == 1);
+}
+
 TEST_CASE("pipeline: the NIC's L4 checksum verdict decides, NONE (data verified) included") {
   // RTE_MBUF_F_RX_L4_CKSUM_NONE: the checksum field in the data is not
   // right (a virtio host left it partial) but the data's integrity was
