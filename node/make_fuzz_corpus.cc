@@ -1,10 +1,17 @@
 // Writes the seed corpus of the packet fuzzer (node/fuzz_corpus/) from the
 // test fixtures' packet builder. Run by hand when the seeds should change:
 //   build/bin/sb-make-fuzz-corpus node/fuzz_corpus
+// Every committed seed comes from here (a run over the committed corpus
+// leaves it unchanged unless a seed here changed), so a seed is reviewed
+// as code. The corpus is what ctest replays under ASan
+// (packet_fuzz_replay_test.cc) and where `make fuzz` starts; inputs a
+// fuzzing run found and that were copied in by hand (Makefile) are the
+// only files not written here.
 #include <cstdio>
 #include <string>
 #include <vector>
 
+#include "node/fabric_shim.h"
 #include "node/packet_builder.h"
 
 using namespace sb::node;
@@ -18,6 +25,20 @@ int main(int argc, char** argv) {
   const uint32_t server = 0xc6120801, ue = 0xc6130005, s1u = 0xc612090b, enb = 0xc61209c8;
   auto inner = PacketBuilder().ipv4(ue, server, 17).udp(4000, 53).payload(12).build();
   auto s1 = [&] { return PacketBuilder().eth(mine, peer).ipv4(enb, s1u, 17).udp(2152, kGtpuPort); };
+  // Fabric shim frames (fabric_shim.h) from another member's MAC. Their
+  // payload was written by hand when the shim seeds were first committed
+  // (22f46f9), not by the builder, and is kept byte for byte: IPv4 ID 1,
+  // header checksum left 0 (parse_shim and ipv4_packet_len check lengths
+  // only), UDP 80 -> 40000 without a checksum.
+  const Mac member{{0x02, 0x5b, 0, 0x02, 0x02, 0}};
+  const std::vector<uint8_t> shim_payload = {
+      0x45, 0x00, 0x00, 0x1c, 0x00, 0x01, 0x00, 0x00, 0x40, 0x11, 0x00, 0x00, 0xc6, 0x13,
+      0x00, 0x01, 0xc6, 0x12, 0x64, 0x01, 0x00, 0x50, 0x9c, 0x40, 0x00, 0x08, 0x00, 0x00};
+  auto shim = [&](const Shim& s) {
+    std::vector<uint8_t> h(kShimLen);
+    write_shim(h.data(), s);
+    return PacketBuilder().eth(mine, member, kEthShim).raw(h).raw(shim_payload).build();
+  };
   std::vector<std::pair<std::string, std::vector<uint8_t>>> seeds = {
       {"down_udp", PacketBuilder().eth(mine, peer).ipv4(server, ue, 17).udp(53, 4000).payload(10).build()},
       {"down_tcp", PacketBuilder().eth(mine, peer).ipv4(server, ue, 6).tcp(443, 40000).build()},
@@ -38,6 +59,8 @@ int main(int argc, char** argv) {
       {"up_frag_first", PacketBuilder().eth(mine, peer).ipv4(enb, s1u, 17, 64, 0, 0x2000).udp(2152, kGtpuPort)
                             .gtpu(0x30, kGtpGpdu, 7).raw(inner).build()},
       {"arp", PacketBuilder().eth(mine, peer, 0x0806).payload(28).build()},
+      {"shim_resolved", shim(Shim{ShimKind::kResolved, 0x1001, 0xc612c801, 0xc123})},
+      {"shim_upstream", shim(Shim{ShimKind::kUpstream, 0, 0, 0})},
   };
   for (const auto& [name, bytes] : seeds) {
     const std::string path = std::string(argv[1]) + "/" + name;
