@@ -53,6 +53,19 @@ int main(int argc, char** argv) {
       // A PDCP PDU number (comprehended), then an unknown comprehension-required
       // type: gtpu_unsupported (TS 29.281 5.2.1).
       {"up_ext_required_unknown", s1().gtpu(0x34, kGtpGpdu, 7, 0, {{0xc0, 1}, {0x87, 1}}).raw(inner).build()},
+      // Comprehended types of fixed length (TS 29.281 5.2.2.2, 5.2.2.2A):
+      // right lengths pass, wrong ones are gtpu_bad.
+      {"up_ext_pdcp_lengths", s1().gtpu(0x34, kGtpGpdu, 7, 0, {{0xc0, 1}, {0x82, 2}}).raw(inner).build()},
+      {"up_ext_pdcp_wrong_length", s1().gtpu(0x34, kGtpGpdu, 7, 0, {{0xc0, 2}}).raw(inner).build()},
+      {"up_ext_long_pdcp_wrong_length", s1().gtpu(0x34, kGtpGpdu, 7, 0, {{0x85, 1}, {0x82, 1}}).raw(inner).build()},
+      // A UDP checksum over a GTP-U header damaged since (version 1 -> 3):
+      // gtpu_bad, with the outer offsets the caller checks first.
+      {"up_damaged_udp_checksum", [&] {
+         auto f = PacketBuilder().eth(mine, peer).ipv4(enb, s1u, 17).udp(2152, kGtpuPort, true)
+                      .gtpu(0x30, kGtpGpdu, 7).raw(inner).build();
+         f[14 + 20 + 8] ^= 0x40;
+         return f;
+       }()},
       {"up_echo", s1().gtpu(0x32, kGtpEchoRequest, 0, 42).build()},
       {"up_end_marker", s1().gtpu(0x30, 254, 7).build()},
       {"up_dns_on_2152", s1().payload(30, 0x01).build()},
