@@ -37,9 +37,13 @@
 // or gtpu_bad (inner) when wrong, so a corrupted header is never sent on.
 // A non-zero S1-U UDP checksum (RFC 768) is verified where the frame
 // enters (the NIC's verdict when it gives one, else summed over the
-// datagram): udp_checksum. Where the NIC parsed a tunnel in the frame
-// (packet_type), its IP/L4 verdicts are about the inner headers: the
-// outer ones are judged by its RX_OUTER_* verdicts, else summed.
+// datagram): udp_checksum. Both outer checks also come before a GTP-level
+// verdict of parse_upstream (gtpu_bad, gtpu_unsupported) is counted: the
+// checksum covers the GTP-U header, so a header damaged in transit is
+// udp_checksum, not blamed on the eNodeB. Where the NIC parsed a tunnel
+// in the frame (packet_type), its IP/L4 verdicts are about the inner
+// headers: the outer ones are judged by its RX_OUTER_* verdicts, else
+// summed.
 //
 // Every drop increments exactly one reason counter; nothing allocates,
 // throws or logs per packet (echo replies and fragments take an mbuf from
