@@ -101,6 +101,9 @@ enum class Verdict : uint8_t {
   kEchoRequest,    // GTP-U Echo Request (type 1)
   kEchoResponse,   // GTP-U Echo Response (type 2); Rx.recovery says if the IE is there
   kGtpOther,       // other GTP-U message types (error indication, end marker, ...)
+  kGtpExtUnsupported,  // any message type with an extension header of a comprehension-required
+                       // type the receiver does not comprehend (node::gtpu_ext_acceptable false):
+                       // discarded, as the gateway discards it (TS 29.281 5.2.1)
   kL2NotMine,      // destination MAC is not ours
   kNotGtpu,        // not IPv4/UDP/2152 (ARP, IPv6, other traffic)
   kBad,            // truncated or malformed (Ethernet, IPv4, UDP, GTP-U, inner IPv4)
@@ -127,6 +130,11 @@ struct Rx {
 // GTPv1-U (version 1, PT 1, length consistent with UDP; E/S/PN -> the 4
 // optional bytes, then the extension-header chain in 4-byte units, length 0
 // invalid), and for a G-PDU the inner IPv4 packet and its marker.
+// The sink is the endpoint receiver of the gateway's GTP-U, so it applies
+// the gateway's own rule (node::gtpu_ext_acceptable, node/packet.h): an
+// extension header of a comprehension-required type (bit 0x80) it does not
+// comprehend makes the whole message kGtpExtUnsupported, whatever its type,
+// once the chain is known to be well formed (a malformed chain is kBad).
 Verdict parse_s1u(const uint8_t* f, uint32_t len, const Mac& mine, bool any_mac, Rx* out);
 
 // Finds the marker in an IPv4 packet at ip (avail bytes): the generator's

@@ -21,6 +21,7 @@
 #include "core/hash.h"
 #include "core/keygen.h"
 #include "core/test_util.h"
+#include "node/packet_builder.h"
 #include "tools/gen/frame.h"
 #include "tools/gen/pcap.h"
 #include "tools/gen/report.h"
@@ -534,6 +535,41 @@ TEST_CASE("sb-gen sink: a G-PDU with a broken IPv4 header checksum is not delive
   CHECK(u(k, "delivered_correct") == 1);
   CHECK(u(k, "misdelivered") == 2);
   CHECK(u(k, "bad_ip_checksum") == 2);
+}
+
+TEST_CASE("sb-gen sink: a G-PDU with an extension header it must comprehend and does not is discarded", "[gen]") {
+  // TS 29.281 5.2.1: the gateway discards such a message (node's
+  // gtpu_ext_acceptable); the sink, an endpoint receiver of the gateway's
+  // GTP-U, counted it delivered_correct. It is counted gtpu_ext_unsupported.
+  TempDir d;
+  d.one_session_csv();
+  const Tuple t{0xc6120001, 0xc6130001, 1024, 80, kProtoUdp};
+  std::vector<std::vector<uint8_t>> frames;
+  const std::vector<std::vector<std::pair<uint8_t, uint8_t>>> chains = {
+      {}, {{0xc0, 1}}, {{0x85, 1}}, {{0x81, 1}}, {{0x20, 1}, {0xe1, 1}}};
+  for (uint64_t i = 0; i < chains.size(); ++i) {
+    Marker m;
+    m.run_id = 7;
+    m.seq = i;
+    m.flow = 0;
+    std::vector<uint8_t> down(kMaxFrame);
+    down.resize(write_downstream(down.data(), 128, t, kNodeMac, kEnbMac, m));
+    std::vector<uint8_t> inner(down.begin() + 14, down.end());
+    node::ipv4_dec_ttl(inner.data());
+    frames.push_back(node::PacketBuilder().eth(kEnbMac, kNodeMac).ipv4(kS1u, 0xc61300c8, 17).udp(0xc000, 2152)
+                         .gtpu(chains[i].empty() ? 0x30 : 0x34, 0xff, 16, 0, chains[i]).raw(inner).build());
+  }
+  REQUIRE(write_pcap(d.path + "/in.pcap", frames).ok());
+  test::Run r = test::sh(kBin + " sink --quiet --sessions " + d.path + "/s.csv --port net_pcap0,rx_pcap=" + d.path +
+                         "/in.pcap,tx_pcap=" + d.path + "/out.pcap --mac 02:5b:0e:00:01:00 --run-id 7 --duration 0.5" +
+                         " --out " + d.path + "/sink.json --file-prefix sbgt-ext-" + std::to_string(getpid()));
+  INFO(r.out);
+  REQUIRE(r.rc == 0);
+  auto k = json_file(d.path + "/sink.json");
+  CHECK(u(k, "delivered") == 3);
+  CHECK(u(k, "delivered_correct") == 3);
+  CHECK(u(k, "gtpu_ext_unsupported") == 2);
+  CHECK(u(k, "malformed") == 0);
 }
 
 TEST_CASE("sb-gen send: --out - to a closed stdout fails, not exit 0 with the JSON gone", "[gen]") {

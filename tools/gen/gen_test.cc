@@ -187,6 +187,66 @@ TEST_CASE("sink parser: GTP-U fixtures", "[gen]") {
   CHECK(parse_s1u(zero.data(), uint32_t(zero.size()), kEnb, false, &rx) == Verdict::kBad);
 }
 
+TEST_CASE("sink parser: extension headers the receiver must comprehend, as the gateway decides", "[gen]") {
+  // TS 29.281 5.2.1: a type with bit 0x80 set must be comprehended by the
+  // endpoint receiver, else the message is discarded. The sink receives
+  // the gateway's downstream GTP-U as an eNodeB would: it applies the
+  // gateway's own rule (node::gtpu_ext_acceptable) instead of taking any
+  // type, which counted such G-PDUs delivered.
+  const uint32_t enb = 0xc6130005, gw = 0xc6120901;
+  Tuple t{0xc6120001, 0xc6130001, 80, 4000, kProtoUdp};
+  Marker m;
+  m.seq = 42;
+  m.flow = 3;
+  auto down = down_frame(t, 100, m);
+  const std::vector<uint8_t> inner(down.begin() + 14, down.end());
+  auto gtp = [&](uint8_t type, std::vector<std::pair<uint8_t, uint8_t>> exts) {
+    return PacketBuilder().eth(kEnb, kSrc).ipv4(gw, enb, 17).udp(0xc000, 2152).gtpu(0x34, type, 0x1234, 7, exts)
+        .raw(inner).build();
+  };
+  struct Case {
+    const char* what;
+    std::vector<uint8_t> frame;
+    Verdict v;
+  };
+  const std::vector<Case> cases = {
+      {"PDCP PDU Number 0xC0: comprehended", gtp(0xff, {{0xc0, 1}}), Verdict::kGpduMarker},
+      {"Long PDCP PDU Number 0x82: comprehended", gtp(0xff, {{0x82, 2}}), Verdict::kGpduMarker},
+      {"PDU Session Container 0x85: accepted, ignored", gtp(0xff, {{0x85, 1}}), Verdict::kGpduMarker},
+      {"not required 0x40, unknown: skipped", gtp(0xff, {{0x40, 1}}), Verdict::kGpduMarker},
+      {"required by the endpoint 0x81, not comprehended", gtp(0xff, {{0x81, 1}}), Verdict::kGtpExtUnsupported},
+      {"required by every receiver 0xF0, second in the chain", gtp(0xff, {{0x20, 1}, {0xf0, 1}}),
+       Verdict::kGtpExtUnsupported},
+      {"an Echo Response with 0x83", gtp(2, {{0x83, 1}}), Verdict::kGtpExtUnsupported},
+  };
+  for (const auto& c : cases) {
+    INFO(c.what);
+    Rx rx;
+    CHECK(parse_s1u(c.frame.data(), uint32_t(c.frame.size()), kEnb, false, &rx) == c.v);
+  }
+  // A malformed chain stays malformed, even with an unsupported type in it
+  // (the gateway's order: gtpu_bad before gtpu_unsupported).
+  auto cut = gtp(0xff, {{0x81, 1}, {0x20, 1}});
+  cut[14 + 20 + 8 + 12 + 4] = 0;  // the second header's length
+  Rx rx;
+  CHECK(parse_s1u(cut.data(), uint32_t(cut.size()), kEnb, false, &rx) == Verdict::kBad);
+  // Every type, first and second in the chain: the sink discards exactly
+  // what the gateway's parser refuses, on the same bytes.
+  for (unsigned type = 1; type < 256; ++type) {
+    for (const auto& exts : {std::vector<std::pair<uint8_t, uint8_t>>{{uint8_t(type), 1}},
+                             std::vector<std::pair<uint8_t, uint8_t>>{{0x20, 1}, {uint8_t(type), 2}}}) {
+      INFO("type " << type << ", chain of " << exts.size());
+      const auto f = gtp(0xff, exts);
+      node::Upstream up;
+      const node::Drop d = node::parse_upstream(f.data(), uint32_t(f.size()), kEnb, enb, &up);
+      REQUIRE((d == node::Drop::kNone || d == node::Drop::k_gtpu_unsupported));
+      const Verdict v = parse_s1u(f.data(), uint32_t(f.size()), kEnb, false, &rx);
+      CHECK((v == Verdict::kGtpExtUnsupported) == (d == node::Drop::k_gtpu_unsupported));
+      if (d == node::Drop::kNone) CHECK(v == Verdict::kGpduMarker);
+    }
+  }
+}
+
 TEST_CASE("echo request and upstream frames, echo response from the node responder", "[gen]") {
   uint8_t f[200];
   std::memset(f, 0xee, sizeof f);

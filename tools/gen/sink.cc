@@ -3,7 +3,9 @@
 // sends GTP-U Echo Requests and upstream G-PDUs toward the nodes.
 //
 // Per frame (no allocation except the sequence bitmap's chunk once per 2^20
-// numbers; no logging): parse_s1u -> verdict -> counters. A G-PDU with a
+// numbers; no logging): parse_s1u -> verdict -> counters (a message with an
+// extension header the gateway itself would refuse, node's
+// gtpu_ext_acceptable, is discarded: gtpu_ext_unsupported). A G-PDU with a
 // marker of this run is first checked against the bitmap (duplicates), then
 // unknown-flow / known: correct iff TEID == teid_dl, outer IPv4 dst ==
 // enb_ip, the inner 5-tuple is the session's and both IPv4 header checksums
@@ -49,7 +51,7 @@ struct Counters {
            seq_out_of_range = 0, ttl_not_decremented = 0, latency_negative = 0, gpdu_other = 0, gtp_other = 0,
            echo_requests_received = 0, echo_responses = 0, echo_responses_bad = 0, echo_requests = 0,
            echo_no_mac = 0, upstream_sent = 0, upstream_no_mac = 0, tx_failed = 0, l2_not_mine = 0, not_gtpu = 0,
-           malformed = 0, segmented = 0, bad_ip_checksum = 0;
+           malformed = 0, segmented = 0, bad_ip_checksum = 0, gtpu_ext_unsupported = 0;
 };
 
 }  // namespace
@@ -319,6 +321,7 @@ int run_sink(const SinkOptions& o) {
           break;
         }
         case Verdict::kGtpOther: ++c.gtp_other; break;
+        case Verdict::kGtpExtUnsupported: ++c.gtpu_ext_unsupported; break;
         case Verdict::kL2NotMine: ++c.l2_not_mine; break;
         case Verdict::kNotGtpu: ++c.not_gtpu; break;
         case Verdict::kBad: ++c.malformed; break;
@@ -351,7 +354,8 @@ int run_sink(const SinkOptions& o) {
     j.d("latency_us_p99", double(hist->quantile(0.99)) / 1000.0, 1);
     j.d("latency_us_max", double(hist->max()) / 1000.0, 1);
   }
-  j.u("gpdu_other", c.gpdu_other).u("gtp_other", c.gtp_other).u("l2_not_mine", c.l2_not_mine);
+  j.u("gpdu_other", c.gpdu_other).u("gtp_other", c.gtp_other).u("gtpu_ext_unsupported", c.gtpu_ext_unsupported);
+  j.u("l2_not_mine", c.l2_not_mine);
   j.u("not_gtpu", c.not_gtpu).u("malformed", c.malformed).u("segmented", c.segmented);
   j.u("echo_requests", c.echo_requests).u("echo_responses", c.echo_responses);
   j.u("echo_responses_bad", c.echo_responses_bad).u("echo_no_mac", c.echo_no_mac);
