@@ -172,12 +172,13 @@ TEST_CASE("send -> (test encapsulates) -> sink -> report, through net_pcap", "[g
   REQUIRE(wrong_teid > 0);
   REQUIRE(wrong_enb > 0);
   REQUIRE(dups > 0);
-  // Noise the sink must count but not confuse with traffic: an Echo
-  // Response pair from the node (as node/packet.h answers), a frame to
-  // another MAC, an ARP.
+  // Noise the sink must count but not confuse with traffic: the node's
+  // answer (as node/packet.h answers) to the sink's first Echo Request
+  // (sequence number 1, sent before its first receive) and a repeat of
+  // that answer (unmatched), a frame to another MAC, an ARP.
   for (int i = 0; i < 2; ++i) {
     uint8_t req[64], resp[128];
-    const uint32_t n = write_echo_request(req, kEnbMac, kNodeMac, 0xc6130f01, kS1u, uint16_t(i + 1));
+    const uint32_t n = write_echo_request(req, kEnbMac, kNodeMac, 0xc6130f01, kS1u, 1);
     node::Upstream up;
     REQUIRE(node::parse_upstream(req, n, kNodeMac, kS1u, &up) == node::Drop::kNone);
     const uint32_t rn = node::write_echo_response(req, up, kNodeMac, kS1u, resp);
@@ -215,7 +216,8 @@ TEST_CASE("send -> (test encapsulates) -> sink -> report, through net_pcap", "[g
   CHECK(u(kj, "wrong_inner") == 0);
   CHECK(u(kj, "duplicates") == dups);
   CHECK(u(kj, "unknown_delivered") == unknown_through);
-  CHECK(u(kj, "echo_responses") == 2);
+  CHECK(u(kj, "echo_responses") == 1);
+  CHECK(u(kj, "echo_responses_unmatched") == 1);
   CHECK(u(kj, "l2_not_mine") == 1);
   CHECK(u(kj, "not_gtpu") == 1);
   CHECK(u(kj, "ttl_not_decremented") == 0);
@@ -236,6 +238,8 @@ TEST_CASE("send -> (test encapsulates) -> sink -> report, through net_pcap", "[g
   CHECK(u(rep, "duplicates") == dups);
   CHECK(u(rep, "unknown_delivered") == unknown_through);
   CHECK(rep.at("run_id_match") == "true");
+  CHECK(u(rep, "echo_responses") == 1);
+  CHECK(u(rep, "echo_responses_unmatched") == 1);
   CHECK(rep.count("latency_us_p50"));  // one machine, one clock
   CHECK(rep.count("latency_us_p99"));
   CHECK(rep.count("duration_s"));
@@ -572,6 +576,52 @@ TEST_CASE("sb-gen sink: a G-PDU with an extension header it must comprehend and 
   CHECK(u(k, "malformed") == 0);
 }
 
+TEST_CASE("sb-gen sink: an Echo Response counts only as the answer to an outstanding request of ours", "[gen]") {
+  // Any Echo Response was counted: a repeat, one with a sequence number the
+  // sink never sent, one from an address it never asked. They are matched
+  // by address and sequence number to the sink's outstanding requests.
+  TempDir d;
+  d.one_session_csv();
+  auto response = [](uint32_t from, uint16_t seq) {
+    uint8_t req[64], resp[128];
+    const uint32_t n = write_echo_request(req, kEnbMac, kNodeMac, 0xc61300c8, from, seq);
+    node::Upstream up;
+    REQUIRE(node::parse_upstream(req, n, kNodeMac, from, &up) == node::Drop::kNone);
+    const uint32_t rn = node::write_echo_response(req, up, kNodeMac, from, resp);
+    return std::vector<uint8_t>(resp, resp + rn);
+  };
+  // The sink sends request 1 to 198.18.9.11 before it first receives; the
+  // run is shorter than the next request (1 s later).
+  std::vector<std::vector<uint8_t>> frames = {
+      response(kS1u, 2),           // never sent (yet): unmatched
+      response(kS1u, 1),           // the answer
+      response(kS1u, 1),           // a repeat: unmatched
+      response(kS1u + 1, 1),       // right number, an address never asked: unmatched
+  };
+  std::vector<uint8_t> no_recovery = response(kS1u, 1);  // malformed: bad, not unmatched
+  no_recovery.resize(no_recovery.size() - 2);
+  wr16(no_recovery.data() + 14 + 2, uint16_t(no_recovery.size() - 14));
+  wr16(no_recovery.data() + 14 + 10, 0);
+  wr16(no_recovery.data() + 14 + 10, node::ipv4_checksum(no_recovery.data() + 14, 20));
+  wr16(no_recovery.data() + 34 + 4, uint16_t(no_recovery.size() - 34));
+  wr16(no_recovery.data() + 42 + 2, uint16_t(no_recovery.size() - 50));
+  frames.push_back(no_recovery);
+  REQUIRE(write_pcap(d.path + "/in.pcap", frames).ok());
+  test::Run r = test::sh(kBin + " sink --quiet --sessions " + d.path + "/s.csv --port net_pcap0,rx_pcap=" + d.path +
+                         "/in.pcap,tx_pcap=" + d.path + "/out.pcap --mac 02:5b:0e:00:01:00 --echo-to 198.18.9.11" +
+                         " --gw-mac 02:5b:0e:01:03:00 --duration 0.5 --out " + d.path + "/sink.json --file-prefix " +
+                         "sbgt-echo-" + std::to_string(getpid()));
+  INFO(r.out);
+  REQUIRE(r.rc == 0);
+  auto k = json_file(d.path + "/sink.json");
+  REQUIRE(u(k, "echo_requests") == 1);
+  CHECK(u(k, "echo_responses") == 1);
+  CHECK(u(k, "echo_responses_unmatched") == 3);
+  CHECK(u(k, "echo_responses_bad") == 1);
+  INFO(k.at("peers"));  // re-serialised by the JSON reader: keys in order
+  CHECK(test::has(k.at("peers"), "\"echo_responses\":1,\"echo_responses_unmatched\":2,\"echo_sent\":1"));
+}
+
 TEST_CASE("sb-gen send: --out - to a closed stdout fails, not exit 0 with the JSON gone", "[gen]") {
   TempDir d;
   d.one_session_csv();
@@ -603,6 +653,7 @@ TEST_CASE("sb-gen sink --idle-exit: the Echo Responses its own --echo-to draws d
   INFO(r.out);
   REQUIRE(r.rc == 0);
   auto k = json_file(d.path + "/sink.json");
-  CHECK(u(k, "echo_responses") > 0);  // the answers arrived, and were counted
+  CHECK(u(k, "echo_responses") == 1);  // the answer to the first request; the same answer again is not
+  CHECK(u(k, "echo_responses_unmatched") > 0);
   CHECK(k.at("stopped_by") == "idle");
 }

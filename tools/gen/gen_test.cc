@@ -441,6 +441,50 @@ TEST_CASE("sequence bitmap against a set model", "[gen]") {
   CHECK(b.test_and_set(1ULL << 36) == SeqBitmap::kOutOfRange);
 }
 
+TEST_CASE("echo window: a response matches one outstanding request once, against a model", "[gen]") {
+  // The sink counted any Echo Response, whatever its sequence number: a
+  // repeat, a stray or a late answer counted as an answered request.
+  EchoWindow w;
+  CHECK(!w.take(1));  // nothing sent yet
+  w.add(1);
+  w.add(2);
+  CHECK(w.outstanding() == 2);
+  CHECK(!w.take(3));
+  CHECK(w.take(2));
+  CHECK(!w.take(2));  // answered already: a repeat is unmatched
+  CHECK(w.take(1));
+  CHECK(w.outstanding() == 0);
+  // Bounded: the oldest outstanding request is forgotten after kSlots more.
+  for (uint16_t s = 10; s < 10 + EchoWindow::kSlots + 1; ++s) w.add(s);
+  CHECK(w.outstanding() == EchoWindow::kSlots);
+  CHECK(!w.take(10));
+  CHECK(w.take(11));
+  CHECK(w.take(uint16_t(10 + EchoWindow::kSlots)));
+
+  // Model: the last kSlots requests sent, each answerable once. Sequence
+  // numbers wrap (uint16_t) as the sink's do; the ones in a window are distinct.
+  Rng rng(test_seed(13));
+  EchoWindow e;
+  std::vector<std::pair<uint16_t, bool>> sent;  // (seq, still outstanding), in order
+  uint16_t next = uint16_t(65536 - 200);
+  for (int i = 0; i < 100000; ++i) {
+    if (rng.below(2)) {
+      e.add(next);
+      sent.emplace_back(next++, true);
+      continue;
+    }
+    const uint16_t q = uint16_t(next - 1 - rng.below(2 * EchoWindow::kSlots));  // recent, in or out of the window
+    bool want = false;
+    for (size_t j = sent.size() > EchoWindow::kSlots ? sent.size() - EchoWindow::kSlots : 0; j < sent.size(); ++j)
+      if (sent[j].first == q && sent[j].second) {
+        want = true;
+        sent[j].second = false;
+      }
+    INFO("round " << i << " seq " << q);
+    REQUIRE(e.take(q) == want);
+  }
+}
+
 TEST_CASE("latency histogram quantiles within 1/64", "[gen]") {
   Rng rng(test_seed(5));
   LatencyHist h;
@@ -486,6 +530,9 @@ TEST_CASE("report merge: lost, misdelivered, duplicates, latency only with a sha
   k.latency_us_p50 = 12.5;
   k.latency_us_p99 = 80.0;
   k.boot_id = "b1";
+  k.echo_requests = 10;
+  k.echo_responses = 9;
+  k.echo_responses_unmatched = 3;
   Report r = merge(s, k);
   CHECK(r.lost == 20);  // 900 known sent - 880 delivered
   CHECK(r.misdelivered == 10);
@@ -498,7 +545,8 @@ TEST_CASE("report merge: lost, misdelivered, duplicates, latency only with a sha
   for (const char* f : {"\"sent\":1000", "\"delivered\":880", "\"delivered_correct\":870", "\"misdelivered\":10",
                         "\"lost\":20", "\"duplicates\":4", "\"unknown_sent\":100", "\"unknown_delivered\":0",
                         "\"duration_s\":2.000", "\"rate_pps\":500.0", "\"latency_us_p50\":12.5",
-                        "\"latency_us_p99\":80.0"})
+                        "\"latency_us_p99\":80.0", "\"echo_requests\":10", "\"echo_responses\":9",
+                        "\"echo_responses_unmatched\":3"})
     CHECK(test::has(j, f));
   // Another machine's clock: latency absent, not zero.
   k.boot_id = "b2";
@@ -519,6 +567,12 @@ TEST_CASE("report merge: lost, misdelivered, duplicates, latency only with a sha
   CHECK(s2.boot_id == "b1");
   SinkSummary k2;
   CHECK(!read_sink_json(sj.str(), &k2).ok());  // a send.json is not a sink.json
+  JsonWriter kj;
+  kj.s("mode", "sink").u("run_id", 9).u("delivered", 1).u("delivered_correct", 1).u("misdelivered", 0)
+      .u("duplicates", 0).u("unknown_delivered", 0).u("echo_responses", 4).u("echo_responses_unmatched", 2);
+  REQUIRE(read_sink_json(kj.str(), &k2).ok());
+  CHECK(k2.echo_responses == 4);
+  CHECK(k2.echo_responses_unmatched == 2);
   CHECK(!read_send_json("{\"mode\":\"send\",\"sent\":1}", &s2).ok());
 }
 

@@ -36,6 +36,7 @@ Report merge(const SendSummary& s, const SinkSummary& k) {
   }
   r.echo_requests = k.echo_requests;
   r.echo_responses = k.echo_responses;
+  r.echo_responses_unmatched = k.echo_responses_unmatched;
   r.upstream_sent = k.upstream_sent;
   r.upstream_received = s.upstream_received;
   return r;
@@ -121,6 +122,7 @@ Status read_sink_json(const std::string& text, SinkSummary* k) {
   opt_u(f, "other_run", &k->other_run);
   opt_u(f, "echo_requests", &k->echo_requests);
   opt_u(f, "echo_responses", &k->echo_responses);
+  opt_u(f, "echo_responses_unmatched", &k->echo_responses_unmatched);
   opt_u(f, "upstream_sent", &k->upstream_sent);
   opt_u(f, "latency_samples", &k->latency_samples);
   k->boot_id = opt_s(f, "boot_id");
@@ -153,6 +155,7 @@ std::string report_json(const Report& r) {
   j.u("tx_failed", r.tx_failed).u("other_run", r.other_run).b("run_id_match", r.run_id_match);
   j.b("clock_shared", r.clock_shared);
   j.u("echo_requests", r.echo_requests).u("echo_responses", r.echo_responses);
+  j.u("echo_responses_unmatched", r.echo_responses_unmatched);
   j.u("upstream_sent", r.upstream_sent);
   if (r.upstream_received) j.u("upstream_received", *r.upstream_received);
   return j.str();
@@ -188,7 +191,8 @@ std::string report_table(const Report& r) {
   } else {
     line("latency", r.clock_shared ? "no samples" : "not measured (different clocks)");
   }
-  line("echo requests / responses", std::to_string(r.echo_requests) + " / " + std::to_string(r.echo_responses));
+  line("echo requests / responses", std::to_string(r.echo_requests) + " / " + std::to_string(r.echo_responses) +
+                                        " (" + std::to_string(r.echo_responses_unmatched) + " unmatched)");
   if (r.upstream_sent || r.upstream_received)
     line("upstream sent / received", std::to_string(r.upstream_sent) + " / " +
                                          (r.upstream_received ? std::to_string(*r.upstream_received) : "-"));

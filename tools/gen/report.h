@@ -21,6 +21,9 @@
 //                      boot (same /proc/sys/kernel/random/boot_id), i.e.
 //                      shared CLOCK_MONOTONIC; absent otherwise
 //   duration_s, rate_pps  the generator's measured sending time and sent / duration_s
+//   echo_responses     Echo Responses that answered one of the sink's outstanding
+//                      Echo Requests (same peer, same sequence number, once);
+//                      echo_responses_unmatched the other well-formed ones
 #pragma once
 
 #include <charconv>
@@ -85,7 +88,7 @@ struct SendSummary {
 struct SinkSummary {
   uint64_t run_id = 0, received = 0, delivered = 0, delivered_correct = 0, misdelivered = 0, duplicates = 0,
            unknown_delivered = 0, other_run = 0;
-  uint64_t echo_requests = 0, echo_responses = 0, upstream_sent = 0;
+  uint64_t echo_requests = 0, echo_responses = 0, echo_responses_unmatched = 0, upstream_sent = 0;
   std::optional<double> latency_us_p50, latency_us_p99;
   uint64_t latency_samples = 0;
   std::string boot_id;
@@ -104,7 +107,7 @@ struct Report {
   std::optional<double> latency_us_p50, latency_us_p99;
   bool run_id_match = true;
   bool clock_shared = false;
-  uint64_t echo_requests = 0, echo_responses = 0, upstream_sent = 0;
+  uint64_t echo_requests = 0, echo_responses = 0, echo_responses_unmatched = 0, upstream_sent = 0;
   std::optional<uint64_t> upstream_received;
 };
 

@@ -15,6 +15,11 @@
 // The MAC to send echo/upstream frames to is --gw-mac (one for all, or one
 // per --echo-to address), else learned from the source MAC of GTP-U frames
 // whose outer source address is that peer (the nodes' downstream traffic).
+//
+// An Echo Response counts (echo_responses) only as the answer to one of our
+// own outstanding Echo Requests: same address, a sequence number in that
+// peer's EchoWindow (stats.h: its last 16 requests), each answered once;
+// other well-formed responses are echo_responses_unmatched.
 #include <rte_cycles.h>
 #include <rte_ethdev.h>
 #include <rte_mbuf.h>
@@ -42,16 +47,18 @@ struct Peer {
   uint32_t ip = 0;
   Mac mac{};
   bool has_mac = false;
-  uint64_t echo_sent = 0, echo_ok = 0;
+  uint64_t echo_sent = 0, echo_ok = 0, echo_unmatched = 0;
+  EchoWindow echo_out;  // our Echo Requests to this peer not answered yet
 };
 
 struct Counters {
   uint64_t received = 0, delivered = 0, delivered_correct = 0, misdelivered = 0, duplicates = 0,
            unknown_delivered = 0, other_run = 0, wrong_teid = 0, wrong_enb = 0, wrong_inner = 0, bad_flow_index = 0,
            seq_out_of_range = 0, ttl_not_decremented = 0, latency_negative = 0, gpdu_other = 0, gtp_other = 0,
-           echo_requests_received = 0, echo_responses = 0, echo_responses_bad = 0, echo_requests = 0,
-           echo_no_mac = 0, upstream_sent = 0, upstream_no_mac = 0, tx_failed = 0, l2_not_mine = 0, not_gtpu = 0,
-           malformed = 0, segmented = 0, bad_ip_checksum = 0, gtpu_ext_unsupported = 0;
+           echo_requests_received = 0, echo_responses = 0, echo_responses_unmatched = 0, echo_responses_bad = 0,
+           echo_requests = 0, echo_no_mac = 0, upstream_sent = 0, upstream_no_mac = 0, tx_failed = 0,
+           l2_not_mine = 0, not_gtpu = 0, malformed = 0, segmented = 0, bad_ip_checksum = 0,
+           gtpu_ext_unsupported = 0;
 };
 
 }  // namespace
@@ -213,6 +220,7 @@ int run_sink(const SinkOptions& o) {
         if (send_frames(&m, 1)) {
           ++p.echo_sent;
           ++c.echo_requests;
+          p.echo_out.add(echo_seq);
         }
       }
     }
@@ -311,12 +319,16 @@ int run_sink(const SinkOptions& o) {
         case Verdict::kGpduOther: ++c.gpdu_other; break;
         case Verdict::kEchoRequest: ++c.echo_requests_received; break;
         case Verdict::kEchoResponse: {
+          // Well formed (S flag, TEID 0, Recovery IE), then the answer to
+          // one of our outstanding requests to that address, once.
+          if (!(r.recovery && r.has_seq && r.teid == 0)) { ++c.echo_responses_bad; break; }
           Peer* p = peer_of(r.outer_src);
-          if (p != nullptr && r.recovery && r.has_seq && r.teid == 0) {
+          if (p != nullptr && p->echo_out.take(r.gtp_seq)) {
             ++c.echo_responses;
             ++p->echo_ok;
           } else {
-            ++c.echo_responses_bad;
+            ++c.echo_responses_unmatched;
+            if (p != nullptr) ++p->echo_unmatched;
           }
           break;
         }
@@ -358,7 +370,8 @@ int run_sink(const SinkOptions& o) {
   j.u("l2_not_mine", c.l2_not_mine);
   j.u("not_gtpu", c.not_gtpu).u("malformed", c.malformed).u("segmented", c.segmented);
   j.u("echo_requests", c.echo_requests).u("echo_responses", c.echo_responses);
-  j.u("echo_responses_bad", c.echo_responses_bad).u("echo_no_mac", c.echo_no_mac);
+  j.u("echo_responses_unmatched", c.echo_responses_unmatched).u("echo_responses_bad", c.echo_responses_bad);
+  j.u("echo_no_mac", c.echo_no_mac);
   j.u("echo_requests_received", c.echo_requests_received);
   j.u("upstream_sent", c.upstream_sent).u("upstream_no_mac", c.upstream_no_mac).u("tx_failed", c.tx_failed);
   j.u("ipackets", es.ipackets).u("imissed", es.imissed).u("ierrors", es.ierrors);
@@ -369,6 +382,7 @@ int run_sink(const SinkOptions& o) {
     JsonWriter q;
     q.s("ip", ipv4_to_string(peers[i].ip)).s("mac", peers[i].has_mac ? mac_str(peers[i].mac) : "");
     q.u("echo_sent", peers[i].echo_sent).u("echo_responses", peers[i].echo_ok);
+    q.u("echo_responses_unmatched", peers[i].echo_unmatched);
     pj += (i ? "," : "") + q.str();
   }
   j.raw("peers", pj + "]");

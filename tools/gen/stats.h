@@ -8,6 +8,12 @@
 //   LatencyHist  log-linear histogram of nanosecond values: exact below 64,
 //                then 64 sub-buckets per power of two (relative error of a
 //                reported percentile < 1/64); fixed size, no allocation.
+//   EchoWindow   the sequence numbers of one peer's last kSlots Echo
+//                Requests still unanswered: an Echo Response matches one of
+//                them once (take() forgets it, so a repeat is unmatched);
+//                a request sent while all slots are taken evicts the oldest
+//                (an answer to it, kSlots seconds late at the sink's one
+//                request per second, is unmatched). Fixed size, no allocation.
 //
 // Thread safety: values for one thread (the sink is single-threaded).
 #pragma once
@@ -83,6 +89,35 @@ class LatencyHist {
  private:
   uint64_t n_[kBuckets] = {};
   uint64_t count_ = 0, max_ = 0;
+};
+
+class EchoWindow {
+ public:
+  static constexpr unsigned kSlots = 16;
+  static_assert(kSlots <= 32, "live_ is a 32-bit mask");
+
+  // A request with this sequence number went out (evicts the oldest slot).
+  void add(uint16_t seq) {
+    seq_[next_] = seq;
+    live_ |= 1u << next_;
+    next_ = (next_ + 1) % kSlots;
+  }
+  // True (and the request is answered) when seq is outstanding.
+  bool take(uint16_t seq) {
+    for (unsigned i = 0; i < kSlots; ++i) {
+      if ((live_ >> i & 1u) && seq_[i] == seq) {
+        live_ &= ~(1u << i);
+        return true;
+      }
+    }
+    return false;
+  }
+  unsigned outstanding() const { return unsigned(__builtin_popcount(live_)); }
+
+ private:
+  uint16_t seq_[kSlots] = {};
+  uint32_t live_ = 0;  // bit i: seq_[i] is outstanding
+  unsigned next_ = 0;  // the slot the next request takes (the oldest)
 };
 
 }  // namespace sb::gen
