@@ -11,7 +11,10 @@
 //
 //   0..3   magic    kMagicDown ("SBG0") for downstream, kMagicUp ("SBU0")
 //                   for the sink's upstream G-PDUs
-//   4..7   run_id   one value per `sb-gen send` run
+//   4..7   run_id   one value per `sb-gen send` run; on the sink's upstream
+//                   packets the run the sink counts (--run-id, else the
+//                   one it latched; 0 before it knows one), which is what
+//                   `send --count-upstream` compares with its own
 //   8..15  seq      0, 1, 2, ... over every packet of the run (all ports)
 //   16..19 flow     index of the session in the session file, or kUnknownFlow
 //   20..23 reserved 0

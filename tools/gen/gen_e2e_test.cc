@@ -251,7 +251,8 @@ TEST_CASE("send -> (test encapsulates) -> sink -> report, through net_pcap", "[g
   // 5. What the sink sent toward the node: echo requests and upstream G-PDUs.
   std::vector<std::vector<uint8_t>> s1u, ext_in;
   REQUIRE(read_pcap(d.path + "/s1u-out.pcap", &s1u).ok());
-  uint64_t echo = 0, up = 0;
+  const uint32_t run = uint32_t(u(sj, "run_id"));
+  uint64_t echo = 0, up = 0, up_this_run = 0;
   for (const auto& f : s1u) {
     node::Upstream x;
     REQUIRE(node::parse_upstream(f.data(), uint32_t(f.size()), kNodeMac, kS1u, &x) == node::Drop::kNone);
@@ -263,6 +264,15 @@ TEST_CASE("send -> (test encapsulates) -> sink -> report, through net_pcap", "[g
     REQUIRE(x.msg_type == node::kGtpGpdu);
     CHECK((x.teid == 0x01000001u || x.teid == 0x01000002u));
     ++up;
+    // The sink stamps the run it counts: 0 until it latched the
+    // generator's run from its first packet, then that run.
+    FlowKey k;
+    uint8_t ttl;
+    Marker m;
+    REQUIRE(parse_inner(f.data() + x.inner_off, x.inner_len, &k, &ttl, &m));
+    CHECK(m.magic == kMagicUp);
+    CHECK((m.run_id == run || m.run_id == 0));
+    up_this_run += m.run_id == run;
     // Decapsulated toward the Internet side, as the gateway would.
     std::vector<uint8_t> out(14 + x.inner_len);
     std::memcpy(out.data(), gen_macs[0].b, 6);
@@ -273,16 +283,39 @@ TEST_CASE("send -> (test encapsulates) -> sink -> report, through net_pcap", "[g
   }
   CHECK(echo == u(kj, "echo_requests"));
   CHECK(up == u(kj, "upstream_sent"));
+  CHECK(up_this_run > 0);
+  // A stale run's upstream packets (still in flight from an earlier run)
+  // reach the generator's port too.
+  const uint64_t stale = 5;
+  for (uint64_t i = 0; i < stale; ++i) {
+    Marker m;
+    m.magic = kMagicUp;
+    m.run_id = run + 2;
+    m.seq = i;
+    std::vector<uint8_t> f(kMaxFrame);
+    f.resize(write_downstream(f.data(), 0, Tuple{0xc6130e01, 0xc6120801, 4000, 80, kProtoUdp}, kNodeMac, gen_macs[0],
+                              m));
+    ext_in.insert(ext_in.begin() + long(i * 3 % ext_in.size()), f);
+  }
   REQUIRE(write_pcap(d.path + "/ext-in.pcap", ext_in).ok());
 
-  // 6. The generator counts upstream packets arriving on its port.
+  // 6. The generator counts the upstream packets of its run arriving on
+  // its port (this send plays the run the sink counted: the same run id),
+  // and those of any other run apart.
   r = test::sh(kBin + " send --quiet --sessions " + S + " --port net_pcap0,rx_pcap=" + d.path +
                "/ext-in.pcap,tx_pcap=" + d.path + "/x.pcap --dst-mac 02:5b:0e:01:01:00 --rate 1000 --count 200" +
-               " --count-upstream --out " + d.path + "/send2.json");
+               " --count-upstream --run-id " + std::to_string(run) + " --out " + d.path + "/send2.json");
   INFO(r.out);
   REQUIRE(r.rc == 0);
   auto s2 = json_file(d.path + "/send2.json");
-  CHECK(u(s2, "upstream_received") == up);
+  CHECK(u(s2, "upstream_received") == up_this_run);
+  CHECK(u(s2, "upstream_foreign_run") == up - up_this_run + stale);
+  // The report carries both.
+  r = test::sh(kBin + " report " + d.path + "/send2.json " + d.path + "/sink.json --json");
+  INFO(r.out);
+  auto rep2 = json_fields(r.out);
+  CHECK(u(rep2, "upstream_received") == up_this_run);
+  CHECK(u(rep2, "upstream_foreign_run") == up - up_this_run + stale);
 }
 
 TEST_CASE("sb-gen CLI: usage errors exit 2 with a message", "[gen]") {

@@ -565,6 +565,17 @@ TEST_CASE("report merge: lost, misdelivered, duplicates, latency only with a sha
   REQUIRE(read_send_json(sj.str(), &s2).ok());
   CHECK(s2.sent == 1000);
   CHECK(s2.boot_id == "b1");
+  CHECK(!s2.upstream_received);
+  CHECK(!s2.upstream_foreign_run);
+  CHECK(!test::has(report_json(merge(s2, k)), "upstream_received"));
+  sj.u("upstream_received", 40).u("upstream_foreign_run", 3);
+  REQUIRE(read_send_json(sj.str(), &s2).ok());
+  REQUIRE(s2.upstream_foreign_run);
+  CHECK(*s2.upstream_foreign_run == 3);
+  const std::string uj = report_json(merge(s2, k));
+  CHECK(test::has(uj, "\"upstream_received\":40"));
+  CHECK(test::has(uj, "\"upstream_foreign_run\":3"));
+  CHECK(test::has(report_table(merge(s2, k)), "upstream of other runs"));
   SinkSummary k2;
   CHECK(!read_sink_json(sj.str(), &k2).ok());  // a send.json is not a sink.json
   JsonWriter kj;

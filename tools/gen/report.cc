@@ -39,6 +39,7 @@ Report merge(const SendSummary& s, const SinkSummary& k) {
   r.echo_responses_unmatched = k.echo_responses_unmatched;
   r.upstream_sent = k.upstream_sent;
   r.upstream_received = s.upstream_received;
+  r.upstream_foreign_run = s.upstream_foreign_run;
   return r;
 }
 
@@ -105,6 +106,11 @@ Status read_send_json(const std::string& text, SendSummary* s) {
     SB_RETURN_IF_ERROR(need_u(f, w, "upstream_received", &v));
     s->upstream_received = v;
   }
+  if (f.count("upstream_foreign_run")) {
+    uint64_t v = 0;
+    SB_RETURN_IF_ERROR(need_u(f, w, "upstream_foreign_run", &v));
+    s->upstream_foreign_run = v;
+  }
   return Status::Ok();
 }
 
@@ -158,6 +164,7 @@ std::string report_json(const Report& r) {
   j.u("echo_responses_unmatched", r.echo_responses_unmatched);
   j.u("upstream_sent", r.upstream_sent);
   if (r.upstream_received) j.u("upstream_received", *r.upstream_received);
+  if (r.upstream_foreign_run) j.u("upstream_foreign_run", *r.upstream_foreign_run);
   return j.str();
 }
 
@@ -196,6 +203,8 @@ std::string report_table(const Report& r) {
   if (r.upstream_sent || r.upstream_received)
     line("upstream sent / received", std::to_string(r.upstream_sent) + " / " +
                                          (r.upstream_received ? std::to_string(*r.upstream_received) : "-"));
+  if (r.upstream_foreign_run && *r.upstream_foreign_run)
+    line("upstream of other runs", std::to_string(*r.upstream_foreign_run) + " (not in received)");
   if (!r.run_id_match) o += "  WARNING: the sink saw a different run id than the generator sent\n";
   if (r.tx_failed) o += "  note: " + std::to_string(r.tx_failed) + " packets the ports refused (not in sent)\n";
   return o;

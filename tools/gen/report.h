@@ -82,7 +82,8 @@ struct SendSummary {
   uint64_t run_id = 0, sent = 0, unknown_sent = 0, sessions = 0, tx_failed = 0;
   double duration_s = 0, rate_pps = 0;
   std::string boot_id;
-  std::optional<uint64_t> upstream_received;  // --count-upstream
+  std::optional<uint64_t> upstream_received;     // --count-upstream: upstream packets of this run
+  std::optional<uint64_t> upstream_foreign_run;  // --count-upstream: upstream packets of another run
 };
 
 struct SinkSummary {
@@ -108,7 +109,7 @@ struct Report {
   bool run_id_match = true;
   bool clock_shared = false;
   uint64_t echo_requests = 0, echo_responses = 0, echo_responses_unmatched = 0, upstream_sent = 0;
-  std::optional<uint64_t> upstream_received;
+  std::optional<uint64_t> upstream_received, upstream_foreign_run;
 };
 
 Report merge(const SendSummary& s, const SinkSummary& k);

@@ -49,7 +49,7 @@ struct Flow {
 struct Port {
   PortInfo info;
   Mac dst{};
-  uint64_t sent = 0, unknown_sent = 0, tx_failed = 0, upstream_rx = 0;
+  uint64_t sent = 0, unknown_sent = 0, tx_failed = 0, upstream_rx = 0, upstream_foreign = 0;
   rte_mbuf* pend[kBurst];
   bool pend_unknown[kBurst];
   unsigned n = 0;
@@ -180,7 +180,7 @@ int run_send(const SendOptions& o) {
   const uint64_t t0 = rte_rdtsc();
   const uint64_t end_tsc = o.duration_s > 0 ? t0 + uint64_t(o.duration_s * double(hz)) : ~0ULL;
   uint64_t next_status = t0 + hz, last_status_sent = 0, last_status_tsc = t0;
-  uint64_t seq = 0, sent = 0, unknown_sent = 0, tx_failed = 0, upstream_rx = 0;
+  uint64_t seq = 0, sent = 0, unknown_sent = 0, tx_failed = 0, upstream_rx = 0, upstream_foreign = 0;
   StatusLine status(o.quiet);
   const char* stopped_by = "duration";
   rte_mbuf* rx[kBurst];
@@ -213,8 +213,17 @@ int run_send(const SendOptions& o) {
           Marker m;
           if (len > 14 && rd16(d + 12) == node::kEthIpv4 && parse_inner(d + 14, len - 14, &k, &ttl, &m) &&
               m.magic == kMagicUp) {
-            ++p.upstream_rx;
-            ++upstream_rx;
+            // The sink stamps its upstream packets with the run it counts
+            // (the same --run-id, or the one it latched from ours): those
+            // of another run (a stale sink, an earlier run's packets still
+            // in flight) never count as this run's.
+            if (m.run_id == run_id) {
+              ++p.upstream_rx;
+              ++upstream_rx;
+            } else {
+              ++p.upstream_foreign;
+              ++upstream_foreign;
+            }
           }
         }
         if (n) rte_pktmbuf_free_bulk(rx, n);
@@ -302,7 +311,7 @@ int run_send(const SendOptions& o) {
   j.u("size", o.size).s("popularity", o.zipf_s > 0 ? zipf_name(o.zipf_s) : std::string("uniform"));
   j.g("unknown_fraction", o.unknown).u("seed", o.seed).u("ecmp_seed", o.ecmp_seed);
   j.s("stopped_by", stopped_by).s("boot_id", boot_id());
-  if (o.count_upstream) j.u("upstream_received", upstream_rx);
+  if (o.count_upstream) j.u("upstream_received", upstream_rx).u("upstream_foreign_run", upstream_foreign);
   std::string pj = "[";
   for (size_t i = 0; i < ports.size(); ++i) {
     const Port& p = ports[i];
@@ -312,7 +321,7 @@ int run_send(const SendOptions& o) {
     q.s("dev", p.info.dev).s("mac", mac_str(p.info.mac)).s("dst_mac", mac_str(p.dst));
     q.u("sent", p.sent).u("unknown_sent", p.unknown_sent).u("tx_failed", p.tx_failed);
     q.u("opackets", es.opackets).u("oerrors", es.oerrors);
-    if (o.count_upstream) q.u("upstream_received", p.upstream_rx);
+    if (o.count_upstream) q.u("upstream_received", p.upstream_rx).u("upstream_foreign_run", p.upstream_foreign);
     pj += (i ? "," : "") + q.str();
   }
   j.raw("ports", pj + "]");

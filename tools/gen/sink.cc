@@ -30,7 +30,6 @@
 #include <cstdio>
 #include <cstring>
 
-#include "core/hash.h"
 #include "tools/gen/gen.h"
 #include "tools/gen/pcap.h"
 #include "tools/gen/report.h"
@@ -171,7 +170,6 @@ int run_sink(const SinkOptions& o) {
   uint16_t echo_seq = 0;
   uint64_t up_seq = 0;
   size_t up_next = 0;
-  const uint32_t up_run = uint32_t(fmix64(real_ns() ^ uint64_t(getpid()))) | 1u;
   StatusLine status(o.quiet);
   const char* stopped_by = "duration";
   uint32_t empty = 0;
@@ -239,7 +237,10 @@ int run_sink(const SinkOptions& o) {
       if (m != nullptr) {
         Marker mk;
         mk.magic = kMagicUp;
-        mk.run_id = up_run;
+        // The run this sink counts (--run-id, else the one it latched from
+        // the generator's packets; 0 until it knows one): `send
+        // --count-upstream` counts only its own run's upstream packets.
+        mk.run_id = run_known ? run_id : 0;
         mk.seq = up_seq++;
         mk.flow = uint32_t(&u - upstream.data());
         mk.ts_ns = mono_ns();
