@@ -307,7 +307,12 @@ uint32_t write_echo_response(const uint8_t* f, const Upstream& req, const Mac& o
   g[11] = 0;  // no extension
   g[12] = 14; // Recovery IE
   g[13] = 0;  // restart counter (GTP-U senders set 0)
-  return 14 + 20 + udp_len;
+  // 56 bytes: padded to Ethernet's 60-byte minimum (without FCS) here, not
+  // left to the NIC: a software port (net_af_packet on a veth, net_pcap)
+  // sends runts as they are. The IPv4 total length excludes the padding.
+  static_assert(14 + 20 + udp_len <= kEchoResponseFrame);
+  std::memset(o + 14 + 20 + udp_len, 0, kEchoResponseFrame - (14 + 20 + udp_len));
+  return kEchoResponseFrame;
 }
 
 }  // namespace sb::node

@@ -253,9 +253,11 @@ Drop parse_upstream(const uint8_t* frame, uint32_t len, const Mac& mine, uint32_
                     Upstream* out);
 
 // Builds an Echo Response to the request parsed in `req` (from `frame`)
-// into out (at least 14+20+8+12+2 = 56 bytes): to the sender's MAC, address
+// into out (kEchoResponseFrame = 60 bytes: 14+20+8+12+2 = 56 and zero
+// padding to Ethernet's minimum frame): to the sender's MAC, address
 // and port, same sequence number (S flag), TEID 0, Recovery IE (type 14,
 // restart counter 0). Returns the frame length.
+inline constexpr uint32_t kEchoResponseFrame = 60;
 uint32_t write_echo_response(const uint8_t* frame, const Upstream& req, const Mac& our_mac,
                              uint32_t s1u_ip, uint8_t* out);
 

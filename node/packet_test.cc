@@ -444,6 +444,8 @@ TEST_CASE("echo request gets an echo response with the Recovery IE", "[packet]")
   wr16(&expect[14 + 4], 0);  // our ip_id is 0
   wr16(&expect[14 + 10], 0);
   wr16(&expect[14 + 10], ipv4_checksum(&expect[14], 20));
+  expect.resize(60, 0);  // zero padding to the minimum Ethernet frame
+  CHECK(n == kEchoResponseFrame);
   CHECK(got == expect);
 }
 

@@ -632,7 +632,7 @@ TEST_CASE("sb-gen sink: an Echo Response counts only as the answer to an outstan
       response(kS1u + 1, 1),       // right number, an address never asked: unmatched
   };
   std::vector<uint8_t> no_recovery = response(kS1u, 1);  // malformed: bad, not unmatched
-  no_recovery.resize(no_recovery.size() - 2);
+  no_recovery.resize(14 + rd16(no_recovery.data() + 14 + 2) - 2);  // the IE off (and the Ethernet padding)
   wr16(no_recovery.data() + 14 + 2, uint16_t(no_recovery.size() - 14));
   wr16(no_recovery.data() + 14 + 10, 0);
   wr16(no_recovery.data() + 14 + 10, node::ipv4_checksum(no_recovery.data() + 14, 20));
