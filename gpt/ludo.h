@@ -202,6 +202,7 @@
 // data-plane lookups use the node's own, delta-fed table).
 #pragma once
 
+#include <algorithm>
 #include <array>
 #include <cstddef>
 #include <atomic>
@@ -232,6 +233,10 @@ inline constexpr unsigned kLudoOverflowMark = 31;  // field value: seed in the o
 inline constexpr unsigned kLudoMaxSeed = 255;      // largest seed (overflow entries hold 8 bits)
 inline constexpr uint32_t kLudoStripes = 8192;     // §4.4.8 lock striping
 inline constexpr uint64_t kLudoMaxBuckets = (1ULL << 24) - 2;  // per shard (overflow entry)
+// Largest count an insert message carries: its node count and each node's
+// Othello change count are u16 fields. An insert past it is sent as one
+// shard_replace (UPDATES).
+inline constexpr uint32_t kLudoInsertMaxCount = 0xFFFF;
 
 // Delta kinds (DeltaHeader::kind) of the Ludo backend.
 enum class LudoDelta : uint8_t {
@@ -531,6 +536,11 @@ class LudoBuilder final : public GptBuilder {
 
   // Forces the growth of the shard holding h (tests, operators).
   Status grow_shard_of(uint64_t h, DeltaList* out);
+  // Test hook: the largest count an insert message may carry (nodes, or
+  // one node's Othello changes); default and ceiling kLudoInsertMaxCount,
+  // the u16 fields' limit. Lowered, ordinary inserts go past it and take
+  // the shard_replace path (Stats::oversized_inserts).
+  void set_insert_count_limit(uint32_t n) { insert_count_limit_ = std::min(n, kLudoInsertMaxCount); }
   // Verifies the maintenance invariants of every shard (cuckoo placement,
   // Othello bits, seeds injective with the ghosts, lookup side equal after
   // the dirty shards are rebuilt). O(n); tests.
@@ -547,6 +557,10 @@ class LudoBuilder final : public GptBuilder {
     uint64_t fallback_inserts = 0;             // failed BFS / hash collisions / no seed
     uint64_t deltas = 0, delta_bytes = 0, delta_payload_bytes = 0;
     uint64_t multi_bucket_updates = 0;         // updates that rewrote > 1 bucket
+    // Inserts sent as one shard_replace because a count of their insert
+    // message (nodes, or one node's Othello changes) would not fit its u16
+    // field (UPDATES).
+    uint64_t oversized_inserts = 0;
   };
   const Stats& stats() const { return stats_; }
   uint64_t overflow_buckets() const;
@@ -640,6 +654,7 @@ class LudoBuilder final : public GptBuilder {
   // that an insert moved out (the entry would win over the shard).
   FbSet fbb_;
   uint64_t size_ = 0;
+  uint32_t insert_count_limit_ = kLudoInsertMaxCount;  // set_insert_count_limit
   Stats stats_;
   std::vector<uint8_t> scratch_, node_buf_;
   std::vector<std::pair<uint64_t, bool>> fb_touched_;

@@ -827,13 +827,25 @@ Status LudoBuilder::emit_fb_put(uint32_t g, const FlowKey& key, uint64_t h, uint
 }
 
 namespace {
+// A change word keeps the entry index in 30 bits (side << 31 | value << 30 |
+// index), the bucket a u32: a shard has nb <= kLudoMaxBuckets < 2^24
+// buckets and an Othello of capacity c = floor(grow_load * 4 nb) <= 4 nb,
+// so every index is below m_a = ceil(1.33 c) < 2^27 (read_shard checks the
+// shape a replica takes).
+static_assert((133 * 4 * kLudoMaxBuckets + 99) / 100 < (uint64_t(1) << 30),
+              "an Othello index of the largest shard must fit the change word's 30 bits");
+
 // Appends one insertion-message node (§4.4.8: bIdx, seed, value order, Ochg).
-// The rewrite replaces the bucket's ghosts on the lookup side.
-void put_node(std::vector<uint8_t>& o, LudoBuilder::Shard& S, uint64_t bucket,
-              unsigned l, const std::vector<OthelloChange>& chg) {
+// The rewrite replaces the bucket's ghosts on the lookup side. A change
+// list longer than `limit` (kLudoInsertMaxCount: the u16 count field; less
+// under the test hook) does not fit the node: nothing is appended and it
+// returns false, and the caller sends the whole shard instead.
+bool put_node(std::vector<uint8_t>& o, LudoBuilder::Shard& S, uint64_t bucket,
+              unsigned l, const std::vector<OthelloChange>& chg, uint32_t limit) {
   LudoBuilder::Shard::Bucket& B = S.bk[bucket];
   B.ghosts = 0;
   (void)l;
+  if (chg.size() > limit) return false;
   uint8_t vals[4];
   bucket_vals(S, bucket, vals);
   const size_t at = o.size();
@@ -849,6 +861,7 @@ void put_node(std::vector<uint8_t>& o, LudoBuilder::Shard& S, uint64_t bucket,
     put_u32(p, uint32_t(c.side) << 31 | uint32_t(c.value & 1) << 30 | uint32_t(c.index));
     p += 4;
   }
+  return true;
 }
 }  // namespace
 
@@ -934,6 +947,7 @@ Status LudoBuilder::insert(const FlowKey& key, uint64_t h, uint8_t value, DeltaL
   nb_buf.resize(10);
   put_u64(nb_buf.data(), S.nb);
   unsigned nodes = 0;
+  bool fits = true;  // every node's change count fits its field (put_node)
   fb_touched_.clear();
   auto settle = [&](uint64_t b) {
     const bool was = S.bk[b].fb;
@@ -950,7 +964,7 @@ Status LudoBuilder::insert(const FlowKey& key, uint64_t h, uint8_t value, DeltaL
     const unsigned bit = S.move_key(from, slot);
     SB_RETURN_IF_ERROR(S.oth.alter(kh, bit));
     settle(to);
-    put_node(nb_buf, S, to, l, S.oth.changes());
+    fits = put_node(nb_buf, S, to, l, S.oth.changes(), insert_count_limit_) && fits;
     S.oth.clear_changes();
     ++nodes;
   }
@@ -982,7 +996,7 @@ Status LudoBuilder::insert(const FlowKey& key, uint64_t h, uint8_t value, DeltaL
     S.oth.clear_changes();
     SB_RETURN_IF_ERROR(emit_replace(g, out));
   } else {
-    put_node(nb_buf, S, root, l, S.oth.changes());
+    fits = put_node(nb_buf, S, root, l, S.oth.changes(), insert_count_limit_) && fits;
     S.oth.clear_changes();
     ++nodes;
     // Buckets of the path whose new seed overflows try to give a key away
@@ -1000,7 +1014,7 @@ Status LudoBuilder::insert(const FlowKey& key, uint64_t h, uint8_t value, DeltaL
                 const uint64_t kh = T.h[T.cnt - 1];
                 if (Status a = S.oth.alter(kh, Shard::side_of(T, T.cnt - 1u)); !a.ok()) mv = a;
               }
-              put_node(nb_buf, S, to, l, S.oth.changes());
+              fits = put_node(nb_buf, S, to, l, S.oth.changes(), insert_count_limit_) && fits;
               S.oth.clear_changes();
               ++nodes;
             });
@@ -1008,9 +1022,20 @@ Status LudoBuilder::insert(const FlowKey& key, uint64_t h, uint8_t value, DeltaL
         if (moved) ++stats_.overflow_fixes;
       }
     }
-    put_u16(nb_buf.data() + 8, uint16_t(nodes));
-    scratch_.swap(nb_buf);
-    SB_RETURN_IF_ERROR(emit(g, LudoDelta::kInsert, out));
+    if (fits && nodes <= insert_count_limit_) {
+      put_u16(nb_buf.data() + 8, uint16_t(nodes));
+      scratch_.swap(nb_buf);
+      SB_RETURN_IF_ERROR(emit(g, LudoDelta::kInsert, out));
+    } else {
+      // A count that does not fit its u16 field (a node whose Othello add
+      // or alter flipped a component of more than 65535 entries, or more
+      // nodes than that): a truncated message would be refused by every
+      // replica (or misread) after the builder moved on. The whole shard
+      // goes instead (same geometry: in place under the shard epoch), as
+      // on an Othello reconstruction; it supersedes the nodes built so far.
+      ++stats_.oversized_inserts;
+      SB_RETURN_IF_ERROR(emit_replace(g, out));
+    }
   }
   // After the rewrites: keys of seedless buckets that now sit in a bucket
   // with a seed (the bucket got one, or the path or a relocation moved the
