@@ -1,7 +1,8 @@
 // gpt/ludo_test.cc: Ludo hashing (gpt/ludo.h) tests: correctness of every
 // key at 1M keys for l = 1..8, model-based updates with a delta-fed remote
-// table, writer-stall concurrency, growth under updates, forced overflow
-// seeds, hash collisions, snapshots and corrupt input.
+// table, insert messages too large for their u16 counts, writer-stall
+// concurrency, growth under updates, forced overflow seeds, hash
+// collisions, snapshots and corrupt input.
 #include <catch2/catch.hpp>
 
 #include <atomic>
@@ -207,6 +208,97 @@ TEST_CASE("ludo: model-based updates, remote fed only deltas agrees", "[ludo]") 
     CHECK((*b)->size() == model.size());
     REQUIRE((*b)->check().ok());
     // The remote equals the builder's table byte for byte.
+    std::vector<uint8_t> s1, s2;
+    (*b)->ludo().serialize(&s1);
+    remote->serialize(&s2);
+    CHECK(s1 == s2);
+  }
+}
+
+// An insert message counts its nodes and each node's Othello changes in u16
+// fields (gpt/ludo.h UPDATES). An insert whose counts would not fit (a node
+// whose Othello add or alter flipped a component of more than 65535
+// entries, or more than 65535 nodes) is not sent truncated: the builder
+// sends the whole shard instead (Stats::oversized_inserts). The test hook
+// lowers the limit so that ordinary inserts go past it (0: every insert
+// that places its key in the cuckoo table). A replica fed only the deltas
+// agrees with the model after every step and at the end, every insert
+// message respects the limit, and the replica equals the builder's table
+// byte for byte. (With the old encoder, counts written modulo the field's
+// range, the replica refused the first oversized message as corrupt.)
+TEST_CASE("ludo: an insert whose message counts would not fit goes as a shard_replace", "[ludo]") {
+  const uint64_t seed = test_seed(71);
+  const unsigned l = 3;
+  for (const uint32_t limit : {0u, 2u, 6u}) {
+    INFO("limit " << limit);
+    auto c = small_config(l, 1, 2);  // 2 partitions x 2 shards
+    auto b = LudoBuilder::create(c);
+    REQUIRE(b.ok());
+    (*b)->set_insert_count_limit(limit);
+    auto pool = make_keys(16000, seed + limit);
+    Rng r(seed * 17 + limit);
+    std::unordered_map<FlowKey, uint8_t, KeyHash> model;
+    const size_t n0 = 6000;
+    std::vector<uint8_t> vals(n0);
+    for (size_t i = 0; i < n0; ++i) model[pool[i]] = vals[i] = uint8_t(r.below(1u << l));
+    REQUIRE((*b)->build(pool.data(), vals.data(), n0, 1).ok());
+    auto remote = remote_copy((*b)->ludo());
+    DeltaList d;
+    uint64_t insert_msgs = 0, replaces = 0;
+    for (int round = 0; round < 12000; ++round) {
+      d.clear();
+      const FlowKey& k = pool[r.below(pool.size())];
+      const uint8_t v = uint8_t(r.below(1u << l));
+      const auto it = model.find(k);
+      if (it == model.end()) {
+        REQUIRE((*b)->insert(k, v, &d).ok());
+        model[k] = v;
+      } else if (r.below(3) == 0) {
+        REQUIRE((*b)->erase(k, &d).ok());
+        model.erase(it);
+      } else {
+        REQUIRE((*b)->change(k, v, &d).ok());
+        it->second = v;
+      }
+      // Every insert message within the limit, its counts matching its length.
+      for (size_t i = 0; i < d.size(); ++i) {
+        DeltaHeader hd;
+        std::span<const uint8_t> pl;
+        REQUIRE(parse_delta(d[i], &hd, &pl).ok());
+        replaces += hd.kind == uint8_t(LudoDelta::kShardReplace);
+        if (hd.kind != uint8_t(LudoDelta::kInsert)) continue;
+        ++insert_msgs;
+        REQUIRE(pl.size() >= 10);
+        const unsigned nodes = get_u16(pl.data() + 8);
+        REQUIRE(nodes <= limit);
+        size_t at = 10;
+        for (unsigned j = 0; j < nodes; ++j) {
+          REQUIRE(at + 12 <= pl.size());
+          const unsigned nchg = get_u16(pl.data() + at + 10);
+          REQUIRE(nchg <= limit);
+          at += 12 + 4 * size_t(nchg);
+        }
+        REQUIRE(at == pl.size());
+      }
+      apply_all(remote.get(), d);
+      const uint64_t h = hash_key(k, c.hash_seed);
+      if (model.count(k)) REQUIRE(remote->lookup(k, h) == model[k]);
+    }
+    size_t wrong = 0;
+    for (const auto& [k, v] : model) {
+      const uint64_t h = hash_key(k, c.hash_seed);
+      wrong += remote->lookup(k, h) != v;
+      wrong += (*b)->ludo().lookup(k, h) != v;
+    }
+    const auto& st = (*b)->stats();
+    INFO("inserts " << st.inserts << ", oversized " << st.oversized_inserts << ", insert messages "
+                    << insert_msgs << ", shard_replaces " << replaces << ", growths " << st.growths);
+    CHECK(wrong == 0);
+    CHECK((*b)->size() == model.size());
+    CHECK(st.oversized_inserts > 0);
+    CHECK(replaces >= st.oversized_inserts);
+    if (limit > 0) CHECK(insert_msgs > 0);  // small ones still go as insert messages
+    REQUIRE((*b)->check().ok());
     std::vector<uint8_t> s1, s2;
     (*b)->ludo().serialize(&s1);
     remote->serialize(&s2);
