@@ -20,7 +20,9 @@
 //
 // Extra JSON fields: partitions, shards, overflow_buckets, overflow_fraction
 // (of buckets, after the build and after the updates), growths,
-// othello_reloads, path_nodes_avg (bucket rewrites per insert), max_path,
+// othello_reloads, oversized_inserts (inserts sent as a shard_replace: a
+// count of their insert message would not fit its u16 field, gpt/ludo.h
+// UPDATES), path_nodes_avg (bucket rewrites per insert), max_path,
 // delta_bytes_avg (payload), delta_wire_bytes_avg (with the 40-byte header),
 // rebalance_fraction (updates that rewrote more than one bucket),
 // bits_per_key_after_updates, load_factor_after_updates, lookup_retries.
@@ -134,6 +136,7 @@ class LudoBench final : public GptBenchImpl {
           .set("max_path", s.max_path)
           .set("growths", s.growths)
           .set("othello_reloads", s.othello_reloads)
+          .set("oversized_inserts", s.oversized_inserts)
           .set("overflow_fixes", s.overflow_fixes)
           .set("overflow_fraction_after_updates",
                double(builder_->overflow_buckets()) / double(std::max<uint64_t>(1, builder_->total_buckets())))
