@@ -82,14 +82,29 @@
 //            The receiver applies the nodes in order, each atomically: a
 //            moved key is present in both buckets between two nodes, so a
 //            reader finds it whichever bit it reads ("reverse order").
+//            The node count and each node's Othello change count are u16
+//            fields (kLudoInsertMaxCount = 65535). An add that joins two
+//            trees flips the smaller component and an alter the smaller
+//            part of a tree: bounded by the shard's size, not by 65535 (and
+//            the node count by max_bfs_buckets and the relocations). An
+//            insert whose counts would not fit is NEVER sent truncated (a
+//            replica would refuse or misread it after the builder moved
+//            on): the builder sends its shard whole instead, one
+//            shard_replace that supersedes the nodes
+//            (Stats::oversized_inserts; set_insert_count_limit lowers the
+//            limit for tests). No other field of a Ludo delta can overflow:
+//            bucket indexes (< kLudoMaxBuckets < 2^24) are u32, an Othello
+//            index (< m_a = ceil(1.33 c) < 2^27) fits the change word's 30
+//            bits (static_assert in ludo_builder.cc), a change or fallback
+//            message has no count, and a shard blob's counts are u32/u64.
 //   change   one slot of one bucket.
 //   erase    nothing on the lookup side (the old value stays; one-sided
 //            error), except for keys in the fallback table.
 //   shard_replace  the whole shard: on growth (new bucket count; pointer
 //            swap, lookups use the old shard until it is applied; the old
 //            one is retired and reused, THREAD SAFETY) and on an Othello
-//            reconstruction (same geometry: rewritten in place under the
-//            shard epoch).
+//            reconstruction or an insert too large for its message (same
+//            geometry: rewritten in place under the shard epoch).
 //   fallback put / erase  full key, h, value.
 // An insert whose Othello add would close a cycle (Case I) does not
 // reconstruct the shard's Othello (O(shard) each time, about once per n/20
