@@ -50,7 +50,7 @@ TEST_CASE("ansible: every playbook passes --syntax-check", "[ansible]") {
 TEST_CASE("ansible: a change restarts its nodes one at a time, never the cluster at once", "[ansible]") {
   // The handler only marks a node; no handler restarts anything itself
   // (handlers run on every notified host in parallel).
-  const std::string handlers = sh("cat " + src() + "/ansible/roles/service/handlers/main.yml").out;
+  const std::string handlers = sh("cat " + src() + "/ansible/roles/restart_mark/handlers/main.yml").out;
   CHECK(has(handlers, "sb_node_restart_pending"));
   CHECK_FALSE(has(handlers, "state: restarted"));
   CHECK_FALSE(has(handlers, "'restart'"));
@@ -1562,4 +1562,76 @@ for u in lines[0][len('Documentation='):].split():
   CHECK(sh("cmp '" + share + "/README.md' " + src() + "/README.md && cmp '" + share + "/config.md' " + src() +
            "/docs/config.md").rc == 0);
   sh("rm -rf '" + d + "'");
+}
+
+namespace {
+// An operator's clone on the control machine, in d/clone: this tree's
+// ansible/ (without keys it may hold), stand-in docs, and a stand-in
+// `make release` tree whose sb-ctl makes fake keypairs (fake_keygen) and
+// whose sb-node is a file saying where it came from. Returns the command
+// that runs a playbook of the clone's ansible/ (its name and arguments
+// after), from there, as the README says to.
+std::string fake_clone(const std::string& d) {
+  const std::string c = d + "/clone";
+  REQUIRE(sh("mkdir -p " + c + "/docs " + c + "/build-release/bin && cp -r " + src() + "/ansible " + c +
+             "/ && rm -rf " + c + "/ansible/keys " + c + "/ansible/inventories/testbed/hosts.yml && "
+             "echo 'clone README' > " + c + "/README.md && echo 'clone config.md' > " + c + "/docs/config.md && "
+             "echo 'clone sb-node' > " + c + "/build-release/bin/sb-node").rc == 0);
+  fake_keygen(c + "/build-release/bin");
+  return "cd " + c + "/ansible && ANSIBLE_CONFIG=ansible.cfg ANSIBLE_NOCOLOR=1 ansible-playbook ";
+}
+}  // namespace
+
+TEST_CASE("ansible: the keys role alone has its defaults and its handler", "[ansible]") {
+  // A play of only the keys role (to make the keys before the first
+  // site.yml, or to put back a node's key file) stopped on what the other
+  // roles of site.yml defined: sb_cluster_name (config) for keys_dir,
+  // sb_build_dir (install) for sb_ctl_local, and the `restart sb-node`
+  // handler (service) its key file notifies. The play beside site.yml in a
+  // clone, an inventory with none of those variables: the keys are made in
+  // the default keys_dir by the clone's sb-ctl, each node gets its own, and
+  // a node whose key file changed is marked for the rolling restart.
+  const std::string d = tmpdir();
+  const std::string run = fake_clone(d);
+  const std::string clone = d + "/clone";
+  std::ofstream(d + "/hosts.yml") << "all:\n  children:\n    sb_nodes:\n      hosts:\n        n1:\n        n2:\n"
+                                     "  vars:\n    ansible_connection: local\n"
+                                     "    key_file: \"" << d << "/{{ inventory_hostname }}/node.key\"\n";
+  std::ofstream(clone + "/ansible/keys-only.yml")
+      << "- hosts: sb_nodes\n  gather_facts: false\n  roles: [keys]\n"
+         "- hosts: sb_nodes\n  gather_facts: false\n  tasks:\n"
+         "    - ansible.builtin.debug: {msg: \"{{ inventory_hostname }} pending={{ sb_node_restart_pending | default('none') }}\"}\n";
+  const std::string play = run + "-i " + d + "/hosts.yml keys-only.yml";
+  const std::string keys = clone + "/ansible/keys/sb/";  // playbook_dir/keys/<sb_cluster_name>
+  Run r = sh(play);
+  INFO(r.out);
+  REQUIRE(r.rc == 0);
+  CHECK_FALSE(has(r.out, "is undefined"));
+  for (const char* k : {"n1.key", "n2.key", "admin.key"}) {
+    INFO(k);
+    CHECK(has(sh("cat " + keys + k).out, "SECRET-"));
+  }
+  for (const char* h : {"n1", "n2"}) {
+    INFO(h);
+    CHECK(sh("cmp " + keys + h + ".key " + d + "/" + h + "/node.key").rc == 0);
+    CHECK(sh("stat -c %a " + d + "/" + h + "/node.key").out == "600\n");
+    CHECK(has(r.out, std::string(h) + " pending=True"));  // not started by this play: restarted by restart-changed.yml
+  }
+  // Nothing new: nothing changed, nothing marked.
+  r = sh(play);
+  INFO(r.out);
+  REQUIRE(r.rc == 0);
+  CHECK(changed_count(r.out, "n1") == 0);
+  CHECK(changed_count(r.out, "n2") == 0);
+  CHECK(has(r.out, "n1 pending=none"));
+  // n1's key file lost on its host: put back (the same keypair), n1 alone marked.
+  const std::string before = sh("cat " + keys + "n1.key").out;
+  REQUIRE(sh("rm " + d + "/n1/node.key").rc == 0);
+  r = sh(play);
+  INFO(r.out);
+  REQUIRE(r.rc == 0);
+  CHECK(sh("cat " + d + "/n1/node.key").out == before);
+  CHECK(has(r.out, "n1 pending=True"));
+  CHECK(has(r.out, "n2 pending=none"));
+  sh("rm -rf " + d);
 }
