@@ -1635,3 +1635,35 @@ TEST_CASE("ansible: the keys role alone has its defaults and its handler", "[ans
   CHECK(has(r.out, "n2 pending=none"));
   sh("rm -rf " + d);
 }
+
+TEST_CASE("ansible: sb_source_dir and sb_build_dir default to the root of the clone the playbooks are in", "[ansible]") {
+  // An operator runs the playbooks from ansible/ of a clone: the install
+  // role takes the docs from the clone's root and the binaries from its
+  // build-release/ (`make release`), with no sb_source_dir or sb_build_dir
+  // in the inventory. The defaults are the root itself (they were
+  // <clone>/ansible/..: a missing binary was named by that path).
+  const std::string d = tmpdir();
+  const std::string run = fake_clone(d);
+  const std::string clone = d + "/clone";
+  std::ofstream(d + "/hosts.yml") << "all:\n  children:\n    sb_nodes:\n      hosts:\n        n1:\n"
+                                     "  vars:\n    ansible_connection: local\n    install_dir: " << d << "/opt/bin\n";
+  std::ofstream(clone + "/ansible/install-only.yml")
+      << "- hosts: sb_nodes\n  gather_facts: false\n  roles: [install]\n"
+         "  tasks:\n    - ansible.builtin.debug: {msg: \"source={{ sb_source_dir }} build={{ sb_build_dir }}\"}\n";
+  const std::string play = run + "-i " + d + "/hosts.yml install-only.yml";
+  Run r = sh(play);
+  INFO(r.out);
+  REQUIRE(r.rc == 0);
+  CHECK(has(r.out, "\"source=" + clone + " build=" + clone + "/build-release\""));
+  CHECK(sh("cat " + d + "/opt/bin/sb-node").out == "clone sb-node\n");
+  CHECK(sh("cmp " + d + "/opt/bin/sb-ctl " + clone + "/build-release/bin/sb-ctl").rc == 0);
+  CHECK(sh("cat " + d + "/opt/share/doc/scalebricks/README.md " + d + "/opt/share/doc/scalebricks/config.md").out ==
+        "clone README\nclone config.md\n");
+  // No `make release` yet: the message names the clone's build tree.
+  REQUIRE(sh("rm " + clone + "/build-release/bin/sb-node").rc == 0);
+  r = sh(play);
+  INFO(r.out);
+  CHECK(r.rc != 0);
+  CHECK(has(r.out, clone + "/build-release/bin/sb-node is missing: run `make release` on the control machine first"));
+  sh("rm -rf " + d);
+}
