@@ -1467,7 +1467,7 @@ TEST_CASE("ansible: restart-changed.yml refuses to restart changed nodes on a de
   CHECK(access(log.c_str(), F_OK) != 0);
   // A node this run has just started (n2: its start changed, so it is not
   // marked) is still resyncing: waited for, then checked, not refused.
-  inventory(", sup: {changed: true}");
+  inventory(", sb_node_started: true");
   REQUIRE(sh("echo 2 > " + d + "/unsynced-n2").rc == 0);
   r = sh(play);
   INFO(r.out);
@@ -1665,5 +1665,105 @@ TEST_CASE("ansible: sb_source_dir and sb_build_dir default to the root of the cl
   INFO(r.out);
   CHECK(r.rc != 0);
   CHECK(has(r.out, clone + "/build-release/bin/sb-node is missing: run `make release` on the control machine first"));
+  sh("rm -rf " + d);
+}
+
+namespace {
+// The service role on one local "host" (inventory d/hosts.yml), then what
+// its handler marked: "True", "False", or "none" (not notified), after a
+// run with `args` (--check for a dry run). REQUIREs the run to pass.
+std::string restart_mark_after(const std::string& d, const std::string& args) {
+  std::ofstream(d + "/play.yml") << "- hosts: sb_nodes\n  gather_facts: false\n  roles: [service]\n"
+                                    "- hosts: sb_nodes\n  gather_facts: false\n  tasks:\n"
+                                    "    - ansible.builtin.debug: {msg: \"pending={{ sb_node_restart_pending | default('none') }}.\"}\n";
+  const Run r = sh("cd " + src() + "/ansible && PATH=" + d + "/path:$PATH ANSIBLE_CONFIG=ansible.cfg ANSIBLE_NOCOLOR=1 "
+                   "ANSIBLE_ROLES_PATH=" + src() + "/ansible/roles ansible-playbook -i " + d + "/hosts.yml " + d +
+                   "/play.yml " + args);
+  INFO(r.out);
+  REQUIRE(r.rc == 0);
+  const size_t p = r.out.find("pending=");
+  REQUIRE(p != std::string::npos);
+  return r.out.substr(p + 8, r.out.find('.', p) - p - 8);
+}
+}  // namespace
+
+TEST_CASE("ansible: --check marks the supervised nodes the real run restarts, not the ones it starts", "[ansible]") {
+  // A dry run starts nothing (sb-supervise's start is a command, which
+  // check mode does not run), so the handler took every node whose files
+  // would change for a running one: a new host or a stopped node, which
+  // the real run starts on the new files, was reported as restarted. The
+  // service role with the real sb-supervise and a stand-in sb-node; each
+  // state (new host, running, stopped) with a change to mark, the dry run
+  // first: it must mark what the real run then marks.
+  const std::string d = tmpdir();
+  REQUIRE(sh("mkdir -p " + d + "/bin " + d + "/path && printf '#!/bin/sh\\nexec sleep 1000\\n' > " + d +
+             "/bin/sb-node && chmod +x " + d + "/bin/sb-node").rc == 0);
+  std::ofstream(d + "/hosts.yml") << "all:\n  children:\n    sb_nodes:\n      hosts:\n        n1:\n"
+                                     "  vars:\n    ansible_connection: local\n    service_mode: supervised\n"
+                                     "    install_dir: " << d << "/bin\n    config_path: " << d << "/sb-node.yaml\n"
+                                     "    pid_file: " << d << "/sb-node.pid\n    log_file: " << d << "/sb-node.log\n";
+  const std::string status = d + "/bin/sb-supervise status --pidfile " + d + "/sb-node.pid";
+  // A new host: nothing installed, nothing running. The real run starts it.
+  CHECK(restart_mark_after(d, "--check") == "False");
+  CHECK(access((d + "/bin/sb-supervise").c_str(), F_OK) != 0);  // the dry run made nothing
+  CHECK(access((d + "/sb-node.pid").c_str(), F_OK) != 0);
+  CHECK(restart_mark_after(d, "") == "False");
+  REQUIRE(sh(status).rc == 0);
+  // Running, and its command line changes: restarted.
+  CHECK(restart_mark_after(d, "--check -e sb_node_args=--control-only") == "True");
+  CHECK(restart_mark_after(d, "-e sb_node_args=--control-only") == "True");
+  // Stopped, and its command line changes: started, not restarted.
+  REQUIRE(sh(d + "/bin/sb-supervise stop --pidfile " + d + "/sb-node.pid --stop-timeout 2").rc == 0);
+  CHECK(restart_mark_after(d, "--check") == "False");
+  CHECK(sh(status).rc == 3);  // the dry run started nothing
+  CHECK(restart_mark_after(d, "") == "False");
+  CHECK(sh(status).rc == 0);
+  sh(d + "/bin/sb-supervise stop --pidfile " + d + "/sb-node.pid --stop-timeout 2");
+  sh("rm -rf " + d);
+}
+
+TEST_CASE("ansible: --check marks the systemd nodes the real run restarts, also on a new host", "[ansible]") {
+  // A dry run does not write the unit, so it neither enables nor starts it
+  // when the unit changes (systemd does not know a unit of a new host), and
+  // the handler then took every node for a running one: a new host, or a
+  // stopped node whose unit changes, which the real run starts on the new
+  // unit, was reported as restarted. A stand-in systemctl keeps its state
+  // in files, knows the unit once its file exists, and logs what it is
+  // asked to change; each state with a change to mark, the dry run first.
+  const std::string d = tmpdir();
+  const std::string st = d + "/state/";
+  REQUIRE(sh("mkdir -p " + d + "/path " + d + "/state && cat > " + d + "/path/systemctl <<'EOF'\n#!/bin/sh\n"
+             "S=" + d + "/state\n"
+             "case \"$1\" in\n"
+             "  show) l=not-found; [ -e " + d + "/sb-node.service ] && l=loaded; a=inactive; [ -e $S/active ] && a=active\n"
+             "        printf 'Id=sb-node.service\\nLoadState=%s\\nActiveState=%s\\n' $l $a ;;\n"
+             "  is-enabled) if [ -e $S/enabled ]; then echo enabled; else echo disabled; exit 1; fi ;;\n"
+             "  is-active) if [ -e $S/active ]; then echo active; else echo inactive; exit 3; fi ;;\n"
+             "  list-unit-files) ;;\n"
+             "  daemon-reload|enable|start|restart|stop) echo \"$1\" >> $S/calls\n"
+             "        case \"$1\" in enable) touch $S/enabled ;; start|restart) touch $S/active ;; stop) rm -f $S/active ;; esac ;;\n"
+             "  *) echo \"systemctl $*: unexpected\" >> $S/calls; exit 1 ;;\n"
+             "esac\nEOF\nchmod +x " + d + "/path/systemctl").rc == 0);
+  std::ofstream(d + "/hosts.yml") << "all:\n  children:\n    sb_nodes:\n      hosts:\n        n1:\n"
+                                     "  vars:\n    ansible_connection: local\n    service_mode: systemd\n"
+                                     "    install_dir: " << d << "/bin\n    config_path: " << d << "/sb-node.yaml\n"
+                                     "    sb_unit_path: " << d << "/sb-node.service\n";
+  // A new host: no unit. The real run writes it and starts sb-node.
+  CHECK(restart_mark_after(d, "--check") == "False");
+  CHECK(access((d + "/sb-node.service").c_str(), F_OK) != 0);  // the dry run changed nothing
+  CHECK(access((st + "calls").c_str(), F_OK) != 0);
+  CHECK(restart_mark_after(d, "") == "False");
+  REQUIRE(access((st + "active").c_str(), F_OK) == 0);
+  // Running, and its unit changes: restarted.
+  REQUIRE(sh("rm " + st + "calls").rc == 0);
+  CHECK(restart_mark_after(d, "--check -e sb_node_args=--control-only") == "True");
+  CHECK(access((st + "calls").c_str(), F_OK) != 0);
+  CHECK(restart_mark_after(d, "-e sb_node_args=--control-only") == "True");
+  // Stopped, and its unit changes: started on the new unit, not restarted.
+  REQUIRE(sh("rm " + st + "active " + st + "calls").rc == 0);
+  CHECK(restart_mark_after(d, "--check") == "False");
+  CHECK(access((st + "calls").c_str(), F_OK) != 0);
+  CHECK(restart_mark_after(d, "") == "False");
+  CHECK(access((st + "active").c_str(), F_OK) == 0);
   sh("rm -rf " + d);
 }
