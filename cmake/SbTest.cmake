@@ -24,3 +24,20 @@ function(sb_add_tests target)
   catch_discover_tests(${target} TEST_SPEC "[large]"
     PROPERTIES LABELS large ENVIRONMENT "${_env}" ${_serial})
 endfunction()
+
+# sb_add_fuzz_corpus_test(<name> GENERATOR <target> CORPUS <dir>)
+#
+# The CTest test <name> (label `unit`): the generator target writes its
+# corpus into a scratch folder of the build tree, and the committed corpus
+# <dir> (relative to the source tree) must hold the same files, byte for
+# byte, plus only fuzzer-found inputs named by the SHA-1 of their bytes
+# (cmake/CheckFuzzCorpus.cmake has the rule). A seed edited in the corpus
+# instead of the generator, or a generator change not regenerated, fails.
+function(sb_add_fuzz_corpus_test name)
+  cmake_parse_arguments(A "" "GENERATOR;CORPUS" "" ${ARGN})
+  add_test(NAME ${name}
+           COMMAND ${CMAKE_COMMAND} -DGEN=$<TARGET_FILE:${A_GENERATOR}> -DCORPUS=${PROJECT_SOURCE_DIR}/${A_CORPUS}
+                   -DSRC=${PROJECT_SOURCE_DIR} -DSCRATCH=${CMAKE_CURRENT_BINARY_DIR}/${name}.scratch
+                   -P ${PROJECT_SOURCE_DIR}/cmake/CheckFuzzCorpus.cmake)
+  set_tests_properties(${name} PROPERTIES LABELS unit)
+endfunction()

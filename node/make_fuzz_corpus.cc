@@ -5,8 +5,10 @@
 // leaves it unchanged unless a seed here changed), so a seed is reviewed
 // as code. The corpus is what ctest replays under ASan
 // (packet_fuzz_replay_test.cc) and where `make fuzz` starts; inputs a
-// fuzzing run found and that were copied in by hand (Makefile) are the
-// only files not written here.
+// fuzzing run found and that were copied in by hand (Makefile) under the
+// name libFuzzer gave them (the SHA-1 of their bytes) are the only files
+// not written here. ctest's node_fuzz_corpus_matches_generator checks
+// both (README "Tests").
 #include <cstdio>
 #include <string>
 #include <vector>
