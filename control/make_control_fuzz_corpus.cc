@@ -168,6 +168,14 @@ struct Peer : rib::OwnerIo {
       out.emplace_back(fz::op(fz::kRouter, 2 + user), ser(e));
     }
   }
+  // Every member applied the owner's new epoch in its partitions (loaded
+  // their snapshots): the reconciling re-push the restart held back goes
+  // out (rib/owner.h RECONCILE).
+  void resynced() {
+    for (const auto& m : spec.members)
+      for (uint32_t p : spec.partitions_of(id)) owner->on_applied(m.id, p, owner->head(p), t);
+    run();
+  }
   void heads() {
     pb::Envelope e;
     auto* b = e.mutable_delta_batch();
@@ -193,8 +201,9 @@ struct Seed {
 uint64_t first_request_id(uint32_t p) { return p + 1; }
 
 // A peer's stream as the fuzz node gets it: re-push, snapshots of its
-// partitions, adds (some handled by the fuzz node), a move and a delete,
-// their deltas, heartbeat heads, then lookups of the keys.
+// partitions, the reconciling re-push once the members resynced, adds
+// (some handled by the fuzz node), a move and a delete, their deltas,
+// heartbeat heads, then lookups of the keys.
 Seed peer_stream(const std::string& name, uint8_t config, size_t chunk_bytes, bool unpacked, bool restore_wait) {
   const rib::ClusterSpec spec = fz::spec(config);
   const uint32_t self = fz::self_of(config);
@@ -202,8 +211,9 @@ Seed peer_stream(const std::string& name, uint8_t config, size_t chunk_bytes, bo
   for (const auto& m : spec.members)
     if (m.id != self) peers.push_back(m.id);
   Peer peer(spec, peers[0], self, 0);
-  peer.run();  // the re-push
+  peer.run();  // the re-push: plain installs
   for (uint32_t p : spec.partitions_of(peer.id)) peer.snapshot(p, first_request_id(p), chunk_bytes);
+  peer.resynced();  // the reconciling re-push
   std::vector<FlowKey> keys;
   uint64_t id = 1;
   for (uint32_t p : spec.partitions_of(peer.id))
