@@ -4,8 +4,13 @@
 // rib::NodeState instances of the fuzz cluster (a peer owner's FIB
 // updates, snapshot chunks, delta batches and heartbeats; FIB acks a peer
 // node would send), so they get past validation, checksums and the
-// stream's (epoch, seq) rules. Run by hand when the seeds should change:
+// stream's (epoch, seq) rules. Run by hand when the seeds should change
+// (or what the owners send changed):
 //   build/bin/sb-make-control-fuzz-corpus control/fuzz_corpus
+// ctest's control_fuzz_corpus_matches_generator fails while the committed
+// corpus differs from what this writes; the only other files it allows
+// are fuzzer-found inputs named by the SHA-1 of their bytes (README
+// "Fuzzing").
 #include <unistd.h>
 
 #include <cstdio>
