@@ -164,10 +164,19 @@ TEST_CASE("short real runs print the contract fields", "[bench][dpdk]") {
     for (const char* x : {"\"mpps_per_core\"", "\"mpps_per_node\"", "\"fabric_fraction\"",
                           "\"correct_fraction\": 1,", "\"arch\": \"full-duplication\"", "\"capacity\"",
                           "\"load_factor\"", "\"value_bits_stored\": 1,", "\"value_bits_stored\": 32,",
-                          "\"page_size\"", "\"reps\""})
+                          "\"page_size\"", "\"reps\"", "\"busy_clock\": \"thread_cpu\""})
       CHECK(has(p.out, x));
     const double core = json_number(p.out, "mpps_per_core"), node = json_number(p.out, "mpps_per_node");
     CHECK(core > 0);
+    // Busy time is the workers' CPU time; the TSC's (wall clock, time
+    // preempted included) rate is beside it, never above it by more than
+    // the two clocks' rounding.
+    const double core_wall = json_number(p.out, "mpps_per_core_wall");
+    const double preempted = json_number(p.out, "preempted_fraction");
+    CHECK(core_wall > 0);
+    CHECK(core_wall <= core * 1.02);
+    CHECK(preempted >= 0);
+    CHECK(preempted < 1);
     if (std::string(cores) == "1")
       CHECK(node == Approx(core));
     else
