@@ -181,13 +181,15 @@ Verdict parse_s1u(const uint8_t* f, uint32_t len, const Mac& mine, bool any_mac,
     if (flags & 0x04) {
       // As node/packet.cc parse_upstream: a type the receiver must
       // comprehend and does not is remembered and reported once the whole
-      // chain is known to be well formed.
+      // chain is known to be well formed; a comprehended type whose length
+      // is not its format's is malformed (gtpu_ext_length_ok).
       bool unsupported = false;
       while (next != 0) {
         unsupported |= !node::gtpu_ext_acceptable(next);
         if (o >= end) return Verdict::kBad;
         const uint32_t elen = uint32_t(g[o]) * 4;
         if (elen == 0 || o + elen > end) return Verdict::kBad;
+        if (!node::gtpu_ext_length_ok(next, g[o])) return Verdict::kBad;
         next = g[o + elen - 1];
         o += elen;
       }

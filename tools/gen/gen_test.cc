@@ -230,19 +230,25 @@ TEST_CASE("sink parser: extension headers the receiver must comprehend, as the g
   cut[14 + 20 + 8 + 12 + 4] = 0;  // the second header's length
   Rx rx;
   CHECK(parse_s1u(cut.data(), uint32_t(cut.size()), kEnb, false, &rx) == Verdict::kBad);
-  // Every type, first and second in the chain: the sink discards exactly
-  // what the gateway's parser refuses, on the same bytes.
+  // Every type, first and second in the chain, with lengths 1 and 2 (a
+  // comprehended type of fixed format has one of them: the other is
+  // malformed): the sink discards exactly what the gateway's parser
+  // refuses, on the same bytes, and for the same reason.
   for (unsigned type = 1; type < 256; ++type) {
-    for (const auto& exts : {std::vector<std::pair<uint8_t, uint8_t>>{{uint8_t(type), 1}},
-                             std::vector<std::pair<uint8_t, uint8_t>>{{0x20, 1}, {uint8_t(type), 2}}}) {
-      INFO("type " << type << ", chain of " << exts.size());
-      const auto f = gtp(0xff, exts);
-      node::Upstream up;
-      const node::Drop d = node::parse_upstream(f.data(), uint32_t(f.size()), kEnb, enb, &up);
-      REQUIRE((d == node::Drop::kNone || d == node::Drop::k_gtpu_unsupported));
-      const Verdict v = parse_s1u(f.data(), uint32_t(f.size()), kEnb, false, &rx);
-      CHECK((v == Verdict::kGtpExtUnsupported) == (d == node::Drop::k_gtpu_unsupported));
-      if (d == node::Drop::kNone) CHECK(v == Verdict::kGpduMarker);
+    for (const uint8_t len : {uint8_t(1), uint8_t(2)}) {
+      for (const auto& exts : {std::vector<std::pair<uint8_t, uint8_t>>{{uint8_t(type), len}},
+                               std::vector<std::pair<uint8_t, uint8_t>>{{0x20, 1}, {uint8_t(type), len}}}) {
+        INFO("type " << type << ", length " << unsigned(len) << ", chain of " << exts.size());
+        const auto f = gtp(0xff, exts);
+        node::Upstream up;
+        const node::Drop d = node::parse_upstream(f.data(), uint32_t(f.size()), kEnb, enb, &up);
+        REQUIRE((d == node::Drop::kNone || d == node::Drop::k_gtpu_unsupported || d == node::Drop::k_gtpu_bad));
+        CHECK((d == node::Drop::k_gtpu_bad) == !node::gtpu_ext_length_ok(uint8_t(type), len));
+        const Verdict v = parse_s1u(f.data(), uint32_t(f.size()), kEnb, false, &rx);
+        CHECK((v == Verdict::kGtpExtUnsupported) == (d == node::Drop::k_gtpu_unsupported));
+        CHECK((v == Verdict::kBad) == (d == node::Drop::k_gtpu_bad));
+        if (d == node::Drop::kNone) CHECK(v == Verdict::kGpduMarker);
+      }
     }
   }
 }
