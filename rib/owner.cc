@@ -909,6 +909,28 @@ Status Owner::pump(uint64_t now_us) {
 }
 
 void Owner::send_cleanup(uint32_t n, FibBatch&& b, uint64_t now_us) {
+  // A batch is at most repush_chunk entries (half the validator's max_ops):
+  // the removes held for a member cut off while many moves converged, or
+  // many moves converging at once, would otherwise make one batch every
+  // node refuses, rebuilt at the same size at each retry, for good.
+  const size_t cap = std::max<uint32_t>(1, opt_.repush_chunk);
+  if (b.install.size() + b.remove.size() > cap) {
+    FibBatch part;
+    auto flush = [&] {
+      send_cleanup(n, std::move(part), now_us);
+      part = FibBatch{};
+    };
+    for (FibEntry& e : b.install) {
+      part.install.push_back(std::move(e));
+      if (part.install.size() + part.remove.size() == cap) flush();
+    }
+    for (FlowKey& k : b.remove) {
+      part.remove.push_back(k);
+      if (part.install.size() + part.remove.size() == cap) flush();
+    }
+    if (!part.install.empty() || !part.remove.empty()) flush();
+    return;
+  }
   b.batch_id = next_batch_++;
   b.owner = opt_.self;
   auto& items = cleanup_[n];

@@ -159,7 +159,7 @@ struct OwnerOptions {
   // Entries per reconciling re-push batch after a restart (Owner::repush):
   // half the validator's max_ops, so the acks stay within their limit; a
   // partition's entries are never split (a batch holds at most one
-  // partition more).
+  // partition more). Cleanup batches (CLEANUPS) are cut at this size too.
   uint32_t repush_chunk = 1 << 15;
   GptBuilderFactory make_gpt;          // required for scalebricks
 };

@@ -3510,6 +3510,51 @@ TEST_CASE("rib sim: a member seen live again keeps a moved session's old entry u
   check_converged_state(sim, c);
 }
 
+TEST_CASE("rib sim: the removes held for a member come in batches of at most repush_chunk entries", "[owner]") {
+  // Many moves away from node 1 converge while it is cut off: their
+  // removes wait for it (removes_held) and then went in one batch of them
+  // all. Beyond the validator's max_ops (65536) every node refuses such a
+  // batch, and it was rebuilt at the same size at each retry, for good.
+  // The sim's owners cut batches at repush_chunk = 8 entries.
+  Sim sim(3, Architecture::kScaleBricks, 151);
+  Client c(sim, 152, 400);
+  sim.run_until_idle();
+  std::vector<FlowKey> keys;
+  for (const FlowKey& k : c.pool)
+    if (c.owner_of(k) == 0 && keys.size() < 40) keys.push_back(k);
+  REQUIRE(keys.size() == 40);
+  for (const FlowKey& k : keys) c.add_handled(k, 1, 0x10);
+  sim.down[1] = true;
+  for (uint32_t j : {0u, 2u}) {
+    sim.owners[j]->set_live(1, false, sim.now);
+    sim.owners[1]->set_live(j, false, sim.now);
+  }
+  for (const FlowKey& k : keys) c.submit(c.make_op(OpKind::kMove, k, 2));
+  sim.run_until_idle();
+  c.drain(nullptr);
+  REQUIRE(sim.owners[0]->stats().removes_held == 40);
+  size_t largest = 0, removes = 0;
+  sim.lose = [&](const Msg& m) {
+    if (m.kind == Msg::kFib && m.dst == 1 && m.fib.install.empty() && m.fib.reconcile.empty()) {
+      largest = std::max(largest, m.fib.remove.size());
+      removes += m.fib.remove.size();
+    }
+    return false;
+  };
+  sim.down[1] = false;
+  for (uint32_t j : {0u, 2u}) {
+    sim.owners[j]->set_live(1, true, sim.now);
+    sim.owners[1]->set_live(j, true, sim.now);
+  }
+  sim.agent_timers = true;
+  sim.run_until_idle();
+  c.drain(nullptr);
+  CHECK(removes >= 40);
+  CHECK(largest <= 8);
+  for (const FlowKey& k : keys) CHECK(sim.nodes[1]->fib_lookup(k) == fib::kFibMiss);
+  check_converged_state(sim, c);
+}
+
 // ---- chaos: random faults under a random workload ---------------------------
 
 namespace {
