@@ -26,7 +26,7 @@ enum Role : uint8_t { kExt = 0, kFabric = 1, kEnb = 2, kRoles = 3 };
 inline constexpr const char* kRoleNames[kRoles] = {"ext", "fabric", "enb"};
 
 #define SB_PIPELINE_COUNTERS(X)                                                            \
-  X(fabric_in, "frames received from the fabric for this node")                            \
+  X(fabric_in, "frames received on the fabric port, every one, before its checks (l2_not_mine, shim_not_member, ... count the drops among them)") \
   X(fabric_out, "frames handed to the fabric port for another node (a full queue then drops some: tx_full)") \
   X(fabric_shim_in, "baseline frames with a resolved session (no lookup here)")            \
   X(gtpu_out, "downstream packets GTP-U encapsulated and handed to the eNodeB-side port (once per packet, fragmented or not; a full queue then drops some: tx_full)") \

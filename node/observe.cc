@@ -10,6 +10,23 @@ namespace sb::node {
 
 namespace {
 
+// The device counters of a port, the same set in every view: /metrics
+// (sb_port_<name>_total{port=}), telemetry /sb/ports (<role>_<name>) and
+// the final counters line (port_<role>_<name>).
+struct PortField {
+  const char* name;
+  const char* help;
+  uint64_t PortStats::*field;
+};
+constexpr PortField kPortFields[] = {
+    {"ipackets", "frames the device received", &PortStats::ipackets},
+    {"opackets", "frames the device sent", &PortStats::opackets},
+    {"imissed", "frames the device dropped for lack of rx descriptors", &PortStats::imissed},
+    {"ierrors", "device receive errors", &PortStats::ierrors},
+    {"oerrors", "device transmit errors", &PortStats::oerrors},
+    {"rx_nombuf", "receive failures for lack of mbufs", &PortStats::rx_nombuf},
+};
+
 // For the telemetry callbacks (C API, no context pointer), which DPDK runs
 // on its per-connection threads: the gate keeps the data plane alive while a
 // callback reads it, and detach_telemetry() waits for them (telemetry_gate.h).
@@ -31,9 +48,7 @@ int tel_ports(const char*, const char*, rte_tel_data* d) {
     for (int r = 0; r < kRoles; ++r) {
       const PortStats p = dp->port_stats(Role(r));
       const std::string n = kRoleNames[r];
-      rte_tel_data_add_dict_u64(d, (n + "_ipackets").c_str(), p.ipackets);
-      rte_tel_data_add_dict_u64(d, (n + "_opackets").c_str(), p.opackets);
-      rte_tel_data_add_dict_u64(d, (n + "_imissed").c_str(), p.imissed);
+      for (const PortField& f : kPortFields) rte_tel_data_add_dict_u64(d, (n + "_" + f.name).c_str(), p.*f.field);
       rte_tel_data_add_dict_u64(d, (n + "_link_up").c_str(), p.link_up);
     }
   });
@@ -74,19 +89,10 @@ std::string render_metrics(const DataPlane* dp, const std::map<std::string, uint
     // Each family's samples in a row (the text format wants them grouped).
     PortStats ps[kRoles];
     for (int r = 0; r < kRoles; ++r) ps[r] = dp->port_stats(Role(r));
-    struct PortFamily {
-      const char* name;
-      const char* help;
-      uint64_t PortStats::*field;
-    };
-    static const PortFamily fams[] = {
-        {"sb_port_imissed_total", "frames the device dropped for lack of rx descriptors", &PortStats::imissed},
-        {"sb_port_ierrors_total", "device receive errors", &PortStats::ierrors},
-        {"sb_port_oerrors_total", "device transmit errors", &PortStats::oerrors},
-        {"sb_port_rx_nombuf_total", "receive failures for lack of mbufs", &PortStats::rx_nombuf},
-    };
-    for (const PortFamily& f : fams)
-      for (int r = 0; r < kRoles; ++r) w.counter(f.name, f.help, ps[r].*f.field, {{"port", kRoleNames[r]}});
+    for (const PortField& f : kPortFields) {
+      const std::string name = std::string("sb_port_") + f.name + "_total";
+      for (int r = 0; r < kRoles; ++r) w.counter(name, f.help, ps[r].*f.field, {{"port", kRoleNames[r]}});
+    }
     for (int r = 0; r < kRoles; ++r)
       w.gauge("sb_port_link_up", "1 when the port's link is up", ps[r].link_up ? 1 : 0, {{"port", kRoleNames[r]}});
     const double hz = double(dp->tsc_hz());
@@ -133,10 +139,17 @@ void register_telemetry(const DataPlane* dp) {
 
 std::string counters_line(const DataPlane& dp) {
   std::string s;
-  for (const auto& [k, v] : flatten(dp.counters())) {
-    if (v == 0) continue;
+  auto add = [&s](const std::string& k, uint64_t v) {
+    if (v == 0) return;
     if (!s.empty()) s += ' ';
     s += k + "=" + std::to_string(v);
+  };
+  for (const auto& [k, v] : flatten(dp.counters())) add(k, v);
+  // The devices' own counts (what /metrics and /sb/ports show): the last
+  // record of frames a NIC dropped (imissed, rx_nombuf) or failed.
+  for (int r = 0; r < kRoles; ++r) {
+    const PortStats p = dp.port_stats(Role(r));
+    for (const PortField& f : kPortFields) add(std::string("port_") + kRoleNames[r] + "_" + f.name, p.*f.field);
   }
   return s.empty() ? "(all zero)" : s;
 }

@@ -297,6 +297,15 @@ TEST_CASE("sb-node: runs the pipeline on net_null ports, serves /health, /metric
   const auto tel = sh("echo /sb/counters | timeout 10 dpdk-telemetry.py -f " + pfx);
   INFO(tel.out);
   CHECK(tel.out.find("\"drop_l2_not_mine\"") != std::string::npos);
+  // The devices' counters, the same set in /metrics, /sb/ports and the
+  // final counters line.
+  CHECK(m.find("sb_port_ipackets_total{port=\"ext\"}") != std::string::npos);
+  CHECK(m.find("sb_port_ipackets_total{port=\"ext\"} 0\n") == std::string::npos);
+  const auto ports = sh("echo /sb/ports | timeout 10 dpdk-telemetry.py -f " + pfx);
+  INFO(ports.out);
+  for (const char* f : {"ext_ipackets", "ext_opackets", "ext_imissed", "ext_ierrors", "ext_oerrors", "ext_rx_nombuf",
+                        "ext_link_up"})
+    CHECK(ports.out.find(std::string("\"") + f + "\"") != std::string::npos);
 
   REQUIRE(kill(pid, SIGTERM) == 0);
   const int st = child.wait_exit();
@@ -307,6 +316,7 @@ TEST_CASE("sb-node: runs the pipeline on net_null ports, serves /health, /metric
   CHECK(WEXITSTATUS(st) == 0);
   CHECK(out.find("final counters: ") != std::string::npos);
   CHECK(out.find("drop_l2_not_mine=") != std::string::npos);
+  CHECK(out.find("port_ext_ipackets=") != std::string::npos);
   CHECK(out.find("stopped") != std::string::npos);
   // Port MTUs: the fabric takes node.mtu (1500) + the 16-byte shim.
   CHECK(out.find("MTU ext 1500 fabric 1516 enb 1500") != std::string::npos);
