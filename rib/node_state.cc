@@ -23,14 +23,9 @@ Result<std::unique_ptr<NodeState>> NodeState::create(const ClusterSpec& spec, ui
   n->spec_ = spec;
   n->self_ = self;
   n->gpt_ = std::move(gpt);
-  uint64_t cap = opt.fib_capacity;
-  if (spec.architecture != Architecture::kScaleBricks) cap += spec.capacity;  // copies
-  if (cap > (1u << 27))
-    return Status::InvalidArgument("node state: fib_capacity" +
-                                   std::string(spec.architecture != Architecture::kScaleBricks
-                                                   ? " + cluster.capacity (copies in this architecture)"
-                                                   : "") +
-                                   " is " + std::to_string(cap) + ", above 2^27");
+  Result<uint64_t> table_cap = table_capacity(spec, opt.fib_capacity);
+  if (!table_cap.ok()) return table_cap.status().with_context("node state");
+  const uint64_t cap = table_cap.value();
   Result<std::unique_ptr<fib::SessionTable>> st = fib::SessionTable::create(uint32_t(cap), opt.lcores, self);
   if (!st.ok()) return st.status().with_context("node state: session table");
   n->sessions_ = std::move(st.value());
@@ -72,6 +67,23 @@ Result<std::unique_ptr<NodeState>> NodeState::create(const ClusterSpec& spec, ui
     }
   }
   return n;
+}
+
+Result<uint64_t> NodeState::table_capacity(const ClusterSpec& spec, uint64_t fib_capacity) {
+  constexpr uint64_t kMax = uint64_t(1) << 27;
+  if (spec.architecture == Architecture::kScaleBricks) {
+    if (fib_capacity > kMax)
+      return Status::InvalidArgument("node.fib_capacity: " + std::to_string(fib_capacity) + " is above 2^27");
+    return fib_capacity;
+  }
+  const uint64_t cap = fib_capacity + spec.capacity;  // copies
+  if (cap > kMax)
+    return Status::InvalidArgument(
+        "node.fib_capacity: " + std::to_string(fib_capacity) + " + cluster.capacity " +
+        std::to_string(spec.capacity) + " (architecture " + std::string(architecture_name(spec.architecture)) +
+        " sizes its tables for copies of the sessions other nodes handle) is " + std::to_string(cap) +
+        ", above 2^27 (the session index bits of a teid_ul): lower node.fib_capacity or cluster.capacity");
+  return cap;
 }
 
 uint32_t NodeState::fib_lookup(const FlowKey& k) const {

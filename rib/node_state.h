@@ -308,6 +308,13 @@ class NodeState {
     o.fib_capacity = fib_capacity;
     return create(spec, self, o, std::move(gpt));
   }
+  // The entries create() sizes the session table and the FIB for:
+  // fib_capacity, plus spec.capacity copies in the baselines. Above 2^27
+  // (the session index bits of a teid_ul) it is kInvalidArgument naming
+  // node.fib_capacity (and cluster.capacity). create() checks with it; so
+  // does the configuration loader (control/config.h), which makes it an
+  // error sb-node reports before EAL starts (exit 3).
+  static Result<uint64_t> table_capacity(const ClusterSpec& spec, uint64_t fib_capacity);
 
   // ---- FIB batches from owners ----
   // Applies b now, whatever the restore phase (tests, benchmarks).

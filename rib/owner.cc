@@ -228,23 +228,56 @@ Status check_identity(const std::string& dir, const Identity& want, bool* exists
     if (!b) return Status::Corrupt(path + ": a field is missing (node, hash_seed, partitions, ownership)");
   const std::string tail =
       ": cluster shape changes are not supported in place (the RIB's records are kept by partition); "
-      "restore the old configuration, or move the data dir away to start this node's RIB empty";
+      "restore the old configuration, or move the data dir (node.data_dir) away to start this node's RIB empty";
   if (got.node != want.node)
-    return Status::FailedPrecondition(dir + " holds the RIB of node " + std::to_string(got.node) + ", this is node " +
-                                      std::to_string(want.node) + tail);
+    return Status::FailedPrecondition("node.id: data dir " + dir + " holds the RIB of node " +
+                                      std::to_string(got.node) + ", this is node " + std::to_string(want.node) + tail);
   if (got.hash_seed != want.hash_seed)
-    return Status::FailedPrecondition(dir + " was written with cluster hash_seed " + std::to_string(got.hash_seed) +
-                                      ", the configuration has " + std::to_string(want.hash_seed) + tail);
+    return Status::FailedPrecondition("cluster.hash_seed: data dir " + dir + " was written with hash_seed " +
+                                      std::to_string(got.hash_seed) + ", the configuration has " +
+                                      std::to_string(want.hash_seed) + tail);
   if (got.partitions != want.partitions)
-    return Status::FailedPrecondition(dir + " was written with " + std::to_string(got.partitions) +
-                                      " partitions, the configuration has " + std::to_string(want.partitions) + tail);
+    return Status::FailedPrecondition("cluster.partitions: data dir " + dir + " was written with " +
+                                      std::to_string(got.partitions) + " partitions, the configuration has " +
+                                      std::to_string(want.partitions) + tail);
   if (got.ownership != want.ownership)
-    return Status::FailedPrecondition(dir + " was written under another partition ownership table (members or "
+    return Status::FailedPrecondition("cluster.ownership: data dir " + dir +
+                                      " was written under another partition ownership table (cluster.members or "
                                       "their order changed)" + tail);
   return Status::Ok();
 }
 
+// Sessions per partition the owner's RIB maps are reserved for up front.
+size_t rib_sessions_per_partition(const ClusterSpec& spec) { return size_t(spec.capacity / spec.partitions + 16); }
+
+// The RIB of this node's partitions, sized for the cluster's capacity up
+// front (no rehash pause under load): a capacity this machine cannot hold
+// is a clear error, not an uncaught bad_alloc or the OOM killer.
+Status check_rib_memory(const ClusterSpec& spec, uint32_t self) {
+  const size_t mine = spec.partitions_of(self).size();
+  uint64_t slots = 16;
+  while (slots < 2 * uint64_t(rib_sessions_per_partition(spec))) slots *= 2;  // FlatMap::reserve
+  const uint64_t need = slots * (sizeof(FlowKey) + sizeof(SessionRec)) * mine;
+  const long pages = sysconf(_SC_PHYS_PAGES), page = sysconf(_SC_PAGE_SIZE);
+  if (pages > 0 && page > 0 && need > uint64_t(pages) * uint64_t(page))
+    return Status::Capacity("cluster.capacity: the RIB of " + std::to_string(spec.capacity) + " sessions needs " +
+                            std::to_string(need >> 20) + " MiB here (" + std::to_string(mine) +
+                            " partitions), more than this machine's memory (" +
+                            std::to_string((uint64_t(pages) * uint64_t(page)) >> 20) +
+                            " MiB): lower cluster.capacity");
+  return Status::Ok();
+}
+
 }  // namespace
+
+Status Owner::check_config(const ClusterSpec& spec, uint32_t self, const std::string& data_dir) {
+  SB_RETURN_IF_ERROR(spec.validate());
+  if (!spec.is_member(self)) return Status::InvalidArgument("node.id: " + std::to_string(self) + " is not a member");
+  if (data_dir.empty()) return Status::InvalidArgument("node.data_dir: empty");
+  SB_RETURN_IF_ERROR(check_rib_memory(spec, self));
+  bool have_identity = false;
+  return check_identity(data_dir, identity_of(spec, self), &have_identity);
+}
 
 gpt::GptConfig gpt_config(const ClusterSpec& spec) {
   gpt::GptConfig c;
@@ -293,7 +326,7 @@ Result<std::unique_ptr<Owner>> Owner::open(const ClusterSpec& spec, const OwnerO
   // Before anything in the data dir changes: a second process on it (an
   // operator's, or a supervisor's restart racing the old one) would bump
   // the epoch, cut the live segment's "torn" tail and append to the log.
-  if (opt.wal.dir.empty()) return Status::InvalidArgument("owner: empty data dir");
+  if (opt.wal.dir.empty()) return Status::InvalidArgument("owner: node.data_dir: empty");
   Result<int> lk = lock_data_dir(opt.wal.dir);
   if (!lk.ok()) return lk.status().with_context("owner");
   o->lock_fd_ = lk.value();
@@ -309,18 +342,8 @@ Result<std::unique_ptr<Owner>> Owner::open(const ClusterSpec& spec, const OwnerO
   o->recs_.assign(spec.partitions, RecMap(poison_key(), 16));
   {
     const auto mine = spec.partitions_of(opt.self);
-    const size_t per = size_t(spec.capacity / spec.partitions + 16);
-    // Sized for the cluster's capacity up front (no rehash pause under
-    // load); a capacity this machine cannot hold is a clear error, not an
-    // uncaught bad_alloc or the OOM killer.
-    uint64_t slots = 16;
-    while (slots < 2 * uint64_t(per)) slots *= 2;  // FlatMap::reserve
-    const uint64_t need = slots * (sizeof(FlowKey) + sizeof(SessionRec)) * mine.size();
-    const long pages = sysconf(_SC_PHYS_PAGES), page = sysconf(_SC_PAGE_SIZE);
-    if (pages > 0 && page > 0 && need > uint64_t(pages) * uint64_t(page))
-      return Status::Capacity("owner: the RIB of cluster.capacity " + std::to_string(spec.capacity) + " needs " +
-                              std::to_string(need >> 20) + " MiB here (" + std::to_string(mine.size()) +
-                              " partitions), more than this machine's memory: lower cluster.capacity");
+    const size_t per = rib_sessions_per_partition(spec);
+    SB_RETURN_IF_ERROR(check_rib_memory(spec, opt.self).with_context("owner"));
     try {
       for (uint32_t p : mine) o->recs_[p].reserve(per);
     } catch (const std::bad_alloc&) {

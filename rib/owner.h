@@ -225,6 +225,17 @@ class Owner {
  public:
   static Result<std::unique_ptr<Owner>> open(const ClusterSpec& spec, const OwnerOptions& opt,
                                              OwnerIo* io);
+  // What open() refuses about the configuration and the data dir before it
+  // changes anything, checked here without changing anything (no lock, no
+  // file or directory created): an empty data dir (node.data_dir), a
+  // cluster.capacity whose RIB (this node's partitions) needs more than
+  // this machine's memory (kCapacity), and a data dir written under another
+  // cluster shape (data_dir/identity, CLUSTER SHAPE above: node.id,
+  // cluster.hash_seed, cluster.partitions, cluster.ownership). Every
+  // message names the field. sb-node calls it before EAL starts, so these
+  // are configuration errors (exit 3) found before a port is probed;
+  // open() checks the same again (the identity under the data dir's lock).
+  static Status check_config(const ClusterSpec& spec, uint32_t self, const std::string& data_dir);
   ~Owner();
 
   // Queues a client op (any kind). REQUIRES: the key's partition is owned
