@@ -17,6 +17,7 @@
 
 #include <yaml-cpp/yaml.h>
 
+#include "rib/node_state.h"
 #include "rib/session_file.h"
 
 namespace sb::control {
@@ -340,6 +341,8 @@ Status parse_node(const YAML::Node& n, const rib::ClusterSpec& cluster, NodeSpec
     return bad("node.id", std::to_string(out->id) + " is not a cluster member");
   SB_RETURN_IF_ERROR(get(n, "key_file", "node", &out->key_file, cluster.curve));
   SB_RETURN_IF_ERROR(get(n, "data_dir", "node", &out->data_dir, true));
+  if (out->data_dir.empty())
+    return bad("node.data_dir", "empty (expected the directory of this node's WAL, snapshots and epoch)");
   std::string fs = "batch";
   SB_RETURN_IF_ERROR(get(n, "fsync", "node", &fs, false));
   if (fs == "batch") out->fsync = FsyncPolicy::kBatch;
@@ -352,6 +355,9 @@ Status parse_node(const YAML::Node& n, const rib::ClusterSpec& cluster, NodeSpec
   SB_RETURN_IF_ERROR(get(n, "fib_capacity", "node", &out->fib_capacity, false));
   if (out->fib_capacity == 0 || out->fib_capacity > (1u << 27))
     return bad("node.fib_capacity", "must be in [1, 2^27]");
+  // The baselines size the node's tables for copies of every session too
+  // (the owner's NodeState refuses more than 2^27 entries at start).
+  if (Result<uint64_t> cap = rib::NodeState::table_capacity(cluster, out->fib_capacity); !cap.ok()) return cap.status();
   SB_RETURN_IF_ERROR(get(n, "snapshot_every", "node", &out->snapshot_every, false));
   if (out->snapshot_every < 16 || out->snapshot_every > kMaxSnapshotEvery)
     return bad("node.snapshot_every", "must be in [16, " + std::to_string(kMaxSnapshotEvery) +

@@ -315,6 +315,31 @@ TEST_CASE("config: snapshot_every is bounded (a WAL segment is read whole at rec
   }
 }
 
+// What the RIB's node state would refuse at start, found by the loader
+// (sb-node exits 3 before EAL starts, not 4 after the ports were probed).
+TEST_CASE("config: node.data_dir is not empty, and the baselines' tables fit 2^27 entries") {
+  CHECK(err("data_dir: /tmp/x", "data_dir: \"\"").find("t.yaml: node.data_dir: empty") != std::string::npos);
+  // scalebricks: only this node's sessions, node.fib_capacity's own bound.
+  CHECK(good_with("fsync: batch", "fsync: batch\n  fib_capacity: 134217728").node.fib_capacity == 134217728);
+  // The baselines also hold copies: fib_capacity + cluster.capacity (100000 here) <= 2^27.
+  auto parse = [](const std::string& arch, uint64_t fib_capacity) {
+    std::string y = kGood;
+    y.replace(y.find("architecture: scalebricks"), 25, "architecture: " + arch);
+    y.replace(y.find("fsync: batch"), 12, "fsync: batch\n  fib_capacity: " + std::to_string(fib_capacity));
+    return parse_config(y, "t.yaml");
+  };
+  for (const std::string arch : {"full-duplication", "hash-partition"}) {
+    INFO(arch);
+    CHECK(parse(arch, 134217728 - 100000).ok());
+    const Result<Config> r = parse(arch, 134217728 - 100000 + 1);
+    REQUIRE_FALSE(r.ok());
+    INFO(r.status().message());
+    CHECK(r.status().message().find("t.yaml: node.fib_capacity: 134117729 + cluster.capacity 100000 (architecture " +
+                                    arch) != std::string::npos);
+    CHECK(r.status().message().find("is 134217729, above 2^27") != std::string::npos);
+  }
+}
+
 TEST_CASE("config: PCI port addresses are stored the way EAL names the ethdev") {
   CHECK(canonical_device("0000:3b:00.0") == "0000:3b:00.0");
   CHECK(canonical_device("3b:00.0") == "0000:3b:00.0");  // lspci's form
