@@ -31,6 +31,7 @@
 #include "node/dataplane.h"
 #include "node/metrics/http_server.h"
 #include "node/observe.h"
+#include "rib/owner.h"
 #include "rib/session_file.h"
 
 namespace {
@@ -46,8 +47,10 @@ int usage(const char* msg) {
                "  --control-only       run the control agent only (no DPDK, no ports)\n"
                "  --print-eal          print the DPDK EAL arguments the config gives, then exit\n"
                "  --test-drop-every N  test hook: drop every N-th received delta batch\n"
-               "Signals: SIGTERM/SIGINT stop cleanly (exit 0). Exit codes: 2 usage,\n"
-               "3 configuration or key error, 4 runtime failure.\n");
+               "Signals: SIGTERM/SIGINT stop cleanly (exit 0).\n"
+               "Exit codes: 2 usage, 3 configuration or key error (found before any port is\n"
+               "touched, data dir shape and capacity included; not restarted by the systemd\n"
+               "unit), 4 runtime failure.\n");
   return msg ? 2 : 0;
 }
 
@@ -136,6 +139,17 @@ int main(int argc, char** argv) {
     log(id, "warning: cluster.curve is false: the control and delta traffic between members is neither "
             "authenticated nor encrypted, and any host that reaches a member's control or publish endpoint "
             "can change sessions and partition tables (use it only on an isolated test network)");
+  }
+  // What the RIB owner would refuse at open() (an empty node.data_dir, a
+  // cluster.capacity this machine's memory cannot hold, a data dir written
+  // under another cluster shape), checked here before EAL starts: these
+  // are configuration errors (exit 3, which the systemd unit does not
+  // restart), not runtime failures found after the ports were probed.
+  // Nothing is written; the agent's open() checks the same again.
+  if (const sb::Status st = sb::rib::Owner::check_config(opt.config.cluster, id, opt.config.node.data_dir);
+      !st.ok()) {
+    std::fprintf(stderr, "sb-node: %s: %s\n", config.c_str(), st.message().c_str());
+    return 3;
   }
   std::signal(SIGTERM, on_signal);
   std::signal(SIGINT, on_signal);

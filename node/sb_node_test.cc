@@ -36,6 +36,14 @@ struct TempDir {
   ~TempDir() { fs::remove_all(p); }
 };
 
+// Where EAL keeps the runtime directory of --file-prefix `pfx` (a failed or
+// killed EAL leaves it behind: tests remove their own).
+fs::path eal_runtime_dir(const std::string& pfx) {
+  const char* xdg = std::getenv("XDG_RUNTIME_DIR");
+  const std::string base = getuid() == 0 ? "/var/run" : xdg != nullptr ? xdg : "/tmp";  // EAL's choice
+  return fs::path(base) / "dpdk" / pfx;
+}
+
 std::string config(const TempDir& d, const std::string& node_extra, const std::string& prefix) {
   return "cluster:\n"
          "  name: t\n  hash_seed: 7\n  partitions: 16\n  capacity: 1024\n  curve: false\n"
@@ -70,12 +78,18 @@ std::pair<int, std::string> run_node(const TempDir& d, const std::string& yaml, 
 struct NodeChild {
   pid_t pid = -1;
   fs::path log;
-  NodeChild(const fs::path& yaml, const fs::path& log_path) : log(log_path) {
+  NodeChild(const fs::path& yaml, const fs::path& log_path, const std::vector<std::string>& extra = {})
+      : log(log_path) {
+    std::vector<std::string> args = {SB_NODE_BIN, "--config", yaml.string()};
+    args.insert(args.end(), extra.begin(), extra.end());
     pid = fork();
     if (pid == 0) {
       const std::string l = log.string();
       freopen(l.c_str(), "w", stderr);
-      execl(SB_NODE_BIN, SB_NODE_BIN, "--config", yaml.c_str(), static_cast<char*>(nullptr));
+      std::vector<char*> argv;
+      for (std::string& a : args) argv.push_back(a.data());
+      argv.push_back(nullptr);
+      execv(SB_NODE_BIN, argv.data());
       _exit(127);
     }
   }
@@ -216,6 +230,100 @@ TEST_CASE("sb-node: configuration errors exit 3 and name the field, before any p
   const char* xdg = std::getenv("XDG_RUNTIME_DIR");
   std::error_code ec;
   fs::remove_all((geteuid() == 0 || xdg == nullptr ? std::string("/var/run") : std::string(xdg)) + "/dpdk/" + pfx, ec);
+}
+
+// What the RIB owner and the node state refuse at start is decidable from
+// the file and the data dir: a data dir written under another cluster
+// shape, a cluster.capacity this machine's memory cannot hold, the
+// baselines' tables above 2^27 entries, an empty data_dir. They are
+// configuration errors (exit 3: the systemd unit does not restart it, as it
+// would every 2 s on exit 4 forever) found before EAL starts: no EAL or
+// telemetry output, no port, and the data dir untouched (its epoch not bumped).
+TEST_CASE("sb-node: a configuration the RIB would refuse exits 3 naming the field, before EAL starts") {
+  TempDir d;
+  const std::string pfx = "sb-nt-rib-" + std::to_string(getpid());
+  // Two members (so the ownership table can change), on ipc endpoints.
+  auto yaml = [&](const std::string& cluster_extra, const std::string& node_extra, uint32_t id = 0,
+                  const std::string& data_dir = "") {
+    std::string y = "cluster:\n  name: t\n  curve: false\n" + cluster_extra + "  members:\n";
+    for (int m = 0; m < 2; ++m)
+      y += "    - {id: " + std::to_string(m) + ", control: \"ipc://" + (d.p / ("c" + std::to_string(m))).string() +
+           "\", publish: \"ipc://" + (d.p / ("p" + std::to_string(m))).string() +
+           "\", fabric_mac: \"02:00:00:00:00:0" + std::to_string(m + 1) + "\"}\n";
+    y += "node:\n  id: " + std::to_string(id) + "\n  data_dir: " +
+         (data_dir.empty() ? (d.p / "data").string() : data_dir) + "\n  file_prefix: " + pfx +
+         "\n  memory_mb: 256\n  mbufs: 8192\n  lcores: \"0\"\n" + kPorts + node_extra;
+    return y;
+  };
+  const std::string shape = "  hash_seed: 7\n  partitions: 16\n  capacity: 1024\n";
+  // The data dir, written by a control-only start under `shape`.
+  {
+    const fs::path f = d.p / "first.yaml";
+    std::ofstream(f) << yaml(shape, "");
+    NodeChild first(f, d.p / "first.log", {"--control-only"});
+    REQUIRE(first.pid > 0);
+    bool up = false;
+    for (int i = 0; i < 200 && !up; ++i) {
+      std::this_thread::sleep_for(std::chrono::milliseconds(50));
+      up = first.log_text().find("ready: control loop running") != std::string::npos;
+    }
+    INFO(first.log_text());
+    REQUIRE(up);
+    REQUIRE(kill(first.pid, SIGTERM) == 0);
+    const int st = first.wait_exit();
+    REQUIRE(st != -1);
+    REQUIRE(WIFEXITED(st));
+    REQUIRE(WEXITSTATUS(st) == 0);
+  }
+  auto slurp = [](const fs::path& p) {
+    std::ifstream in(p);
+    return std::string(std::istreambuf_iterator<char>(in), {});
+  };
+  const fs::path data = d.p / "data";
+  REQUIRE(fs::exists(data / "identity"));
+  const std::string epoch = slurp(data / "epoch");
+  REQUIRE(!epoch.empty());
+  struct Case {
+    std::string what, yaml, expect;
+  };
+  const Case cases[] = {
+      {"another hash_seed", yaml("  hash_seed: 8\n  partitions: 16\n  capacity: 1024\n", ""),
+       "cluster.hash_seed: data dir " + data.string() + " was written with hash_seed 7, the configuration has 8"},
+      {"another partition count", yaml("  hash_seed: 7\n  partitions: 32\n  capacity: 1024\n", ""),
+       "cluster.partitions: data dir " + data.string() + " was written with 16 partitions, the configuration has 32"},
+      {"another ownership table", yaml(shape + "  ownership:\n    - {node: 0, partitions: \"0-15\"}\n", ""),
+       "cluster.ownership: data dir " + data.string() + " was written under another partition ownership table"},
+      {"another node's data dir", yaml(shape, "", 1),
+       "node.id: data dir " + data.string() + " holds the RIB of node 0"},
+      // 2^32 sessions: 8 partitions here need far more than any test machine has.
+      {"a capacity beyond this machine's memory",
+       yaml("  hash_seed: 7\n  partitions: 16\n  capacity: 4294967296\n", "", 0, (d.p / "fresh").string()),
+       "cluster.capacity: the RIB of 4294967296 sessions needs "},
+      {"full duplication above 2^27 table entries",
+       yaml(shape + "  architecture: full-duplication\n", "  fib_capacity: 134217728\n", 0, (d.p / "fresh").string()),
+       "node.fib_capacity: 134217728 + cluster.capacity 1024 (architecture full-duplication"},
+      {"hash partitioning above 2^27 table entries",
+       yaml(shape + "  architecture: hash-partition\n", "  fib_capacity: 134217000\n", 0, (d.p / "fresh").string()),
+       "is 134218024, above 2^27"},
+      {"an empty data_dir", yaml(shape, "", 0, "\"\""), "node.data_dir: empty"},
+  };
+  for (const Case& c : cases) {
+    for (const std::string mode : {"", " --control-only"}) {
+      INFO(c.what << mode);
+      const auto [rc, out] = run_node(d, c.yaml, mode);
+      INFO(out);
+      CHECK(rc == 3);
+      CHECK(out.find(c.expect) != std::string::npos);
+      CHECK(out.find("EAL:") == std::string::npos);       // EAL never started ...
+      CHECK(out.find("TELEMETRY") == std::string::npos);  // ... nor its telemetry
+      CHECK(out.find("data plane:") == std::string::npos);
+      CHECK(out.find("RIB recovered") == std::string::npos);
+    }
+  }
+  CHECK(slurp(data / "epoch") == epoch);  // the data dir was not opened
+  CHECK_FALSE(fs::exists(d.p / "fresh"));  // nor created
+  std::error_code ec;
+  fs::remove_all(eal_runtime_dir(pfx), ec);
 }
 
 // A control or publish endpoint another process holds: exit 4 (a runtime
