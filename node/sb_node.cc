@@ -12,11 +12,15 @@
 //
 // Exit codes: 0 stopped by SIGTERM/SIGINT (ports stopped, final counters
 // logged), 2 usage, 3 configuration or key error (nothing touched a port),
-// 4 runtime failure (bind, WAL I/O, port start).
+// 4 runtime failure (bind, WAL I/O, port start). SIGHUP is ignored (one
+// log line): there is no configuration reload; a restart applies changes.
 #include <pthread.h>
 #include <sched.h>
+#include <unistd.h>
 
+#include <algorithm>
 #include <atomic>
+#include <cerrno>
 #include <csignal>
 #include <cstdio>
 #include <cstdlib>
@@ -38,6 +42,21 @@ namespace {
 std::atomic<bool> g_stop{false};
 void on_signal(int) { g_stop.store(true); }
 
+// SIGHUP: sb-node has no configuration reload. Its default action ended
+// the process at once (no final counters, the EAL runtime directory left
+// behind), and systemd counts a death by SIGHUP as clean, so
+// Restart=on-failure did not bring the gateway back. It is ignored, with
+// one log line per signal (write(2): async-signal-safe; the line is
+// composed before the handler is installed).
+char g_hup_line[192];
+size_t g_hup_len = 0;
+void on_hup(int) {
+  const int saved = errno;
+  const ssize_t n = write(STDERR_FILENO, g_hup_line, g_hup_len);
+  (void)n;
+  errno = saved;
+}
+
 int usage(const char* msg) {
   if (msg) std::fprintf(stderr, "sb-node: %s\n", msg);
   std::fprintf(msg ? stderr : stdout,
@@ -47,7 +66,8 @@ int usage(const char* msg) {
                "  --control-only       run the control agent only (no DPDK, no ports)\n"
                "  --print-eal          print the DPDK EAL arguments the config gives, then exit\n"
                "  --test-drop-every N  test hook: drop every N-th received delta batch\n"
-               "Signals: SIGTERM/SIGINT stop cleanly (exit 0).\n"
+               "Signals: SIGTERM/SIGINT stop cleanly (exit 0). SIGHUP is ignored (logged):\n"
+               "sb-node does not reload its configuration; restart it to apply changes.\n"
                "Exit codes: 2 usage, 3 configuration or key error (found before any port is\n"
                "touched, data dir shape and capacity included; not restarted by the systemd\n"
                "unit), 4 runtime failure.\n");
@@ -58,6 +78,9 @@ void log(uint32_t id, const std::string& s) { std::fprintf(stderr, "sb-node[%u]:
 }  // namespace
 
 int main(int argc, char** argv) {
+  // Until the logging handler below is installed (a hangup while the
+  // configuration is read must not end the process either).
+  std::signal(SIGHUP, SIG_IGN);
   std::string config;
   bool control_only = false, print_eal = false;
   uint32_t drop = 0;
@@ -154,6 +177,18 @@ int main(int argc, char** argv) {
   std::signal(SIGTERM, on_signal);
   std::signal(SIGINT, on_signal);
   std::signal(SIGPIPE, SIG_IGN);
+  {
+    const int n = std::snprintf(g_hup_line, sizeof g_hup_line,
+                                "sb-node[%u]: SIGHUP ignored: sb-node does not reload its configuration; "
+                                "restart it to apply changes\n",
+                                id);
+    g_hup_len = n > 0 ? std::min(size_t(n), sizeof g_hup_line - 1) : 0;
+    struct sigaction sa {};
+    sa.sa_handler = on_hup;
+    sigemptyset(&sa.sa_mask);
+    sa.sa_flags = SA_RESTART;
+    sigaction(SIGHUP, &sa, nullptr);
+  }
 
   // The CPUs we may use, saved before EAL pins this thread to the main lcore.
   cpu_set_t all;
