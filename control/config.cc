@@ -216,6 +216,85 @@ Status parse_mac_field(const YAML::Node& parent, const char* key, const std::str
   return Status::Ok();
 }
 
+// One lcore list item side: N, LO-HI, or (with groups) "(N,LO-HI,...)".
+// Advances *at; the numbers go to *out.
+Status parse_cpu_set(std::string_view s, size_t* at, bool groups, std::set<uint32_t>* out) {
+  auto number = [&](uint32_t* v) -> Status {
+    const size_t from = *at;
+    while (*at < s.size() && s[*at] >= '0' && s[*at] <= '9') ++*at;
+    if (*at == from) return Status::InvalidArgument(*at < s.size() ? std::string("unexpected '") + s[*at] + "'"
+                                                                     : std::string("a number is missing at the end"));
+    const auto [end, ec] = std::from_chars(s.data() + from, s.data() + *at, *v);
+    if (ec != std::errc() || *v >= 1024)
+      return Status::InvalidArgument(std::string(s.substr(from, *at - from)) + " is not below 1024");
+    return Status::Ok();
+  };
+  auto range = [&]() -> Status {
+    uint32_t lo = 0, hi = 0;
+    SB_RETURN_IF_ERROR(number(&lo));
+    hi = lo;
+    if (*at < s.size() && s[*at] == '-') {
+      ++*at;
+      SB_RETURN_IF_ERROR(number(&hi));
+      if (hi < lo)
+        return Status::InvalidArgument("range " + std::to_string(lo) + "-" + std::to_string(hi) + " runs backwards");
+    }
+    for (uint32_t i = lo; i <= hi; ++i) out->insert(i);
+    return Status::Ok();
+  };
+  if (!groups || *at >= s.size() || s[*at] != '(') return range();
+  ++*at;
+  for (;;) {
+    SB_RETURN_IF_ERROR(range());
+    if (*at < s.size() && s[*at] == ',') {
+      ++*at;
+      continue;
+    }
+    if (*at < s.size() && s[*at] == ')') {
+      ++*at;
+      return Status::Ok();
+    }
+    return Status::InvalidArgument("a group '(' is not closed");
+  }
+}
+
+}  // namespace
+
+Result<LcoreSet> parse_lcores(const std::string& list) {
+  const std::string_view s = list;
+  // EAL's --lcores form (sb-node passes it when either character is there).
+  const bool map = s.find_first_of("@(") != std::string_view::npos;
+  std::set<uint32_t> lcores, cpus;
+  size_t at = 0;
+  Status st;
+  while (st.ok()) {
+    std::set<uint32_t> l, c;
+    st = parse_cpu_set(s, &at, map, &l);
+    if (st.ok() && map && at < s.size() && s[at] == '@') {
+      ++at;
+      st = parse_cpu_set(s, &at, true, &c);
+    } else {
+      c = l;
+    }
+    if (!st.ok()) break;
+    lcores.insert(l.begin(), l.end());
+    cpus.insert(c.begin(), c.end());
+    if (at == s.size()) break;
+    if (s[at] != ',') st = Status::InvalidArgument(std::string("unexpected '") + s[at] + "'");
+    else if (++at == s.size()) st = Status::InvalidArgument("a number is missing at the end");
+  }
+  if (!st.ok())
+    return bad("node.lcores", "'" + list + "': " + st.message() +
+                                  " (expected an EAL lcore list such as 0, 1-2, 1,3 or 0@(0-1) for an lcore "
+                                  "allowed on CPUs 0-1)");
+  LcoreSet out;
+  out.lcores.assign(lcores.begin(), lcores.end());
+  out.cpus.assign(cpus.begin(), cpus.end());
+  return out;
+}
+
+namespace {
+
 Status parse_dataplane(const YAML::Node& n, const rib::ClusterSpec& cluster, uint32_t id, DataPlaneSpec* dp) {
   std::string fib = "cuckoo";
   SB_RETURN_IF_ERROR(get(n, "fib", "node", &fib, false));
@@ -255,10 +334,7 @@ Status parse_dataplane(const YAML::Node& n, const rib::ClusterSpec& cluster, uin
     dp->has_ports = true;
   }
   SB_RETURN_IF_ERROR(get(n, "lcores", "node", &dp->lcores, false));
-  if (dp->lcores.empty() || dp->lcores.find_first_not_of("0123456789,-@()") != std::string::npos)
-    return bad("node.lcores", "'" + dp->lcores +
-                                  "' (expected an EAL lcore list such as 0, 1-2, 1,3 or 0@(0-1) for an lcore "
-                                  "allowed on CPUs 0-1)");
+  if (Result<LcoreSet> l = parse_lcores(dp->lcores); !l.ok()) return l.status();
   SB_RETURN_IF_ERROR(get(n, "hugepages", "node", &dp->hugepages, false));
   SB_RETURN_IF_ERROR(get(n, "memory_mb", "node", &dp->memory_mb, false));
   if (dp->memory_mb < 64 || dp->memory_mb > (1u << 20)) return bad("node.memory_mb", "must be in [64, 1048576]");

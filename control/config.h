@@ -101,6 +101,19 @@ std::string device_name(const std::string& device);
 // arguments (pass device_name(device)).
 bool is_pci_address(const std::string& name);
 
+// node.lcores as EAL reads it: -l LIST (N or LO-HI items, ',' between), or
+// --lcores MAP when it holds '@' or '(' (items LCORES[@CPUS], each side N,
+// LO-HI or a group (N,LO-HI,...); without @CPUS the lcores run on the CPUs
+// of their own numbers). Numbers are decimal, LO <= HI, below 1024
+// (CPU_SETSIZE). The loader refuses anything else naming node.lcores (EAL
+// would answer with its whole usage text); sb-node checks the CPUs and
+// lcore ids against the machine and the DPDK build before EAL starts.
+struct LcoreSet {
+  std::vector<uint32_t> lcores;  // distinct, in ascending order
+  std::vector<uint32_t> cpus;    // distinct CPUs some lcore may run on, ascending
+};
+Result<LcoreSet> parse_lcores(const std::string& list);
+
 // require_node = false: the `node` section may be absent (clients such as
 // sb-ctl read a node's file only for its cluster section).
 Result<Config> parse_config(const std::string& yaml_text, const std::string& origin = "<string>",

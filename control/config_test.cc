@@ -340,6 +340,56 @@ TEST_CASE("config: node.data_dir is not empty, and the baselines' tables fit 2^2
   }
 }
 
+// node.lcores in EAL's grammar (-l list, or the --lcores map with '@' and
+// groups): what EAL would refuse with its whole usage text is refused here,
+// naming the field; the lcores and CPUs of a good list are what EAL reads.
+TEST_CASE("config: node.lcores is an EAL lcore list, parsed as EAL reads it") {
+  struct Good {
+    std::string list;
+    std::vector<uint32_t> lcores, cpus;
+  };
+  const Good good[] = {
+      {"0", {0}, {0}},
+      {"1-3", {1, 2, 3}, {1, 2, 3}},
+      {"1,3", {1, 3}, {1, 3}},
+      {"0@(0-1)", {0}, {0, 1}},
+      {"(0,6)", {0, 6}, {0, 6}},
+      {"2-3@5", {2, 3}, {5}},
+      // EAL's own example (eal_parse_lcores).
+      {"1,2@(5-7),(3-5)@(0,2),(0,6),7-8", {0, 1, 2, 3, 4, 5, 6, 7, 8}, {0, 1, 2, 5, 6, 7, 8}},
+  };
+  for (const Good& g : good) {
+    INFO(g.list);
+    const Result<LcoreSet> r = parse_lcores(g.list);
+    INFO(r.status().to_string());
+    REQUIRE(r.ok());
+    CHECK(r.value().lcores == g.lcores);
+    CHECK(r.value().cpus == g.cpus);
+    CHECK(good_with("fsync: batch", "fsync: batch\n  lcores: \"" + g.list + "\"").node.dp.lcores == g.list);
+  }
+  const std::pair<std::string, std::string> bad[] = {
+      {"", "a number is missing at the end"},
+      {"0-", "a number is missing at the end"},
+      {"-1", "unexpected '-'"},
+      {"1,", "a number is missing at the end"},
+      {"1,,2", "unexpected ','"},
+      {"3-1", "range 3-1 runs backwards"},
+      {"1 2", "unexpected ' '"},
+      {"0@", "a number is missing at the end"},
+      {"0@(0-1", "a group '(' is not closed"},
+      {"(0,1", "a group '(' is not closed"},
+      {"0@1@2", "unexpected '@'"},
+      {"1024", "1024 is not below 1024"},
+      {"0x1", "unexpected 'x'"},
+  };
+  for (const auto& [list, why] : bad) {
+    INFO(list);
+    const std::string m = err("fsync: batch", "fsync: batch\n  lcores: \"" + list + "\"");
+    INFO(m);
+    CHECK(m.find("t.yaml: node.lcores: '" + list + "': " + why) != std::string::npos);
+  }
+}
+
 TEST_CASE("config: PCI port addresses are stored the way EAL names the ethdev") {
   CHECK(canonical_device("0000:3b:00.0") == "0000:3b:00.0");
   CHECK(canonical_device("3b:00.0") == "0000:3b:00.0");  // lspci's form

@@ -10,7 +10,12 @@
 #include <rte_mbuf.h>
 #include <rte_rcu_qsbr.h>
 
+#include <fcntl.h>
+#include <sched.h>
+#include <unistd.h>
+
 #include <algorithm>
+#include <cstdio>
 #include <cstring>
 
 #include "node/eal_runtime.h"
@@ -25,6 +30,75 @@ Mac to_mac(const uint8_t b[6]) {
   Mac m;
   std::memcpy(m.b, b, 6);
   return m;
+}
+
+// A CPU EAL can run an lcore on: EAL's own test (eal_cpu_detected()).
+bool cpu_detected(uint32_t cpu) {
+  const std::string path = "/sys/devices/system/cpu/cpu" + std::to_string(cpu) + "/topology/core_id";
+  return ::access(path.c_str(), F_OK) == 0;
+}
+
+// This machine's CPUs as a list ("0-3,8").
+std::string detected_cpus() {
+  std::string out;
+  for (uint32_t c = 0; c < CPU_SETSIZE; ++c) {
+    if (!cpu_detected(c)) continue;
+    uint32_t e = c;
+    while (e + 1 < CPU_SETSIZE && cpu_detected(e + 1)) ++e;
+    if (!out.empty()) out += ',';
+    out += std::to_string(c);
+    if (e > c) {
+      out += '-';
+      out += std::to_string(e);
+    }
+    c = e;
+  }
+  return out.empty() ? "none found in /sys/devices/system/cpu" : out;
+}
+
+// node.lcores against this DPDK build and this machine, before EAL sees
+// it: EAL answers an lcore list it cannot use with its whole usage text
+// (options sb-node does not take) and no word of the field.
+Status check_lcores(const std::string& lcores) {
+  Result<control::LcoreSet> l = control::parse_lcores(lcores);
+  if (!l.ok()) return l.status();
+  for (const uint32_t lc : l.value().lcores)
+    if (lc >= RTE_MAX_LCORE)
+      return Status::InvalidArgument("node.lcores: \"" + lcores + "\": lcore " + std::to_string(lc) +
+                                     " is not below RTE_MAX_LCORE (" + std::to_string(RTE_MAX_LCORE) +
+                                     ") of this DPDK build");
+  for (const uint32_t cpu : l.value().cpus)
+    if (!cpu_detected(cpu))
+      return Status::InvalidArgument("node.lcores: \"" + lcores + "\": CPU " + std::to_string(cpu) +
+                                     " is not on this machine (its CPUs: " + detected_cpus() + ")");
+  return Status::Ok();
+}
+
+// EAL prints its usage text, under "Usage: sb-node [options]", when it
+// refuses one of the arguments sb-node built for it; this follows it.
+void eal_usage_hook(const char*) {
+  std::printf(
+      "sb-node: the usage above is DPDK EAL's, not sb-node's command line, and so is any 'sb-node: unrecognized\n"
+      "option' line before it: EAL refused one of the arguments sb-node builds from its configuration\n"
+      "(node.lcores, node.memory_mb, node.hugepages, node.file_prefix, node.ports.*.device, node.eal_args;\n"
+      "sb-node --config FILE --print-eal lists them). sb-node's own options: sb-node --help.\n");
+  std::fflush(stdout);
+}
+
+// The pid of the process holding the EAL runtime directory's config lock
+// (what a primary process takes at init), 0 if none or unknown.
+pid_t runtime_dir_holder() {
+  const char* dir = rte_eal_get_runtime_dir();
+  if (dir == nullptr || dir[0] == '\0') return 0;
+  const std::string path = std::string(dir) + "/config";
+  const int fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC);
+  if (fd < 0) return 0;
+  struct flock fl {};
+  fl.l_type = F_WRLCK;
+  fl.l_whence = SEEK_SET;  // the whole file
+  const int rc = ::fcntl(fd, F_GETLK, &fl);
+  ::close(fd);
+  return rc == 0 && fl.l_type != F_UNLCK ? fl.l_pid : 0;
 }
 
 }  // namespace
@@ -57,14 +131,30 @@ Result<std::unique_ptr<DataPlane>> DataPlane::init(const control::Config& cfg) {
   std::unique_ptr<DataPlane> d(new DataPlane());
   d->cfg_ = cfg;
 
+  SB_RETURN_IF_ERROR(check_lcores(dp.lcores));
   std::vector<std::string> args = eal_args(cfg);
   std::vector<char*> argv;
   for (auto& s : args) argv.push_back(s.data());
   argv.push_back(nullptr);
-  if (rte_eal_init(int(args.size()), argv.data()) < 0)
-    return Status::InvalidArgument(std::string("DPDK EAL init failed (node.lcores, node.memory_mb, node.hugepages, "
-                                               "node.ports.*.device): ") +
-                                   rte_strerror(rte_errno));
+  rte_set_application_usage_hook(eal_usage_hook);
+  rte_errno = 0;
+  if (rte_eal_init(int(args.size()), argv.data()) < 0) {
+    const int e = rte_errno;
+    std::fflush(stdout);  // EAL's messages (stdout) before the caller's error line
+    // A file prefix another primary process holds: EAL logs "Cannot create
+    // lock on ..." and sets no rte_errno.
+    if (const pid_t holder = runtime_dir_holder(); holder != 0)
+      return Status::InvalidArgument("node.file_prefix: '" + dp.file_prefix +
+                                     "' is in use by another DPDK process (pid " + std::to_string(holder) +
+                                     ", runtime directory " + rte_eal_get_runtime_dir() +
+                                     "): DPDK EAL init failed; give every DPDK process on this machine its own "
+                                     "file_prefix");
+    // rte_errno is not set on every path: never "...: Success".
+    return Status::InvalidArgument(
+        std::string("DPDK EAL init failed (node.lcores, node.memory_mb, node.hugepages, node.file_prefix, "
+                    "node.ports.*.device, node.eal_args; EAL's messages above say which)") +
+        (e != 0 ? std::string(": ") + rte_strerror(e) : std::string()));
+  }
   d->eal_ = true;
   d->tsc_hz_ = rte_get_tsc_hz();
   unsigned lc;

@@ -584,6 +584,81 @@ TEST_CASE("sb-node: SIGHUP is ignored with a log line, the node keeps serving, S
   fs::remove_all(eal_runtime_dir(pfx), ec);  // (when it did not)
 }
 
+// node.lcores that EAL cannot use are refused naming the field, before EAL
+// starts: EAL itself answered with its whole usage text under "Usage:
+// sb-node [options]" (options sb-node does not take). Where EAL still
+// refuses an argument (node.eal_args), its usage is followed by a note
+// saying whose it is; a failure never ends in ": Success" (EAL sets no
+// rte_errno on every path).
+TEST_CASE("sb-node: node.lcores is checked against the machine before EAL, and EAL failures say what failed") {
+  TempDir d;
+  const std::string pfx = "sb-nt-eal-fail-" + std::to_string(getpid());
+  // The first CPU number this machine does not have (EAL's test: the
+  // CPU's topology in sysfs).
+  uint32_t absent = 0;
+  while (fs::exists("/sys/devices/system/cpu/cpu" + std::to_string(absent) + "/topology/core_id")) ++absent;
+  REQUIRE(absent < 128);
+  struct Case {
+    std::string lcores, expect;
+  };
+  const Case cases[] = {
+      {"0-", "node.lcores: '0-': a number is missing at the end"},
+      {"1,,2", "node.lcores: '1,,2': unexpected ','"},
+      {"2-1", "node.lcores: '2-1': range 2-1 runs backwards"},
+      {"0@(0-1", "node.lcores: '0@(0-1': a group '(' is not closed"},
+      {"0@", "node.lcores: '0@': a number is missing at the end"},
+      {std::to_string(absent), "node.lcores: \"" + std::to_string(absent) + "\": CPU " + std::to_string(absent) +
+                                   " is not on this machine (its CPUs: 0"},
+      {"0@(0," + std::to_string(absent) + ")", "CPU " + std::to_string(absent) + " is not on this machine"},
+      {"200@0", "node.lcores: \"200@0\": lcore 200 is not below RTE_MAX_LCORE"},
+  };
+  for (const Case& c : cases) {
+    INFO(c.lcores);
+    std::string yaml = config(d, kPorts, pfx);
+    yaml.replace(yaml.find("  lcores: \"0\"\n"), 14, "  lcores: \"" + c.lcores + "\"\n");
+    const auto [rc, out] = run_node(d, yaml);
+    INFO(out);
+    CHECK(rc == 3);
+    CHECK(out.find(c.expect) != std::string::npos);
+    CHECK(out.find("Usage:") == std::string::npos);  // no EAL usage text
+    CHECK(out.find("EAL:") == std::string::npos);    // EAL never started
+  }
+  {
+    // An EAL argument EAL refuses: its usage, then whose it is.
+    const auto [rc, out] = run_node(d, config(d, kPorts + "  eal_args: [\"--no-such-eal-option\"]\n", pfx));
+    INFO(out);
+    CHECK(rc == 3);
+    CHECK(out.find("sb-node: the usage above is DPDK EAL's, not sb-node's command line") != std::string::npos);
+    CHECK(out.find("DPDK EAL init failed (node.lcores, ") != std::string::npos);
+    CHECK(out.find("node.eal_args") != std::string::npos);
+    CHECK(out.find(": Success") == std::string::npos);
+  }
+  {
+    // A file prefix another sb-node holds: EAL sets no rte_errno for it.
+    const fs::path f = d.p / "holder.yaml";
+    std::ofstream(f) << config(d, kPorts + "  metrics: \"127.0.0.1:0\"\n", pfx);
+    NodeChild holder(f, d.p / "holder.log");
+    REQUIRE(holder.pid > 0);
+    REQUIRE(holder.metrics_port() != 0);  // EAL is up
+    std::string yaml = config(d, kPorts, pfx);
+    const std::string dir = "  data_dir: " + (d.p / "data").string() + "\n";
+    yaml.replace(yaml.find(dir), dir.size(), "  data_dir: " + (d.p / "data2").string() + "\n");
+    const auto [rc, out] = run_node(d, yaml);
+    INFO(out);
+    CHECK(rc == 3);
+    CHECK(out.find("node.file_prefix: '" + pfx + "' is in use by another DPDK process (pid " +
+                   std::to_string(holder.pid) + ", runtime directory ") != std::string::npos);
+    CHECK(out.find(": Success") == std::string::npos);
+    REQUIRE(kill(holder.pid, SIGTERM) == 0);
+    const int st = holder.wait_exit();
+    REQUIRE(st != -1);
+    CHECK(WIFEXITED(st));
+    CHECK(WEXITSTATUS(st) == 0);
+  }
+  std::error_code ec;
+  fs::remove_all(eal_runtime_dir(pfx), ec);  // the refused --no-such-eal-option run's
+}
+
 TEST_CASE("sb-node --print-eal: PCI devices, with or without device arguments, are allowed with -a") {
   TempDir d;
   const std::string pfx = "sb-nt-eal-" + std::to_string(getpid());
