@@ -37,6 +37,7 @@
 #include "node/observe.h"
 #include "rib/owner.h"
 #include "rib/session_file.h"
+#include "sb_git_rev.h"  // SB_GIT_REV: generated at build time (node/CMakeLists.txt)
 
 namespace {
 std::atomic<bool> g_stop{false};

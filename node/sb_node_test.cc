@@ -155,6 +155,30 @@ std::string http_get(uint16_t port, const std::string& path) {
 
 }  // namespace
 
+// --version names the revision of the source it was built from: read at
+// build time, not when CMake configured (a commit made since left it stale).
+TEST_CASE("sb-node --version names the git revision of the source tree it was built from") {
+  const std::string src = sb::test::src_dir();
+  const auto top = sh("git -C '" + src + "' rev-parse --show-toplevel");
+  std::error_code ec;
+  if (top.rc != 0 || !fs::equivalent(top.out.substr(0, top.out.find('\n')), src, ec)) {
+    WARN("the source tree is not a git checkout: sb-node reports SB_GIT_REV or unknown");
+    const auto v = sh(std::string(SB_NODE_BIN) + " --version");
+    CHECK(v.rc == 0);
+    CHECK(v.out.find("sb-node ") == 0);
+    return;
+  }
+  const auto head = sh("git -C '" + src + "' rev-parse --short HEAD");
+  REQUIRE(head.rc == 0);
+  const std::string rev = head.out.substr(0, head.out.find('\n'));
+  const auto v = sh(std::string(SB_NODE_BIN) + " --version");
+  INFO(v.out);
+  INFO("a binary built before the last commit (rebuild: the revision is read at every build)");
+  CHECK(v.rc == 0);
+  CHECK(v.out.find("sb-node ") == 0);
+  CHECK(v.out.find(" (git " + rev + ", DPDK ") != std::string::npos);
+}
+
 TEST_CASE("sb-node: command-line mistakes exit 2 with a message saying what is wrong") {
   struct Case {
     std::string args;
