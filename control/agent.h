@@ -30,7 +30,8 @@
 // re-install a deleted or moved-away entry). The node reassembles them
 // (rib/node_state.h CHUNKED SNAPSHOTS) and applies the snapshot only when
 // the last chunk arrived; a lost or out-of-order chunk restarts the
-// request.
+// request. An unanswered request is asked again only when no chunk of that
+// owner came for a whole snapshot_retry_ms (rib/node_state.h RETRIES).
 //
 // Requests for partitions owned elsewhere are forwarded to the owner; if
 // the owner is down or does not answer within forward_timeout_ms the op is

@@ -9,8 +9,10 @@
 #include <catch2/catch.hpp>
 #include <atomic>
 #include <chrono>
+#include <deque>
 #include <filesystem>
 #include <functional>
+#include <map>
 #include <memory>
 #include <mutex>
 #include <thread>
@@ -24,6 +26,7 @@
 #include "core/hash.h"
 #include "gpt/delta.h"
 #include "gpt/setsep.h"
+#include "rib/node_state.h"
 #include "rib/owner.h"
 
 using namespace sb;
@@ -337,6 +340,79 @@ TEST_CASE("agent: a dropped snapshot chunk restarts the request, the snapshot ap
   CHECK(counter(*c, 1, "snapshot_chunks") > 40);
   CHECK(counter(*c, 1, "unsynced_partitions") == 0);
   CHECK(counter(*c, 1, "fib_entries") == ks.size() / 2);
+}
+
+TEST_CASE("agent: snapshot answers queued behind other partitions' chunks are not asked for again") {
+  // Node 1, the owner of half the partitions, is played by the test: it
+  // answers each snapshot request with chunks sent in order on its one
+  // link to node 0, at a bounded rate (a slow link or receiver): about
+  // 1.8 s of chunks for node 0's restart, longer than node 0's retry
+  // period. A partition whose answer waited behind the others' was asked
+  // again after one period; every copy on its way became stale, the owner
+  // queued a whole second copy at the back, and past a few seconds of
+  // backlog no copy ever landed. The first request of one partition is
+  // lost here: it is asked again once the link has been quiet a period.
+  const uint32_t kRetryMs = 500, kChunkMs = 15, kChunks = 40;
+  InProc ip(2, [&](uint32_t, AgentOptions& o) { o.snapshot_retry_ms = kRetryMs; }, {1});
+  const rib::ClusterSpec& spec = ip.spec;
+  auto b = rib::make_cluster_gpt_builder(spec);
+  REQUIRE(b.ok());
+  zmq::context_t ctx;
+  zmq::socket_t requests = ip.fake_member(ctx, 1, 10);
+  zmq::socket_t link(ctx, zmq::socket_type::dealer);  // node 1's DEALER to node 0: the chunks' one link
+  link.set(zmq::sockopt::linger, 0);
+  link.connect(spec.members[0].control);
+  std::deque<std::string> queue;
+  std::map<uint32_t, uint32_t> asked;  // partition -> requests received
+  uint32_t lost = UINT32_MAX, served = 0;
+  const auto t0 = std::chrono::steady_clock::now();
+  auto next_send = t0;
+  while (std::chrono::steady_clock::now() - t0 < std::chrono::seconds(20)) {
+    zmq::message_t id, body;
+    pb::Envelope env;
+    if (requests.recv(id, zmq::recv_flags::none) && requests.recv(body) &&
+        env.ParseFromArray(body.data(), int(body.size())) && env.has_snapshot_request()) {
+      const uint32_t p = env.snapshot_request().partition();
+      REQUIRE(spec.owner[p] == 1);
+      if (++asked[p] == 1 && lost == UINT32_MAX) {
+        lost = p;  // this answer never comes
+        continue;
+      }
+      rib::SnapshotOut so;
+      so.partition = p;
+      so.pos = rib::StreamPos{1, 0};
+      REQUIRE(b.value()->serialize_partition(p, &so.gpt).ok());
+      const size_t per = std::max<size_t>(48, so.gpt.size() / kChunks + 1);
+      for (const auto& ch : rib::split_snapshot(std::move(so), env.snapshot_request().request_id(), per)) {
+        pb::Envelope out;
+        out.set_version(kProtocolVersion);
+        to_pb(ch, 1, out.mutable_snapshot_chunk());
+        queue.push_back(out.SerializeAsString());
+      }
+      ++served;
+    }
+    const auto now = std::chrono::steady_clock::now();
+    if (!queue.empty() && now >= next_send) {
+      REQUIRE(link.send(zmq::buffer(queue.front())));
+      queue.pop_front();
+      next_send = std::max(next_send + std::chrono::milliseconds(kChunkMs), now - std::chrono::milliseconds(50));
+    }
+    if (queue.empty() && ip.agents[0]->unsynced_partitions() == 0) break;
+  }
+  std::string per_partition;
+  for (const auto& [p, n] : asked) per_partition += " " + std::to_string(p) + ":" + std::to_string(n);
+  INFO("requests per partition:" << per_partition << ", lost " << lost << ", chunks left " << queue.size());
+  CHECK(ip.agents[0]->unsynced_partitions() == 0);
+  CHECK(queue.empty());
+  auto c = ip.client({0});
+  std::this_thread::sleep_for(std::chrono::milliseconds(1200));  // counters are published once a second
+  const uint32_t owned = uint32_t(std::count(spec.owner.begin(), spec.owner.end(), 1u));
+  CHECK(asked.size() == owned);
+  CHECK(asked[lost] == 2);  // the lost one, asked again once
+  CHECK(served == owned);   // every other one answered once: nothing asked twice
+  CHECK(counter(*c, 0, "snapshot_chunk_stale") == 0);
+  CHECK(counter(*c, 0, "snapshots_requested") == owned + 1);
+  CHECK(counter(*c, 0, "snapshot_restarts") == 0);
 }
 
 TEST_CASE("agent: oversized frames are refused and counted, libzmq's drops show on the monitors") {

@@ -710,7 +710,6 @@ std::vector<uint32_t> NodeState::take_resync(uint64_t now_us) {
       parts_[i].state = kRequested;
       parts_[i].requested_us = now_us;
       parts_[i].request_id = ++next_request_id_;
-      parts_[i].progress = false;
       drop_assembly(i);
       out.push_back(i);
     }
@@ -719,12 +718,14 @@ std::vector<uint32_t> NodeState::take_resync(uint64_t now_us) {
 }
 
 void NodeState::retry_requested(uint64_t now_us, uint64_t min_age_us) {
+  // Owners whose link moved since the last call (header, CHUNKED
+  // SNAPSHOTS: a request is retried only when its owner's link shows no
+  // progress for a whole period).
+  const uint32_t moving = owners_sending_;
+  owners_sending_ = 0;
   for (uint32_t i = 0; i < parts_.size(); ++i)
     if (parts_[i].state == kRequested) {
-      if (parts_[i].progress) {  // chunks are coming: let it finish
-        parts_[i].progress = false;
-        continue;
-      }
+      if (moving >> spec_.owner[i] & 1u) continue;  // its owner's chunks are coming: ours are queued behind them
       if (now_us < parts_[i].requested_us + min_age_us) continue;  // asked too recently
       parts_[i].state = kNeedSnapshot;
       needy_.push_back(i);
@@ -779,6 +780,9 @@ NodeState::ChunkResult NodeState::on_snapshot_chunk(SnapshotChunkMsg&& c) {
     ++c_.snapshot_rejected;
     return ChunkResult::kIgnored;
   }
+  // Whatever it answers (this request, an older one, a partition synced
+  // since): the owner's link moves (retry_requested()).
+  owners_sending_ |= 1u << spec_.owner[c.partition];
   Part& p = parts_[c.partition];
   if (p.state != kRequested || c.request_id == 0 || c.request_id != p.request_id) {
     ++c_.snapshot_chunk_stale;  // an answer to an older request (or none)
@@ -811,7 +815,6 @@ NodeState::ChunkResult NodeState::on_snapshot_chunk(SnapshotChunkMsg&& c) {
   assembly_gpt_bytes_ += c.gpt.size();
   assembly_fib_entries_ += c.fib.size();
   ++a.next;
-  p.progress = true;
   if (a.next < a.count) return ChunkResult::kPending;
   SnapshotOut whole = std::move(a.out);
   assembly_gpt_bytes_ -= whole.gpt.size();

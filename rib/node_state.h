@@ -38,11 +38,27 @@
 // Memory: the assemblies together hold at most the node's FIB capacity in
 // FIB entries and kMaxSnapshotGptBytes of GPT parts; a chunk past either
 // bound is refused (`snapshot_rejected`) and its partition asks again.
-// retry_requested() re-requests only partitions whose assembly made no
-// progress since the previous call and whose request is at least min_age
-// old, so a long snapshot is not restarted by the retry timer, nor a
-// request sent just before a tick (the first requests of a start and the
-// first tick come in the same loop pass).
+// RETRIES: retry_requested() (the agent's timer, every snapshot_retry_ms)
+// re-requests a partition only when its request is at least min_age old
+// and no snapshot chunk at all came from the partition's owner since the
+// previous call: not for this partition, not for another one, not even a
+// stale one. An owner sends its chunks to this node in order on one link
+// (its DEALER, control/agent.h), so while that link delivers chunks of
+// other partitions (or of older requests), this partition's answer may be
+// queued behind them: "no chunk of this partition yet" is not a loss.
+// (Retrying on that made the backlog worse: every retry got a new id, made
+// the copy on its way stale, and queued a whole second copy behind the
+// backlog; past a few seconds of backlog every copy arrived stale and the
+// owner's queue grew without bound.) A request that is truly lost (the
+// owner restarted, the request or a chunk dropped) is retried once that
+// owner's link has been quiet for a period: its chunks are finite, so it
+// goes quiet. A lost or reordered chunk followed by others restarts at
+// once (above). The owner does not drop duplicate work it queued: its
+// chunks sit mostly in libzmq's pipe, where nothing can be taken back, and
+// with this rule a node asks again only when nothing is coming anyway.
+// min_age keeps a request sent just before a tick (the first requests of a
+// start and the first tick come in the same loop pass) from being retried
+// by that tick.
 // Every partition starts resyncing: a (re)starting node fetches every
 // partition (subscribe first, then snapshot: the agent subscribes before
 // calling take_resync()).
@@ -373,8 +389,9 @@ class NodeState {
   }
   void on_head(uint32_t partition, StreamPos head);
   // Partitions that need a snapshot and have none requested yet (marks them
-  // requested at now_us). retry_requested() makes requested ones that made
-  // no progress and are min_age_us old eligible again (the retry timer).
+  // requested at now_us). retry_requested() makes requested ones that are
+  // min_age_us old, and whose owner sent no snapshot chunk since the
+  // previous call, eligible again (the retry timer; header, RETRIES).
   std::vector<uint32_t> take_resync(uint64_t now_us = 0);
   void retry_requested(uint64_t now_us = 0, uint64_t min_age_us = 0);
   // The id of the partition's outstanding snapshot request (0: none).
@@ -437,7 +454,6 @@ class NodeState {
     bool changed = false;
     uint64_t reported_us = 0;  // last take_applied_changes() that listed it
     StreamPos last_head;       // the owner's last heartbeat head ({0, 0}: none yet)
-    bool progress = false;    // a chunk was accepted since the last retry_requested()
     uint64_t requested_us = 0;  // when take_resync() sent the outstanding request
     uint64_t request_id = 0;  // outstanding snapshot request (kRequested)
   };
@@ -504,6 +520,7 @@ class NodeState {
   size_t assembly_fib_entries_ = 0;  // over assembly_ (fib_cap_)
   size_t fib_cap_ = 0;
   uint64_t next_request_id_ = 0;
+  uint32_t owners_sending_ = 0;  // owners a snapshot chunk came from since the last retry_requested()
   size_t max_buffer_ = kMaxBufferedDeltas;
   size_t max_buffered_bytes_ = 0;  // NodeStateOptions::max_buffered_bytes
   size_t buffered_bytes_ = 0;      // over every Part::buf

@@ -4111,6 +4111,62 @@ TEST_CASE("node state: a snapshot without its GPT part is refused and asked for 
   CHECK(n->synced(p));
 }
 
+TEST_CASE("node state: a snapshot request is retried only when its owner's link shows no progress", "[snapshot]") {
+  // An owner sends its chunks to a node in order on one link: while
+  // chunks of one partition (or stale ones of older requests) come, the
+  // answer to another partition's request may be queued behind them. It
+  // was retried anyway after one period without a chunk of its own: a new
+  // id, the copy on its way stale, a whole second copy queued at the back
+  // of the owner's link; past a few seconds of backlog no copy ever landed
+  // and the queue grew without bound.
+  Sim sim(3, Architecture::kScaleBricks, 171);
+  std::unique_ptr<NodeState> n = sim.make_node(2);
+  const uint64_t t0 = 1000000, period = 500000;
+  const std::vector<uint32_t> first = n->take_resync(t0);
+  REQUIRE(first.size() == sim.spec.partitions);
+  std::vector<uint32_t> of0, of1;
+  for (uint32_t p : first) {
+    if (sim.spec.owner[p] == 0) of0.push_back(p);
+    if (sim.spec.owner[p] == 1) of1.push_back(p);
+  }
+  REQUIRE(of0.size() >= 2);
+  REQUIRE(of1.size() >= 1);
+  const uint32_t a = of0[0], b = of0[1], c = of1[0];
+  const uint64_t id_a = n->snapshot_request_id(a), id_b = n->snapshot_request_id(b);
+  auto snap = sim.owners[0]->snapshot(a, 2);
+  REQUIRE(snap.ok());
+  std::vector<SnapshotChunkMsg> chunks = split_snapshot(std::move(snap.value()), id_a, 64);
+  REQUIRE(chunks.size() > 4);
+  auto has = [](const std::vector<uint32_t>& v, uint32_t p) { return std::count(v.begin(), v.end(), p) == 1; };
+  // Owner 0's link delivers a's chunks; owner 1's is silent.
+  REQUIRE(n->on_snapshot_chunk(SnapshotChunkMsg(chunks[0])) == NodeState::ChunkResult::kPending);
+  n->retry_requested(t0 + period + 1, period);
+  std::vector<uint32_t> again = n->take_resync(t0 + period + 1);
+  CHECK_FALSE(has(again, a));
+  CHECK_FALSE(has(again, b));  // queued behind a's chunks on the same link
+  CHECK(has(again, c));        // its owner sent nothing at all: lost
+  CHECK(n->snapshot_request_id(b) == id_b);
+  // A stale chunk (the answer to an older request) shows the link moving too.
+  SnapshotChunkMsg stale = chunks[3];
+  stale.request_id = id_a + 1000;
+  CHECK(n->on_snapshot_chunk(std::move(stale)) == NodeState::ChunkResult::kIgnored);
+  CHECK(n->counters().snapshot_chunk_stale == 1);
+  n->retry_requested(t0 + 2 * period + 2, period);
+  again = n->take_resync(t0 + 2 * period + 2);
+  CHECK_FALSE(has(again, a));
+  CHECK_FALSE(has(again, b));
+  CHECK(has(again, c));
+  CHECK(n->snapshot_request_id(a) == id_a);
+  // Owner 0's link goes quiet for a period: a's missing tail and b's
+  // answer are lost (the owner restarted, a chunk dropped): asked again.
+  n->retry_requested(t0 + 3 * period + 3, period);
+  again = n->take_resync(t0 + 3 * period + 3);
+  CHECK(has(again, a));
+  CHECK(has(again, b));
+  CHECK(n->snapshot_request_id(b) != id_b);
+  CHECK(n->counters().snapshot_restarts == 0);
+}
+
 TEST_CASE("rib owner: a re-push batch a live node did not ack is built again and re-sent", "[owner]") {
   // Node 1 holds an entry of owner 0's partition that owner 0's RIB does
   // not have (a delete whose FIB remove died with the owner). The
