@@ -944,8 +944,9 @@ struct Agent::Impl : rib::OwnerIo {
       case pb::Envelope::kWeightsUpdate: {
         const auto& u = env.weights_update();
         // Only the coordinator numbers weight changes (see "weights of
-        // choose" below): an update from any other member is refused.
-        if (u.from() != coordinator()) {
+        // choose" below): an update from any other member is refused, and
+        // the coordinator takes none (its own never cross a socket).
+        if (u.from() != coordinator() || u.from() == self) {
           ++c[AgentEvent::weights_rejected];
           ++c[AgentEvent::bad_message];
           break;
@@ -1039,20 +1040,20 @@ struct Agent::Impl : rib::OwnerIo {
       case pb::Envelope::kWeightsAck: on_weights_ack(peer, env.weights_ack()); break;
       case pb::Envelope::kWeightsReply: {
         auto f = wfwds.find(env.corr());
-        // Taken only from whom we asked: the coordinator a change was
-        // forwarded to (its corr), or a peer we fetched a version from
-        // (or the coordinator, whose word numbers the versions). Any
-        // peer's ROUTER can send to our DEALER: another member could
-        // otherwise answer a client's change in the coordinator's name,
-        // or make this node adopt (and persist) a version nobody numbered.
-        // A forwarded change keeps waiting for its coordinator.
-        const bool asked = f != wfwds.end() ? f->second.to == peer
-                                            : (weights_fetching >> peer & 1u) != 0 || peer == coordinator();
+        // Taken only from the coordinator: the answer to a change
+        // forwarded to it (its corr), or to a fetch (we only fetch from
+        // it: its word numbers the versions). Any peer's ROUTER can send
+        // to our DEALER: another member could otherwise answer a client's
+        // change in the coordinator's name, or make this node adopt (and
+        // persist) a version nobody numbered, e.g. 2^48, after which the
+        // coordinator could number no change. A forwarded change keeps
+        // waiting for its coordinator. (The coordinator itself fetches
+        // nothing: peer is never self.)
+        const bool asked = f != wfwds.end() ? f->second.to == peer : peer == coordinator();
         if (!asked) {
           ++c[AgentEvent::forbidden_messages];
           break;
         }
-        if (f == wfwds.end()) weights_fetching &= ~(1u << peer);
         const auto& w = env.weights_reply();
         if (w.code() == pb::OK) adopt_weights(w.version(), w.weights());
         if (f == wfwds.end()) break;  // the answer to a fetch
@@ -1127,7 +1128,14 @@ struct Agent::Impl : rib::OwnerIo {
   };
   std::unordered_map<uint64_t, WeightsFwd> wfwds;  // by the corr of the forwarded request
   uint64_t weights_fetch_after_us = 0;
-  uint32_t weights_fetching = 0;  // peers asked for their version (a fetch) that have not answered
+  // The coordinator: the highest version (up to kMaxWeightsAhead) a
+  // member's heartbeat said it holds beyond the coordinator's own (a
+  // coordinator whose data dir went back, a member started with a weights
+  // file of another cluster). Never adopted; the next change is numbered
+  // past it, so that member takes it too. Logged once per member and
+  // version.
+  uint64_t weights_members_max = 0;
+  std::array<uint64_t, rib::kMaxNodes> weights_ahead_logged{};
 
   static void put_weights(const std::vector<std::pair<uint32_t, double>>& w,
                           google::protobuf::RepeatedPtrField<pb::NodeWeight>* out) {
@@ -1156,7 +1164,16 @@ struct Agent::Impl : rib::OwnerIo {
   // Versions count changes one by one from 1: a version this large was not
   // counted to, and adopting it would leave the coordinator no next number.
   static constexpr uint64_t kMaxWeightsVersion = uint64_t(1) << 48;
+  // A member's version the coordinator numbers past at most: whatever a
+  // member claims, 2^47 versions stay to be numbered.
+  static constexpr uint64_t kMaxWeightsAhead = kMaxWeightsVersion / 2;
+  // Only from the coordinator (callers check the sender); the coordinator
+  // itself adopts nothing: it numbers the versions.
   void adopt_weights(uint64_t version, const google::protobuf::RepeatedPtrField<pb::NodeWeight>& ws) {
+    if (coordinator() == self) {
+      ++c[AgentEvent::weights_rejected];
+      return;
+    }
     if (version <= owner->weights_version()) return;
     if (version > kMaxWeightsVersion) {
       ++c[AgentEvent::weights_rejected];
@@ -1183,6 +1200,18 @@ struct Agent::Impl : rib::OwnerIo {
             " adjusted to this node's configured members: " + owner->weights_note());
       }
     }
+  }
+  // The coordinator heard member `m` hold `version`, beyond its own.
+  void note_member_ahead(uint32_t m, uint64_t version) {
+    if (coordinator() != self || m >= rib::kMaxNodes || version <= owner->weights_version()) return;
+    if (version <= kMaxWeightsAhead) weights_members_max = std::max(weights_members_max, version);
+    if (weights_ahead_logged[m] == version) return;
+    weights_ahead_logged[m] = version;
+    log("warning: member " + std::to_string(m) + " holds choose weights version " + std::to_string(version) +
+        ", ahead of this coordinator's " + std::to_string(owner->weights_version()) +
+        " (this node's data dir restored or emptied, or a weights file from elsewhere on that member): not adopted" +
+        (version <= kMaxWeightsAhead ? "; the next `cluster weights --set` is numbered past it"
+                                     : "; too large to number past: remove that member's data_dir/weights"));
   }
   void on_weights_request(const std::string& routing, const pb::Envelope& env) {
     const auto& w = env.weights_request();
@@ -1224,7 +1253,9 @@ struct Agent::Impl : rib::OwnerIo {
     std::map<uint32_t, double> merged(owner->weights().begin(), owner->weights().end());
     for (const auto& x : w.weights()) merged[x.node()] = x.weight();
     std::vector<std::pair<uint32_t, double>> nw(merged.begin(), merged.end());
-    const uint64_t version = owner->weights_version() + 1;
+    // Past every version a member said it holds (weights_members_max): a
+    // member ahead of us would refuse a lower one and keep its own list.
+    const uint64_t version = std::max(owner->weights_version(), weights_members_max) + 1;
     if (version > kMaxWeightsVersion) {
       ++c[AgentEvent::weights_rejected];
       weights_reply(routing, env.corr(), pb::INTERNAL, "weights version space exhausted", 0, {}, 0, 0);
@@ -1260,8 +1291,12 @@ struct Agent::Impl : rib::OwnerIo {
       ++c[AgentEvent::bad_message];
       return;
     }
+    // An ack says the member holds this version, or a later one we
+    // numbered since; a version we never numbered (the member is ahead of
+    // us, on a list of its own) is not this change: it stays "missing".
+    if (a.version() > owner->weights_version()) note_member_ahead(peer, a.version());
     for (auto& ch : wchanges)
-      if (a.version() >= ch.version && (ch.waiting >> peer & 1u)) {
+      if (a.version() >= ch.version && a.version() <= owner->weights_version() && (ch.waiting >> peer & 1u)) {
         ch.waiting &= ~(1u << peer);
         ch.acked |= 1u << peer;
       }
@@ -1374,15 +1409,22 @@ struct Agent::Impl : rib::OwnerIo {
     }
     for (const auto& h : b.heads())
       if (spec.owner[h.partition()] == b.owner()) state->on_head(h.partition(), rib::StreamPos{h.epoch(), h.seq()});
-    // A member with newer `choose` weights (we missed a change): fetch them.
+    // The coordinator has newer `choose` weights (we were down or lost its
+    // update): fetch them from it. Another member's version is never
+    // followed (only the coordinator numbers versions; a member may hold a
+    // restored or foreign weights file, or lie); the coordinator notes it
+    // and numbers its next change past it. While the coordinator is down a
+    // node that missed a change keeps its version until it is back.
     const uint64_t t = now();
-    if (b.weights_version() > owner->weights_version() && t >= weights_fetch_after_us) {
-      pb::Envelope e;
-      e.mutable_weights_request()->set_set(false);
-      send_peer(b.owner(), e);
-      weights_fetching |= 1u << b.owner();
-      ++c[AgentEvent::weights_fetches];
-      weights_fetch_after_us = t + 500000;
+    if (b.weights_version() > owner->weights_version()) {
+      if (b.owner() != coordinator()) {
+        note_member_ahead(b.owner(), b.weights_version());
+      } else if (t >= weights_fetch_after_us) {
+        pb::Envelope e;
+        e.mutable_weights_request()->set_set(false);
+        if (send_peer(b.owner(), e)) ++c[AgentEvent::weights_fetches];
+        weights_fetch_after_us = t + 500000;
+      }
     }
   }
 

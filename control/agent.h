@@ -55,8 +55,15 @@
 // (WeightsUpdate; each persists it before using it and acks) and answers
 // once every live member acked, or after forward_timeout_ms / 2 with the
 // members that did not. Heartbeats carry every node's version; a node that
-// hears of a newer one (it was down or lost the update) fetches it from
-// that peer. Sessions keep their node: only new `choose` adds use a change.
+// hears of a newer one in the coordinator's heartbeat (it was down or lost
+// the update) fetches it from the coordinator. Versions and weights are
+// taken from the coordinator only, and the coordinator takes them from
+// nobody: a member's newer version (a coordinator whose data dir went back,
+// a member started with another cluster's weights file, or a lying one) is
+// never adopted; the coordinator numbers its next change past it (up to
+// 2^47), so that member takes the change too. While the coordinator is down
+// a node that missed a change keeps its version. Sessions keep their node:
+// only new `choose` adds use a change.
 //
 // Heartbeats every heartbeat_ms carry the heads of this node's partitions;
 // a member unheard for dead_after_ms is not live (the owner stops waiting
@@ -247,8 +254,8 @@ class Agent {
   X(weights_adjusted, "choose-weights versions that named non-members or missed members (adjusted)") \
   X(weights_adopted, "choose-weights versions adopted from the coordinator")                       \
   X(weights_changes, "choose-weights changes this coordinator numbered")                           \
-  X(weights_fetches, "choose-weights fetched from a peer that had a newer version")                \
-  X(weights_rejected, "choose-weights updates refused")                                            \
+  X(weights_fetches, "choose-weights fetched from the coordinator (its heartbeat had a newer version)") \
+  X(weights_rejected, "choose-weights updates refused (not from the coordinator, version too large, bad list)") \
   X(wrong_owner, "session ops for a partition this node does not own (a peer's mistake)")         \
   X(zmq_errors, "ZeroMQ errors while receiving")
 

@@ -16,6 +16,7 @@
 #include <memory>
 #include <mutex>
 #include <thread>
+#include <tuple>
 
 #include <zmq.hpp>
 
@@ -866,6 +867,160 @@ TEST_CASE("agent: a weights reply from a member that was not asked is refused an
   CHECK(counter(*c, 1, "forbidden_messages") == 2);
   CHECK(counter(*c, 1, "weights_version") == 0);
   CHECK(counter(*c, 1, "weights_adopted") == 0);
+}
+
+namespace {
+
+// One agent of InProc `ip` driven in this thread (Agent::inject, tick) on
+// a virtual clock; what it sends is recorded.
+struct Driven {
+  uint64_t t = 1000000;
+  std::vector<std::tuple<FrameSocket, uint32_t, pb::Envelope>> sent;
+  std::unique_ptr<Agent> agent;
+  Driven(InProc& ip, uint32_t id) {
+    ip.opt[id].clock = [this] { return t; };
+    ip.opt[id].on_send = [this](FrameSocket s, uint32_t peer, const std::string&, const std::string& f) {
+      pb::Envelope e;
+      REQUIRE(e.ParseFromString(f));
+      sent.emplace_back(s, peer, std::move(e));
+    };
+    auto a = Agent::create(ip.opt[id]);
+    INFO(a.status().to_string());
+    REQUIRE(a.ok());
+    agent = std::move(a.value());
+    REQUIRE(agent->tick(t).ok());
+  }
+  void inject(FrameSocket s, uint32_t peer, pb::Envelope e) {
+    e.set_version(kProtocolVersion);
+    const std::string b = e.SerializeAsString();
+    REQUIRE(agent->inject(s, peer, "client-1", "", reinterpret_cast<const uint8_t*>(b.data()), b.size()).ok());
+  }
+  // A heartbeat of `from` naming weights version v.
+  void heartbeat(uint32_t from, uint64_t v) {
+    pb::Envelope hb;
+    hb.mutable_delta_batch()->set_owner(from);
+    hb.mutable_delta_batch()->set_weights_version(v);
+    inject(FrameSocket::kSub, from, hb);
+  }
+  // Weights fetches (WeightsRequest, not a set) sent to `peer`.
+  size_t fetches_to(uint32_t peer) const {
+    size_t n = 0;
+    for (const auto& [s, p, e] : sent) n += s == FrameSocket::kDealer && p == peer && e.has_weights_request();
+    return n;
+  }
+  void advance(uint64_t us) {
+    t += us;
+    REQUIRE(agent->tick(t).ok());
+  }
+  uint64_t counter(const std::string& name) {
+    advance(1100000);  // counters() is refreshed once a second
+    return agent->counters()[name];
+  }
+};
+
+pb::Envelope weights_reply(uint64_t version, const std::vector<std::pair<uint32_t, double>>& w, uint64_t corr = 0) {
+  pb::Envelope e;
+  e.set_corr(corr);
+  e.mutable_weights_reply()->set_code(pb::OK);
+  e.mutable_weights_reply()->set_version(version);
+  for (const auto& [n, x] : w) {
+    auto* y = e.mutable_weights_reply()->add_weights();
+    y->set_node(n);
+    y->set_weight(x);
+  }
+  return e;
+}
+
+}  // namespace
+
+TEST_CASE("agent: weights versions are fetched and adopted from the coordinator only") {
+  // Node 2 is not the coordinator (node 0, the owner of partition 0): it
+  // may hold a weights file of a backup or another cluster, or lie. Its
+  // heartbeat naming a newer version made node 1 fetch from it and adopt
+  // whatever it answered, here version 2^48 sending everything to node 2:
+  // node 2 set the placement, and no change could be numbered after it.
+  InProc ip(3, [](uint32_t, AgentOptions&) {}, {0, 1, 2});
+  REQUIRE(ip.spec.owner[0] == 0);
+  Driven d(ip, 1);
+  d.heartbeat(2, 1000);
+  CHECK(d.fetches_to(2) == 0);
+  d.inject(FrameSocket::kDealer, 2, weights_reply(uint64_t(1) << 48, {{0, 0}, {1, 0}, {2, 1}}));
+  CHECK(d.counter("weights_version") == 0);
+  CHECK(d.counter("forbidden_messages") == 1);
+  CHECK(d.counter("weights_adopted") == 0);
+  // The coordinator's heartbeat naming a newer version: fetched from it, adopted.
+  d.heartbeat(0, 3);
+  CHECK(d.fetches_to(0) == 1);
+  CHECK(d.counter("weights_fetches") == 1);
+  d.inject(FrameSocket::kDealer, 0, weights_reply(3, {{0, 1}, {1, 2}, {2, 3}}));
+  CHECK(d.counter("weights_version") == 3);
+  CHECK(d.counter("weights_adopted") == 1);
+}
+
+TEST_CASE("agent: the coordinator adopts no member's version and numbers its next change past it") {
+  // Node 0 coordinates. Node 2's heartbeat names version 5 (a weights file
+  // of another cluster, or node 0's data dir went back). It was fetched and
+  // adopted, 2^48 included: "weights version space exhausted" for good.
+  InProc ip(3, [](uint32_t, AgentOptions& o) { o.dead_after_ms = 60000; }, {0, 1, 2});
+  Driven d(ip, 0);
+  d.heartbeat(1, 0);
+  d.heartbeat(2, 5);
+  d.advance(200000);  // a heartbeat round: both are live
+  CHECK(d.fetches_to(2) == 0);
+  d.inject(FrameSocket::kDealer, 2, weights_reply(uint64_t(1) << 48, {{0, 0}, {1, 0}, {2, 1}}));
+  // A WeightsUpdate in the coordinator's own name is not taken either.
+  pb::Envelope up;
+  up.mutable_weights_update()->set_from(0);
+  up.mutable_weights_update()->set_version(7);
+  auto* x = up.mutable_weights_update()->add_weights();
+  x->set_node(2);
+  x->set_weight(1);
+  d.inject(FrameSocket::kRouter, 0, up);
+  CHECK(d.counter("weights_version") == 0);
+  CHECK(d.counter("forbidden_messages") == 1);
+  CHECK(d.counter("weights_rejected") == 1);
+  // An operator's change: numbered past node 2's 5, so node 2 takes it too.
+  d.heartbeat(1, 0);
+  d.heartbeat(2, 5);
+  d.sent.clear();
+  pb::Envelope req;
+  req.set_corr(9);
+  req.mutable_weights_request()->set_set(true);
+  x = req.mutable_weights_request()->add_weights();
+  x->set_node(0);
+  x->set_weight(2);
+  d.inject(FrameSocket::kRouter, 0, req);
+  uint64_t corr1 = 0;
+  for (const auto& [s, p, e] : d.sent)
+    if (s == FrameSocket::kDealer && e.has_weights_update()) {
+      CHECK(e.weights_update().version() == 6);
+      if (p == 1) corr1 = e.corr();
+    }
+  // Node 1 acks it; node 2 acks a version nobody numbered: not adopted.
+  pb::Envelope ack;
+  ack.set_corr(corr1);
+  ack.mutable_weights_ack()->set_node(1);
+  ack.mutable_weights_ack()->set_version(6);
+  d.inject(FrameSocket::kDealer, 1, ack);
+  ack.mutable_weights_ack()->set_node(2);
+  ack.mutable_weights_ack()->set_version(1000);
+  d.inject(FrameSocket::kDealer, 2, ack);
+  d.heartbeat(1, 6);
+  d.heartbeat(2, 1000);
+  d.advance(3000000);  // forward_timeout_ms / 2: answered with what it has
+  const pb::Envelope* rep = nullptr;
+  for (const auto& [s, p, e] : d.sent)
+    if (s == FrameSocket::kRouter && e.has_weights_reply()) rep = &e;
+  REQUIRE(rep != nullptr);
+  INFO(rep->ShortDebugString());
+  CHECK(rep->corr() == 9);
+  CHECK(rep->weights_reply().code() == pb::OK);
+  CHECK(rep->weights_reply().version() == 6);
+  CHECK(std::vector<uint32_t>(rep->weights_reply().acked().begin(), rep->weights_reply().acked().end()) ==
+        std::vector<uint32_t>{0, 1});
+  CHECK(std::vector<uint32_t>(rep->weights_reply().missing().begin(), rep->weights_reply().missing().end()) ==
+        std::vector<uint32_t>{2});
+  CHECK(d.counter("weights_version") == 6);
 }
 
 TEST_CASE("agent: owner_unavailable counts every session op answered OWNER_UNAVAILABLE") {
