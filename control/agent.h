@@ -126,9 +126,11 @@ struct AgentOptions {
   uint32_t forward_timeout_ms = 5000;
   uint32_t fib_timeout_ms = 3000;
   uint32_t max_group_ops = 1 << 16;
-  // Session ops this node's owner queues at most (clients' and peers'
-  // forwarded requests together); ops past it are answered BUSY (retry
-  // later with the same request id) instead of held in memory.
+  // Session ops this node's owner holds at most outside its groups in
+  // flight (clients' and peers' forwarded requests together: its queue and
+  // the retries waiting for an answer, rib::Owner::queued()); ops past it
+  // are answered BUSY (retry later with the same request id) instead of
+  // held in memory.
   uint32_t max_queued_ops = 1 << 20;
   // Test hook: drop every n-th received delta batch (0: never).
   uint32_t drop_every_nth_batch = 0;

@@ -807,6 +807,63 @@ TEST_CASE("agent: session ops past the owner's queue bound are answered BUSY, no
   CHECK(added == ks.size());
 }
 
+TEST_CASE("agent: retries waiting on a request id in flight count towards the owner's queue bound") {
+  // Retries of a request id whose first copy is in flight leave the
+  // owner's queue for a list of their own, held until that op finishes;
+  // max_queued_ops counted only the queue, so one op waiting on a node
+  // that never acks let a client make the owner hold any number of ops.
+  const uint32_t kBound = 100, kRequests = 20;
+  InProc ip(2, [&](uint32_t, AgentOptions& o) {
+    o.max_queued_ops = kBound;
+    o.fib_timeout_ms = 3000;
+    o.dead_after_ms = 60000;  // node 1 stays "live"
+  }, {1});
+  const rib::ClusterSpec& spec = ip.spec;
+  zmq::context_t ctx;
+  zmq::socket_t sink = ip.fake_member(ctx, 1, 10);  // node 1 takes FIB updates and never acks
+  std::vector<FlowKey> ks;
+  for (uint32_t i = 0; ks.size() < 1 + kBound * kRequests; ++i) {
+    const FlowKey k = FlowKey::five_tuple(0x0b000000u + i, 0xc6130001u, uint16_t(i), 80, 17);
+    if (spec.owner[partition_of(hash_key(k, spec.hash_seed), spec.log2_partitions())] == 0) ks.push_back(k);
+  }
+  zmq::socket_t d(ctx, zmq::socket_type::dealer);
+  d.set(zmq::sockopt::linger, 0);
+  d.set(zmq::sockopt::rcvtimeo, 15000);
+  d.connect(spec.members[0].control);
+  auto send = [&](size_t from, size_t n, uint32_t node, uint64_t corr) {
+    pb::Envelope env;
+    env.set_version(kProtocolVersion);
+    env.set_corr(corr);
+    for (size_t i = from; i < from + n; ++i) {
+      auto* op = env.mutable_session_request()->add_ops();
+      op->set_kind(pb::ADD);
+      op->set_request_id(7);
+      set_key(op->mutable_session()->mutable_key(), ks[i]);
+      op->mutable_session()->set_node(node);
+      op->mutable_session()->set_teid_dl(1);
+    }
+    REQUIRE(d.send(zmq::buffer(env.SerializeAsString())));
+  };
+  send(0, 1, 1, 1);  // id 7, handled by node 1: in flight until fib_timeout_ms
+  zmq::message_t id, m;
+  REQUIRE(eventually([&] { return sink.recv(id) && sink.recv(m); }));  // its FIB update reached node 1
+  for (uint32_t r = 0; r < kRequests; ++r) {
+    send(1 + r * kBound, kBound, 0, 2 + r);
+    std::this_thread::sleep_for(std::chrono::milliseconds(20));  // the owner moves them out of its queue
+  }
+  size_t busy = 0, held = 0, replies = 0;
+  while (replies < 1 + kRequests) {
+    REQUIRE(d.recv(m));
+    pb::Envelope env;
+    REQUIRE(env.ParseFromArray(m.data(), int(m.size())));
+    ++replies;
+    for (const auto& x : env.session_reply().results()) ++(x.code() == pb::BUSY ? busy : held);
+  }
+  INFO("BUSY " << busy << ", held until the first copy's answer " << held);
+  CHECK(held <= 1 + kBound);
+  CHECK(busy >= (kRequests - 1) * kBound);
+}
+
 TEST_CASE("agent: a weights reply from a member that was not asked is refused and counted") {
   // Node 1 forwards a client's weights change to node 0, the coordinator.
   // Node 2 (a raw ROUTER on its control endpoint) answers it first, with

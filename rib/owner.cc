@@ -1114,6 +1114,7 @@ Status Owner::start_group(uint64_t now_us) {
         ++stats_.ops_deduped;
         if (d->in_flight) {  // the first copy is in the group in flight
           inflight_ids_[op.request_id].push_back(std::move(op));
+          ++retries_waiting_;
           continue;
         }
         if (d->code == StatusCode::kOk && repush_pending_for(op.s.key)) {
@@ -1222,7 +1223,10 @@ Status Owner::start_group(uint64_t now_us) {
       r.rec = g.old;
       rs.push_back(std::move(r));
       forget(g.in.request_id);
-      inflight_ids_.erase(g.in.request_id);
+      if (auto f = inflight_ids_.find(g.in.request_id); f != inflight_ids_.end()) {
+        retries_waiting_ -= f->second.size();
+        inflight_ids_.erase(f);
+      }
     }
     io_->reply(std::move(rs));
     spare_.push_back(std::move(grp));
@@ -1582,6 +1586,7 @@ void Owner::finish_group(uint64_t now_us) {
       c.token = w.token;
       extra.push_back(std::move(c));
     }
+    retries_waiting_ -= f->second.size();
     inflight_ids_.erase(f);
   }
   for (OpReply& r : extra) replies.push_back(std::move(r));

@@ -319,7 +319,14 @@ class Owner {
   // cleanup (CLEANUPS) or a re-push batch to a live node, and no member's
   // reconcile held (MEMBER RECONCILE).
   bool idle() const;
-  size_t queued() const { return queue_.size(); }
+  // Client ops the owner holds that are not in a group in flight: its
+  // queue, retries of a request id whose first copy is in flight (answered
+  // with it) and parked retries of done ops (answered once the re-push
+  // reached their handler). The agent bounds this (max_queued_ops): the
+  // retries are held as long as the queue's ops, so they count. (The ops
+  // of groups in flight are bounded by max_groups_in_flight x
+  // max_group_ops.)
+  size_t queued() const { return queue_.size() + retries_waiting_ + parked_.size(); }
   // pump() would start a group now.
   bool can_start() const;
   size_t groups_in_flight() const { return flight_.size(); }
@@ -504,6 +511,7 @@ class Owner {
   std::deque<std::pair<uint64_t, uint64_t>> done_order_;
   uint64_t done_gen_ = 0;
   std::unordered_map<uint64_t, std::vector<ClientOp>> inflight_ids_;  // retries waiting
+  size_t retries_waiting_ = 0;  // the ops in inflight_ids_ (queued())
   // Retries of done ops whose answer waits for the re-push (after a
   // restart the log says "done", but the entry may have been lost with
   // the old process: the answer promises it at the handler). Answered by
