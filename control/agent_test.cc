@@ -401,7 +401,7 @@ TEST_CASE("agent: snapshot answers queued behind other partitions' chunks are no
     if (queue.empty() && ip.agents[0]->unsynced_partitions() == 0) break;
   }
   std::string per_partition;
-  for (const auto& [p, n] : asked) per_partition += " " + std::to_string(p) + ":" + std::to_string(n);
+  for (const auto& [p, n] : asked) per_partition.append(" ").append(std::to_string(p)).append(":").append(std::to_string(n));
   INFO("requests per partition:" << per_partition << ", lost " << lost << ", chunks left " << queue.size());
   CHECK(ip.agents[0]->unsynced_partitions() == 0);
   CHECK(queue.empty());
