@@ -1520,17 +1520,18 @@ struct Agent::Impl : rib::OwnerIo {
 
   // TEID reports (rib/node_state.h, TEID REPORTS): to each owner on the
   // connection its FIB batches came on, so they follow the acks sent
-  // before them; our own partitions' at once. A report to an owner with no
-  // connection to us yet waits for its resend.
+  // before them; our own partitions' at once. The keys for an owner with
+  // no connection to us yet wait, in no report (not counted
+  // teid_reported), until its first batch or chunk came.
   static constexpr uint64_t kTeidReportResendUs = 2000000;
   void send_teid_reports(uint64_t t) {
-    for (rib::NodeState::TeidReport& r : state->take_teid_reports(t, kTeidReportResendUs)) {
+    auto routable = [this](uint32_t o) { return o == self || (o < owner_route.size() && !owner_route[o].empty()); };
+    for (rib::NodeState::TeidReport& r : state->take_teid_reports(t, kTeidReportResendUs, routable)) {
       if (r.owner == self) {
         const std::vector<uint32_t> retry = owner->on_teid_report(r.msg);
         (void)state->on_teid_report_ack(self, r.msg.report_id, retry);
         continue;
       }
-      if (r.owner >= owner_route.size() || owner_route[r.owner].empty()) continue;
       google::protobuf::Arena arena;
       pb::Envelope& out = *google::protobuf::Arena::CreateMessage<pb::Envelope>(&arena);
       to_pb(r.msg, out.mutable_teid_report());

@@ -142,6 +142,7 @@ Status NodeState::install(const FibEntry& e, uint64_t h, uint32_t* teid_ul, bool
   }
   fib::SessionRecord r;
   if (here && sessions_->read(cur, &r)) *teid_ul = r.teid_ul;
+  ++c_.fib_installs;  // every path: batches, snapshots, the end of a restore
   return Status::Ok();
 }
 
@@ -330,6 +331,7 @@ Status NodeState::bulk_load(const FibEntry* entries, size_t n) {
     c_.teid_invalid = invalid0;
     return undo(st);
   }
+  c_.fib_installs += n;
   sync_generations();
   return st;
 }
@@ -370,8 +372,7 @@ FibAckMsg NodeState::apply_fib(const FibBatch& b) {
     uint32_t t = 0;
     const Status st = foreign(hs[j]) ? (++c_.fib_foreign, Status::InvalidArgument("FIB entry of a partition the sender does not own"))
                                      : install(e, hs[j], &t);
-    if (!st.ok()) ++c_.fib_errors;
-    ++c_.fib_installs;
+    if (!st.ok()) ++c_.fib_errors;  // (install() counts fib_installs)
     a.install_code.push_back(st.code());
     a.teid_ul.push_back(t);
   }
@@ -381,8 +382,7 @@ FibAckMsg NodeState::apply_fib(const FibBatch& b) {
     if (j + 4 < nr) fib_->prefetch_update(b.remove[j + 4], hs[j + 4], 1);
     const Status st = foreign(hs[j]) ? (++c_.fib_foreign, Status::InvalidArgument("FIB removal in a partition the sender does not own"))
                                      : remove(b.remove[j], hs[j]);
-    if (!st.ok()) ++c_.fib_errors;
-    ++c_.fib_removes;
+    ++(st.ok() ? c_.fib_removes : c_.fib_errors);
     a.remove_code.push_back(st.code());
   }
   if (!b.reconcile.empty()) {
@@ -506,7 +506,8 @@ void NodeState::note_installed(const FibEntry& e, uint64_t h, uint32_t t) {
   c_.teid_reports_waiting = teid_queue_.size();
 }
 
-std::vector<NodeState::TeidReport> NodeState::take_teid_reports(uint64_t now_us, uint64_t resend_after_us) {
+std::vector<NodeState::TeidReport> NodeState::take_teid_reports(uint64_t now_us, uint64_t resend_after_us,
+                                                                const std::function<bool(uint32_t)>& routable) {
   // Reports unanswered too long: their keys are sent again (what the table
   // says then).
   for (auto it = teid_sent_.begin(); it != teid_sent_.end();) {
@@ -527,6 +528,7 @@ std::vector<NodeState::TeidReport> NodeState::take_teid_reports(uint64_t now_us,
   for (uint32_t owner = 0; owner < kMaxNodes; ++owner) {
     std::vector<FlowKey>& unsent = teid_unsent_[owner];
     if (unsent.empty()) continue;
+    if (routable && !routable(owner)) continue;  // they wait, unsent and uncounted, for a route
     TeidReport* r = nullptr;
     std::vector<FlowKey>* sent_keys = nullptr;  // r's record in teid_sent_
     for (const FlowKey& k : unsent) {

@@ -231,9 +231,11 @@ inline constexpr uint32_t kRemoteBit = 0x80000000u;
     "times a partition's delta buffer was full and the deltas in it were dropped")                          \
   X(snapshots_loaded, snapshots_loaded, kCounter, "partition snapshots applied")                            \
   X(snapshot_rejected, snapshot_rejected, kCounter, "snapshots refused")                                    \
-  X(fib_installs, fib_installs, kCounter, "FIB entries installed")                                          \
-  X(fib_removes, fib_removes, kCounter, "FIB entries removed")                                              \
-  X(fib_errors, fib_errors, kCounter, "FIB operations that failed")                                         \
+  X(fib_installs, fib_installs, kCounter,                                                                   \
+    "FIB entries installed (owners' batches, snapshots, entries held while restoring; not refused ones)")   \
+  X(fib_removes, fib_removes, kCounter,                                                                     \
+    "FIB removals of owners' batches carried out (an absent key included; not refused ones)")              \
+  X(fib_errors, fib_errors, kCounter, "FIB operations that failed or were refused")                         \
   X(fib_reconciled, fib_reconciled, kCounter,                                                               \
     "FIB entries a restarted owner's re-push removed (no longer in its RIB)")                               \
   X(fib_foreign, fib_foreign, kCounter, "FIB entries refused: partition not owned by the sender")           \
@@ -257,7 +259,7 @@ inline constexpr uint32_t kRemoteBit = 0x80000000u;
   X(restore_timeouts, restore_timeouts, kCounter,                                                           \
     "restores ended by restore_hold before every partition had loaded a snapshot")                          \
   X(teid_reported, teid_reported, kCounter,                                                                 \
-    "uplink TEIDs reported to their owner (installed from a snapshot under a teid_ul the owner did not name)") \
+    "uplink TEIDs reported to their owner (snapshot installs under a teid_ul it did not name), resends included") \
   X(teid_report_resends, teid_report_resends, kCounter,                                                     \
     "TEID reports built again because their owner did not answer in time")                                  \
   X(teid_reports_waiting, teid_reports_waiting, kGauge, "keys whose TEID report is not answered yet")          \
@@ -357,7 +359,11 @@ class NodeState {
   };
   // The reports to send now: every queued key not in a report yet, and
   // those of reports sent at least resend_after_us ago and not answered.
-  std::vector<TeidReport> take_teid_reports(uint64_t now_us, uint64_t resend_after_us);
+  // routable(owner) false (the agent has no connection to that owner
+  // yet): its keys wait, in no report and not counted `teid_reported`,
+  // until a later call finds a route (null: every owner is routable).
+  std::vector<TeidReport> take_teid_reports(uint64_t now_us, uint64_t resend_after_us,
+                                            const std::function<bool(uint32_t)>& routable = {});
   // The owner's answer to report `id`: its keys are forgotten but those at
   // the positions `retry` lists (an op on them was in flight at the
   // owner), which are reported again resend_after_us after the report was

@@ -2923,6 +2923,61 @@ TEST_CASE("node state: a restoring node holds batches needing new indexes, in pe
   CHECK(n.counters().fib_batches_held == 2);
 }
 
+TEST_CASE("node state: fib_installs and fib_removes count what was done, from every path", "[snapshot]") {
+  // fib_installs counted every install entry of a FIB batch, refused ones
+  // included, and none of a snapshot's or of the end of a restore: after
+  // a restart that loaded every session from snapshots it said 0.
+  auto ns = two_member_node1();
+  NodeState& n = *ns;
+  const uint32_t p0 = 0, p1 = 1;  // owned by node 0 and node 1
+  REQUIRE(n.spec().owner[p0] == 0);
+  REQUIRE(n.spec().owner[p1] == 1);
+  REQUIRE(n.restoring());
+  const FlowKey a = key_in_partition(n, p0, 0), b = key_in_partition(n, p0, 1), cpy = key_in_partition(n, p0, 2),
+                c = key_in_partition(n, p0, 3), foreign = key_in_partition(n, p1, 0);
+  // A snapshot: a copy installs at once, a new session handled here waits
+  // for the end of the restore.
+  SnapshotOut s;
+  s.partition = p0;
+  s.pos = StreamPos{1, 0};
+  s.fib.push_back(FibEntry{cpy, 0, 7, 8, 5});
+  s.fib.push_back(FibEntry{a, 1, 9, 9, 5});
+  REQUIRE(n.on_snapshot(s).ok());
+  CHECK(n.counters().fib_installs == 1);
+  CHECK(n.pending_entries() == 1);
+  for (uint32_t p : {1u, 2u, 3u}) {  // the restore ends: the waiting entry installs
+    SnapshotOut e;
+    e.partition = p;
+    e.pos = StreamPos{1, 0};
+    REQUIRE(n.on_snapshot(e).ok());
+  }
+  REQUIRE_FALSE(n.restoring());
+  CHECK(n.counters().fib_installs == 2);
+  // A batch: its own partition's entries install, another owner's are refused.
+  const FibAckMsg ack = n.apply_fib(install_batch(0, 1, {FibEntry{b, 1, 7, 8, 5}, FibEntry{foreign, 1, 7, 8, 5}}));
+  REQUIRE(ack.install_code.size() == 2);
+  CHECK(ack.install_code[0] == StatusCode::kOk);
+  CHECK(ack.install_code[1] != StatusCode::kOk);
+  CHECK(n.counters().fib_installs == 3);
+  CHECK(n.counters().fib_errors == 1);
+  CHECK(n.fib_size() == 3);
+  // Removes: a present key and an absent one are carried out, a refused one is not.
+  FibBatch rm;
+  rm.batch_id = 2;
+  rm.owner = 0;
+  rm.remove = {b, c, foreign};
+  const FibAckMsg rack = n.apply_fib(rm);
+  REQUIRE(rack.remove_code.size() == 3);
+  CHECK(n.counters().fib_removes == 2);
+  CHECK(n.counters().fib_errors == 2);
+  CHECK(n.fib_size() == 2);
+  // bulk_load installs too.
+  auto fresh = two_member_node1();
+  const std::vector<FibEntry> es{FibEntry{a, 1, 1, 1, 5}, FibEntry{cpy, 0, 1, 1, 5}};
+  REQUIRE(fresh->bulk_load(es.data(), es.size()).ok());
+  CHECK(fresh->counters().fib_installs == 2);
+}
+
 TEST_CASE("node state: a restore that does not finish ends after restore_hold_us, a removal drops a pending entry",
           "[teid]") {
   auto ns = two_member_node1();
@@ -4011,6 +4066,40 @@ TEST_CASE("node state: snapshot entries installed under a teid_ul their owner di
   CHECK(n.take_teid_reports(2000, 500).empty());
   CHECK(n.teid_reports_waiting() == 0);
   CHECK_FALSE(n.on_teid_report_ack(0, r2[0].msg.report_id));  // re-built (and dropped) at the resend
+}
+
+TEST_CASE("node state: TEID reports to an owner the node has no route to wait, unreported and uncounted", "[teid]") {
+  // The agent reports on the connection an owner's FIB batches came on;
+  // before the first, reports were built, counted teid_reported, and then
+  // not sent (and counted teid_report_resends 2 s later).
+  auto ns = two_member_node1();
+  NodeState& n = *ns;
+  for (uint32_t p = 0; p < 4; ++p) {  // the restore ends: installs are not deferred
+    SnapshotOut e;
+    e.partition = p;
+    e.pos = StreamPos{1, 0};
+    REQUIRE(n.on_snapshot(e).ok());
+  }
+  const FlowKey a = key_in_partition(n, 0, 0);
+  SnapshotOut s;
+  s.partition = 0;
+  s.pos = StreamPos{1, 5};
+  s.fib.push_back(FibEntry{a, 1, 9, 9, 5, 0});  // a new index, unknown to the owner
+  REQUIRE(n.on_snapshot(s).ok());
+  REQUIRE(n.teid_reports_waiting() == 1);
+  bool route = false;
+  auto routable = [&](uint32_t owner) { return owner != 0 || route; };
+  CHECK(n.take_teid_reports(1000, 500, routable).empty());
+  CHECK(n.take_teid_reports(5000, 500, routable).empty());
+  CHECK(n.counters().teid_reported == 0);
+  CHECK(n.counters().teid_report_resends == 0);
+  CHECK(n.teid_reports_waiting() == 1);
+  route = true;
+  const std::vector<NodeState::TeidReport> r = n.take_teid_reports(6000, 500, routable);
+  REQUIRE(r.size() == 1);
+  REQUIRE(r[0].msg.keys.size() == 1);
+  CHECK(r[0].msg.keys[0] == a);
+  CHECK(n.counters().teid_reported == 1);
 }
 
 TEST_CASE("rib sim: a member that comes back while an op on a key is in flight gets the key's entry (full duplication)",
