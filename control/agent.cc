@@ -593,8 +593,14 @@ struct Agent::Impl : rib::OwnerIo {
       return false;
     }
   }
+  // false: not sent, no link to that peer (its socket could not be
+  // re-created: link_errors), counted `send_no_link`; callers count only
+  // what was sent.
   bool send_peer(uint32_t node, pb::Envelope& env) {
-    if (node >= dealer.size() || !dealer[node]) return false;
+    if (node >= dealer.size() || !dealer[node]) {
+      ++c[AgentEvent::send_no_link];
+      return false;
+    }
     env.set_version(kProtocolVersion);
     std::string bytes = env.SerializeAsString();
     if (opt.on_send) opt.on_send(FrameSocket::kDealer, node, "", bytes);
@@ -753,7 +759,19 @@ struct Agent::Impl : rib::OwnerIo {
   // peer: the member whose DEALER the reply came on.
   void on_forward_reply(uint32_t peer, uint64_t corr, const pb::SessionReply& rep) {
     auto f = fwds.find(corr);
-    if (f == fwds.end()) return;
+    if (f == fwds.end()) {
+      // After its deadline: its ops were answered OWNER_UNAVAILABLE, but
+      // they did reach the owner (a retry with the same id learns the
+      // outcome). Anything else answers no request of ours.
+      auto x = expired_fwds.find(corr);
+      if (x != expired_fwds.end() && x->second.owner == peer) {
+        ++c[AgentEvent::late_forward_replies];
+        expired_fwds.erase(x);
+      } else {
+        ++c[x != expired_fwds.end() ? AgentEvent::forbidden_messages : AgentEvent::unexpected_message];
+      }
+      return;
+    }
     // Only the owner we forwarded to answers: corrs are sequential, and
     // any peer's ROUTER can send to our DEALER, so another member could
     // otherwise answer the client's ops (OK, with its own teid_ul) for an
@@ -804,8 +822,25 @@ struct Agent::Impl : rib::OwnerIo {
         if (it->second.remaining == 0) finish_req(it);
       }
       c[AgentEvent::owner_unavailable] += f->second.idx.size();
+      remember_expired(f->first, f->second.owner, t);
       f = fwds.erase(f);
     }
+  }
+  // Forwarded requests past their deadline, by corr, so that a reply that
+  // comes later is told apart (late_forward_replies) from one that
+  // answers nothing. Kept kExpiredKeepUs, at most kMaxExpired of them.
+  struct ExpiredFwd {
+    uint32_t owner;
+    uint64_t at_us;
+  };
+  static constexpr uint64_t kExpiredKeepUs = 60000000;
+  static constexpr size_t kMaxExpired = size_t(1) << 16;
+  std::map<uint64_t, ExpiredFwd> expired_fwds;  // corrs grow: the first is the oldest
+  void remember_expired(uint64_t corr, uint32_t owner, uint64_t t) {
+    while (!expired_fwds.empty() && (expired_fwds.size() >= kMaxExpired ||
+                                     t - expired_fwds.begin()->second.at_us > kExpiredKeepUs))
+      expired_fwds.erase(expired_fwds.begin());
+    expired_fwds.emplace(corr, ExpiredFwd{owner, t});
   }
 
   // Messages only cluster members send: a client key (sb-ctl, an
@@ -918,16 +953,20 @@ struct Agent::Impl : rib::OwnerIo {
         }
         // The chunks travel on the FIB channel (our DEALER to that node), in
         // order with the removes we send it later.
+        // Without a link to the node (send_no_link) the rest is not sent:
+        // a snapshot missing a chunk is asked for again anyway.
         std::vector<rib::SnapshotChunkMsg> chunks =
             rib::split_snapshot(std::move(so.value()), s.request_id(), opt.config.node.snapshot_chunk_bytes);
+        size_t sent = 0;
         for (const rib::SnapshotChunkMsg& ch : chunks) {
           google::protobuf::Arena ca;
           pb::Envelope& out = *google::protobuf::Arena::CreateMessage<pb::Envelope>(&ca);
           to_pb(ch, self, out.mutable_snapshot_chunk());
-          send_peer(s.node(), out);
+          if (!send_peer(s.node(), out)) break;
+          ++sent;
         }
-        c[AgentEvent::snapshot_chunks_sent] += chunks.size();
-        ++c[AgentEvent::snapshots_served];
+        c[AgentEvent::snapshot_chunks_sent] += sent;
+        if (sent == chunks.size()) ++c[AgentEvent::snapshots_served];
         break;
       }
       case pb::Envelope::kSnapshotChunk:
@@ -1551,8 +1590,8 @@ struct Agent::Impl : rib::OwnerIo {
       e.mutable_snapshot_request()->set_partition(p);
       e.mutable_snapshot_request()->set_node(self);
       e.mutable_snapshot_request()->set_request_id(state->snapshot_request_id(p));
-      send_peer(own, e);
-      ++c[AgentEvent::snapshots_requested];
+      // Not sent (no link: send_no_link): the retry timer asks again.
+      if (send_peer(own, e)) ++c[AgentEvent::snapshots_requested];
     }
   }
 

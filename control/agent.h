@@ -35,7 +35,8 @@
 //
 // Requests for partitions owned elsewhere are forwarded to the owner; if
 // the owner is down or does not answer within forward_timeout_ms the op is
-// answered OWNER_UNAVAILABLE; if the owner refuses the forwarded request
+// answered OWNER_UNAVAILABLE (outcome unknown: an owner's reply after that
+// is counted `late_forward_replies`); if the owner refuses the forwarded request
 // with an Error reply, the ops get its code and reason at once. Every received frame goes through
 // parse_envelope() first; a bad one is counted (`bad_message`), answered
 // with an Error where it has a sender (ROUTER), and changes nothing.
@@ -230,6 +231,7 @@ class Agent {
   X(forbidden_messages, "messages refused because their sender may not send them (key or publisher)") \
   X(forwarded_ops, "session ops forwarded to their partition's owner")                             \
   X(handshake_failed, "ZMTP/CURVE handshakes that failed on the ROUTER")                           \
+  X(late_forward_replies, "forwarded-op replies after their deadline: ops answered OWNER_UNAVAILABLE that did reach the owner") \
   X(link_errors, "peer sockets that could not be re-created (e.g. out of file descriptors), retried") \
   X(monitor_errors, "socket monitors that could not be set up")                                    \
   X(oversized_frames, "frames over the protocol limit, refused (also counted bad_message)")        \
@@ -241,18 +243,19 @@ class Agent {
   X(send_dropped, "sends dropped on a full queue")                                                 \
   X(send_expired, "queued messages to a peer dropped after the outbox TTL")                        \
   X(send_failed, "sends that failed with an error other than unroutable")                          \
+  X(send_no_link, "messages for a peer not sent: no link to it (its socket could not be re-created)") \
   X(send_queued, "messages queued for a peer whose connection was not up or whose queue was full")  \
   X(send_unroutable, "replies to a client or peer no longer connected")                            \
   X(short_forward_replies, "forwarded-op replies with fewer results than ops")                     \
-  X(snapshot_chunks_sent, "snapshot chunks this owner sent")                                       \
+  X(snapshot_chunks_sent, "snapshot chunks this owner sent (handed to the link to the node)")       \
   X(snapshot_errors, "snapshot requests an owner refused")                                         \
   X(snapshot_errors_served, "snapshot requests this owner refused")                                \
-  X(snapshots_requested, "snapshot requests sent to owners")                                       \
-  X(snapshots_served, "snapshots this owner sent")                                                 \
+  X(snapshots_requested, "snapshot requests sent to owners (not those with no link: send_no_link)") \
+  X(snapshots_served, "snapshots this owner sent whole (every chunk handed to the link)")          \
   X(stray_teid_report_acks, "TEID report answers matching no report in flight (late, or a duplicate)") \
   X(test_dropped_batches, "delta batches dropped by the --test-drop-every hook")                   \
   X(test_dropped_snapshot_chunks, "snapshot chunks dropped by the test hook")                      \
-  X(unexpected_message, "messages of a type not expected on their socket")                         \
+  X(unexpected_message, "messages of a type not expected on their socket, or replies to no request of ours") \
   X(weights_adjusted, "choose-weights versions that named non-members or missed members (adjusted)") \
   X(weights_adopted, "choose-weights versions adopted from the coordinator")                       \
   X(weights_changes, "choose-weights changes this coordinator numbered")                           \

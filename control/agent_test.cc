@@ -548,6 +548,9 @@ TEST_CASE("agent: a peer link that cannot be re-created is counted and retried, 
   CHECK(counter(*t.c, 0, "link_errors") == 2);
   CHECK(counter(*t.c, 0, "peer_links_dropped") == 1);  // the drop, not each attempt
   CHECK(counter(*t.c, 0, "sessions") == 0);            // still answering
+  // The snapshot requests of the retry timer while the link was down were
+  // not sent: counted send_no_link, not snapshots_requested.
+  CHECK(counter(*t.c, 0, "send_no_link") >= 1);
 }
 
 TEST_CASE("agent: a full delta buffer shows as buffer_overflow in counters() and sb-ctl stats") {
@@ -1165,6 +1168,46 @@ TEST_CASE("agent: owner_unavailable counts every session op answered OWNER_UNAVA
     CHECK(counter(*c, 0, "short_forward_replies") == 1);
     CHECK(counter(*c, 0, "bad_message") == bad0 + 1);
   }
+}
+
+TEST_CASE("agent: a forwarded request's reply after its deadline is counted, as is one that answers nothing") {
+  // The owner answered after forward_timeout_ms: the client already got
+  // OWNER_UNAVAILABLE, though the ops did reach the owner. The reply was
+  // dropped without a trace.
+  InProc ip(2, [](uint32_t, AgentOptions& o) {
+    o.dead_after_ms = 60000;  // the fake stays "live"
+    o.forward_timeout_ms = 1000;
+  }, {1});
+  zmq::context_t ctx;
+  zmq::socket_t f1 = ip.fake_member(ctx, 1, 200);
+  auto c = ip.client({0});
+  Result<pb::Envelope> r = c->call(0, adds_of_owner(ip.spec, 1, 3, 1), 10000);
+  REQUIRE(r.ok());
+  for (const auto& x : r.value().session_reply().results()) CHECK(x.code() == pb::OWNER_UNAVAILABLE);
+  zmq::message_t id;
+  pb::Envelope fwd;
+  forwarded(f1, &id, &fwd, pb::Envelope::kSessionRequest);
+  auto answer = [&](uint64_t corr) {
+    pb::Envelope rep;
+    rep.set_version(kProtocolVersion);
+    rep.set_corr(corr);
+    for (const auto& op : fwd.session_request().ops()) {
+      auto* x = rep.mutable_session_reply()->add_results();
+      x->set_request_id(op.request_id());
+      x->set_code(pb::OK);
+    }
+    const std::string bytes = rep.SerializeAsString();
+    REQUIRE(f1.send(zmq::buffer(id.data(), id.size()), zmq::send_flags::sndmore));
+    REQUIRE(f1.send(zmq::buffer(bytes), zmq::send_flags::none));
+  };
+  answer(fwd.corr());
+  CHECK(eventually([&] { return counter(*c, 0, "late_forward_replies") == 1; }));
+  const uint64_t unexpected = counter(*c, 0, "unexpected_message");
+  answer(fwd.corr());        // again: it answers nothing now
+  answer(fwd.corr() + 1000);  // no request ever had this corr
+  CHECK(eventually([&] { return counter(*c, 0, "unexpected_message") == unexpected + 2; }));
+  CHECK(counter(*c, 0, "late_forward_replies") == 1);
+  CHECK(counter(*c, 0, "owner_unavailable") == 3);
 }
 
 TEST_CASE("agent: held FIB batches with the same id from two incarnations of an owner are each acked to its sender") {
