@@ -232,7 +232,7 @@ inline constexpr uint32_t kRemoteBit = 0x80000000u;
   X(snapshots_loaded, snapshots_loaded, kCounter, "partition snapshots applied")                            \
   X(snapshot_rejected, snapshot_rejected, kCounter, "snapshots refused")                                    \
   X(fib_installs, fib_installs, kCounter,                                                                   \
-    "FIB entries installed (owners' batches, snapshots, entries held while restoring; not refused ones)")   \
+    "FIB entries installed or overwritten (batches, re-pushes, snapshots, restores; not refused ones)")     \
   X(fib_removes, fib_removes, kCounter,                                                                     \
     "FIB removals of owners' batches carried out (an absent key included; not refused ones)")              \
   X(fib_errors, fib_errors, kCounter, "FIB operations that failed or were refused")                         \
