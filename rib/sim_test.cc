@@ -193,6 +193,19 @@ struct Sim {
     for (uint32_t j = 0; j < owners.size(); ++j)
       if (owners[j]) owners[j]->set_live(i, false, now);
   }
+  // Member i cut off from its peers, its process running: nothing reaches
+  // it or leaves it, and every owner sees the other side down; reconnect()
+  // heals the cut (each side sees the other live again).
+  void cut_off(uint32_t i) { set_cut(i, true); }
+  void reconnect(uint32_t i) { set_cut(i, false); }
+  void set_cut(uint32_t i, bool cut) {
+    down[i] = cut;
+    for (uint32_t j = 0; j < owners.size(); ++j) {
+      if (j == i) continue;
+      if (owners[j]) owners[j]->set_live(i, !cut, now);
+      if (owners[i]) owners[i]->set_live(j, !cut, now);
+    }
+  }
   void restart(uint32_t i) {
     if (!trace_key.empty()) std::fprintf(stderr, "t=%llu restart %u\n", (unsigned long long)now, i);
     start(i);
@@ -3525,20 +3538,12 @@ TEST_CASE("rib sim: a member seen live again keeps a moved session's old entry u
   sim.run_until_idle();
   const FlowKey k = c.key_owned_by(0);
   c.add_handled(k, 1, 0x10);
-  sim.down[1] = true;  // nothing reaches node 1 or leaves it
-  for (uint32_t j : {0u, 2u}) {
-    sim.owners[j]->set_live(1, false, sim.now);
-    sim.owners[1]->set_live(j, false, sim.now);
-  }
+  sim.cut_off(1);  // nothing reaches node 1 or leaves it
   c.run_op(c.make_op(OpKind::kMove, k, 2));
   REQUIRE(c.model[k].node == 2);
   REQUIRE(sim.nodes[1]->fib_lookup(k) != fib::kFibMiss);  // the removal did not reach it
   REQUIRE(sim.nodes[1]->gpt_lookup(k) == 1);              // nor the delta
-  sim.down[1] = false;
-  for (uint32_t j : {0u, 2u}) {
-    sim.owners[j]->set_live(1, true, sim.now);
-    sim.owners[1]->set_live(j, true, sim.now);
-  }
+  sim.reconnect(1);
   REQUIRE(sim.owners[0]->stats().member_repushes == 1);
   for (int i = 0; i < 5; ++i) {  // the re-push (and any re-send) reaches node 1 before any heartbeat
     sim.now += 20000;
@@ -3579,11 +3584,7 @@ TEST_CASE("rib sim: the removes held for a member come in batches of at most rep
     if (c.owner_of(k) == 0 && keys.size() < 40) keys.push_back(k);
   REQUIRE(keys.size() == 40);
   for (const FlowKey& k : keys) c.add_handled(k, 1, 0x10);
-  sim.down[1] = true;
-  for (uint32_t j : {0u, 2u}) {
-    sim.owners[j]->set_live(1, false, sim.now);
-    sim.owners[1]->set_live(j, false, sim.now);
-  }
+  sim.cut_off(1);
   for (const FlowKey& k : keys) c.submit(c.make_op(OpKind::kMove, k, 2));
   sim.run_until_idle();
   c.drain(nullptr);
@@ -3596,11 +3597,7 @@ TEST_CASE("rib sim: the removes held for a member come in batches of at most rep
     }
     return false;
   };
-  sim.down[1] = false;
-  for (uint32_t j : {0u, 2u}) {
-    sim.owners[j]->set_live(1, true, sim.now);
-    sim.owners[1]->set_live(j, true, sim.now);
-  }
+  sim.reconnect(1);
   sim.agent_timers = true;
   sim.run_until_idle();
   c.drain(nullptr);
