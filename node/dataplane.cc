@@ -298,6 +298,20 @@ Status DataPlane::configure_ports() {
       std::memcpy(spec_.port_mac[r].b, a.addr_bytes, 6);
     }
   }
+  // rx queue q of every port goes to worker q mod W: with fewer queues
+  // than workers some worker has nothing to poll. Legal (a later change of
+  // queues uses it), but it holds a CPU (busy polling, unless
+  // node.idle_sleep_us lets it back off) and forwards nothing: said once.
+  for (uint16_t w = 0; w < W; ++w)
+    if (rx_[w].empty())
+      port_warnings_.push_back("node.lcores: the worker on lcore " + std::to_string(lcores_[w]) +
+                               " has no rx queue to poll (rx queue q of a port goes to worker q mod " +
+                               std::to_string(W) + "): it forwards nothing and " +
+                               (dp.idle_sleep_us > 0 ? std::string("wakes every ") + std::to_string(dp.idle_sleep_us) +
+                                                           " us"
+                                                     : std::string("keeps its CPU busy")) +
+                               "; give the ports " + std::to_string(W) + " queues (node.ports.<role>.queues) or use " +
+                               "fewer lcores");
   if (dp.mbufs - 1 < need)
     return Status::InvalidArgument("node.mbufs: " + std::to_string(dp.mbufs) + " (a pool of " +
                                    std::to_string(dp.mbufs - 1) + " buffers), the ports need at least " +

@@ -683,6 +683,29 @@ TEST_CASE("sb-node: node.lcores is checked against the machine before EAL, and E
   fs::remove_all(eal_runtime_dir(pfx), ec);  // the refused --no-such-eal-option run's
 }
 
+// A worker lcore with no rx queue (rx queue q of a port goes to worker q
+// mod W) polls nothing and holds its CPU: legal, but said at start.
+TEST_CASE("sb-node: a worker lcore with no rx queue to poll is a startup warning") {
+  if (sysconf(_SC_NPROCESSORS_ONLN) < 2) {  // lcore 1 would be refused (node.lcores)
+    WARN("needs 2 CPUs: not run");
+    return;
+  }
+  TempDir d;
+  const std::string pfx = "sb-nt-idle-worker-" + std::to_string(getpid());
+  std::string yaml = config(d, kPorts, pfx);
+  yaml.replace(yaml.find("  lcores: \"0\"\n"), 14, "  lcores: \"0-1\"\n");
+  yaml.replace(yaml.find("  mbufs: 8192\n"), 14, "  mbufs: 16384\n");  // a second worker's tx queues
+  const fs::path f = d.p / "node.yaml";
+  std::ofstream(f) << yaml;
+  // Started, then stopped by SIGTERM after a few seconds (exit 0).
+  const auto r = sh("timeout --preserve-status -s TERM 8 " + std::string(SB_NODE_BIN) + " --config " + f.string());
+  INFO(r.out);
+  CHECK(r.rc == 0);
+  CHECK(r.out.find("2 worker lcore(s)") != std::string::npos);
+  CHECK(r.out.find("warning: node.lcores: the worker on lcore 1 has no rx queue to poll") != std::string::npos);
+  CHECK(r.out.find("the worker on lcore 0 has no rx queue") == std::string::npos);
+}
+
 TEST_CASE("sb-node --print-eal: PCI devices, with or without device arguments, are allowed with -a") {
   TempDir d;
   const std::string pfx = "sb-nt-eal-" + std::to_string(getpid());
