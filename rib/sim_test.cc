@@ -580,6 +580,13 @@ struct Client {
   uint32_t partition(const FlowKey& k) const {
     return partition_of(hash_key(k, sim.spec.hash_seed), sim.spec.log2_partitions());
   }
+  // The first n pool keys (at most) whose partitions `owner` owns.
+  std::vector<FlowKey> keys_owned_by(uint32_t owner, size_t n) const {
+    std::vector<FlowKey> keys;
+    for (const FlowKey& k : pool)
+      if (keys.size() < n && owner_of(k) == owner) keys.push_back(k);
+    return keys;
+  }
   // The first pool key whose partition `owner` owns.
   FlowKey key_owned_by(uint32_t owner) const {
     size_t i = 0;
@@ -3579,9 +3586,7 @@ TEST_CASE("rib sim: the removes held for a member come in batches of at most rep
   Sim sim(3, Architecture::kScaleBricks, 151);
   Client c(sim, 152, 400);
   sim.run_until_idle();
-  std::vector<FlowKey> keys;
-  for (const FlowKey& k : c.pool)
-    if (c.owner_of(k) == 0 && keys.size() < 40) keys.push_back(k);
+  const std::vector<FlowKey> keys = c.keys_owned_by(0, 40);
   REQUIRE(keys.size() == 40);
   for (const FlowKey& k : keys) c.add_handled(k, 1, 0x10);
   sim.cut_off(1);
@@ -3816,9 +3821,7 @@ TEST_CASE("rib owner: a FIB ack of a batch sent before the owner restarted never
   Sim sim(2, Architecture::kScaleBricks, 61);
   Client c(sim, 62, 200);
   sim.run_until_idle();
-  std::vector<FlowKey> keys;
-  for (const FlowKey& k : c.pool)
-    if (c.owner_of(k) == 0 && keys.size() < 2) keys.push_back(k);
+  const std::vector<FlowKey> keys = c.keys_owned_by(0, 2);
   REQUIRE(keys.size() == 2);
   c.submit_pumped(c.make_op(OpKind::kAdd, keys[0], 1, 0x11));
   sim.deliver_all(Msg::kFib, 1);
@@ -3897,9 +3900,7 @@ TEST_CASE("rib owner: a lost FIB remove of a converged move or of a failed op's 
   Sim sim(3, Architecture::kScaleBricks, 65);
   Client c(sim, 66, 200);
   sim.run_until_idle();
-  std::vector<FlowKey> keys;
-  for (const FlowKey& k : c.pool)
-    if (c.owner_of(k) == 0 && keys.size() < 2) keys.push_back(k);
+  const std::vector<FlowKey> keys = c.keys_owned_by(0, 2);
   c.run_op(c.make_op(OpKind::kAdd, keys[0], 1, 0x44));
   REQUIRE(c.ok == 1);
   // 1. The move 1 -> 2 converges; the remove at node 1 is lost, once.
