@@ -653,15 +653,23 @@ void Owner::set_live(uint32_t node, bool live, uint64_t now_us) {
     for (auto it = repush_.begin(); it != repush_.end();)
       it = it->second.node == node ? repush_.erase(it) : std::next(it);
     ++stats_.member_repushes;
-    repush_to(node, now_us, false);
-    if (!reconcile_held_) {  // (held: maybe_reconcile reconciles every live member)
-      MemberReconcile& mr = member_reconcile_[node];
+    bool behind = reconcile_held_;  // (held: maybe_reconcile reconciles every live member)
+    if (!reconcile_held_) {
+      MemberReconcile mr;
       mr.deadline_us = now_us + kRepushAckWait * opt_.fib_timeout_ms * 1000;
-      mr.targets.clear();
-      for (const uint32_t p : spec_.partitions_of(opt_.self)) mr.targets.emplace_back(p, StreamPos{epoch_, seq_[p]});
-      ++stats_.member_reconciles_held;
-      maybe_reconcile_member(node, now_us);
+      for (const uint32_t p : spec_.partitions_of(opt_.self)) {
+        const StreamPos head{epoch_, seq_[p]};
+        if (applied_[p][node] < head) mr.targets.emplace_back(p, head);
+      }
+      if (!mr.targets.empty()) {
+        behind = true;
+        member_reconcile_[node] = std::move(mr);
+        ++stats_.member_reconciles_held;
+      }
     }
+    // Up to date in every partition of ours: one reconciling re-push.
+    // Behind: plain installs now, the reconcile once it caught up.
+    repush_to(node, now_us, !behind);
   }
   if (before != live_mask_ && !live) {
     member_reconcile_.erase(node);  // seen live again: a new re-push
