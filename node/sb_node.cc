@@ -12,8 +12,9 @@
 //
 // Exit codes: 0 stopped by SIGTERM/SIGINT (ports stopped, final counters
 // logged), 2 usage, 3 configuration or key error (nothing touched a port),
-// 4 runtime failure (bind, WAL I/O, port start). SIGHUP is ignored (one
-// log line): there is no configuration reload; a restart applies changes.
+// 4 runtime failure (bind, WAL I/O, port start). SIGHUP, SIGUSR1 and
+// SIGUSR2 are ignored (one log line each): there is no configuration
+// reload; a restart applies changes.
 #include <pthread.h>
 #include <sched.h>
 #include <unistd.h>
@@ -46,15 +47,30 @@ void on_signal(int) { g_stop.store(true); }
 // SIGHUP: sb-node has no configuration reload. Its default action ended
 // the process at once (no final counters, the EAL runtime directory left
 // behind), and systemd counts a death by SIGHUP as clean, so
-// Restart=on-failure did not bring the gateway back. It is ignored, with
-// one log line per signal (write(2): async-signal-safe; the line is
+// Restart=on-failure did not bring the gateway back. SIGUSR1 and SIGUSR2
+// have no meaning here either, and their default action is the same
+// death: a stray `kill -USR1` (a log rotation script written for another
+// daemon) must not take a gateway down. All three are ignored, with one
+// log line per signal (write(2): async-signal-safe; the lines are
 // composed before the handler is installed).
-char g_hup_line[192];
-size_t g_hup_len = 0;
-void on_hup(int) {
+struct IgnoredSignal {
+  int sig;
+  const char* why;
+  char line[192];
+  size_t len;
+};
+IgnoredSignal g_ignored[] = {
+    {SIGHUP, "SIGHUP ignored: sb-node does not reload its configuration; restart it to apply changes", {}, 0},
+    {SIGUSR1, "SIGUSR1 ignored: sb-node has no action for it (its counters: /metrics, sb-ctl stats)", {}, 0},
+    {SIGUSR2, "SIGUSR2 ignored: sb-node has no action for it (its counters: /metrics, sb-ctl stats)", {}, 0},
+};
+void on_ignored(int sig) {
   const int saved = errno;
-  const ssize_t n = write(STDERR_FILENO, g_hup_line, g_hup_len);
-  (void)n;
+  for (const IgnoredSignal& s : g_ignored)
+    if (s.sig == sig) {
+      const ssize_t n = write(STDERR_FILENO, s.line, s.len);
+      (void)n;
+    }
   errno = saved;
 }
 
@@ -67,8 +83,9 @@ int usage(const char* msg) {
                "  --control-only       run the control agent only (no DPDK, no ports)\n"
                "  --print-eal          print the DPDK EAL arguments the config gives, then exit\n"
                "  --test-drop-every N  test hook: drop every N-th received delta batch\n"
-               "Signals: SIGTERM/SIGINT stop cleanly (exit 0). SIGHUP is ignored (logged):\n"
-               "sb-node does not reload its configuration; restart it to apply changes.\n"
+               "Signals: SIGTERM/SIGINT stop cleanly (exit 0). SIGHUP, SIGUSR1 and SIGUSR2 are\n"
+               "ignored (logged): sb-node does not reload its configuration; restart it to\n"
+               "apply changes.\n"
                "Exit codes: 2 usage, 3 configuration or key error (found before any port is\n"
                "touched, data dir shape and capacity included; not restarted by the systemd\n"
                "unit), 4 runtime failure.\n");
@@ -81,7 +98,7 @@ void log(uint32_t id, const std::string& s) { std::fprintf(stderr, "sb-node[%u]:
 int main(int argc, char** argv) {
   // Until the logging handler below is installed (a hangup while the
   // configuration is read must not end the process either).
-  std::signal(SIGHUP, SIG_IGN);
+  for (const IgnoredSignal& s : g_ignored) std::signal(s.sig, SIG_IGN);
   std::string config;
   bool control_only = false, print_eal = false;
   uint32_t drop = 0;
@@ -178,17 +195,14 @@ int main(int argc, char** argv) {
   std::signal(SIGTERM, on_signal);
   std::signal(SIGINT, on_signal);
   std::signal(SIGPIPE, SIG_IGN);
-  {
-    const int n = std::snprintf(g_hup_line, sizeof g_hup_line,
-                                "sb-node[%u]: SIGHUP ignored: sb-node does not reload its configuration; "
-                                "restart it to apply changes\n",
-                                id);
-    g_hup_len = n > 0 ? std::min(size_t(n), sizeof g_hup_line - 1) : 0;
+  for (IgnoredSignal& s : g_ignored) {
+    const int n = std::snprintf(s.line, sizeof s.line, "sb-node[%u]: %s\n", id, s.why);
+    s.len = n > 0 ? std::min(size_t(n), sizeof s.line - 1) : 0;
     struct sigaction sa {};
-    sa.sa_handler = on_hup;
+    sa.sa_handler = on_ignored;
     sigemptyset(&sa.sa_mask);
     sa.sa_flags = SA_RESTART;
-    sigaction(SIGHUP, &sa, nullptr);
+    sigaction(s.sig, &sa, nullptr);
   }
 
   // The CPUs we may use, saved before EAL pins this thread to the main lcore.

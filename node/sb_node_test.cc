@@ -558,8 +558,10 @@ TEST_CASE("sb-node: /health is not ready once SIGTERM arrived") {
 // sb-node has no configuration reload. SIGHUP's default action ended it at
 // once (exit by signal: no final counters, the EAL runtime directory left
 // behind; systemd counts it clean, so Restart=on-failure did not restart
-// it). It is ignored with a log line; the node keeps serving.
-TEST_CASE("sb-node: SIGHUP is ignored with a log line, the node keeps serving, SIGTERM still stops it") {
+// it). It is ignored with a log line; the node keeps serving. SIGUSR1 and
+// SIGUSR2 (no meaning here, the same default death) likewise.
+TEST_CASE("sb-node: SIGHUP, SIGUSR1 and SIGUSR2 are ignored with a log line, the node keeps serving, SIGTERM "
+          "still stops it") {
   TempDir d;
   const std::string pfx = "sb-nt-hup-" + std::to_string(getpid());
   const fs::path f = d.p / "node.yaml";
@@ -578,21 +580,27 @@ TEST_CASE("sb-node: SIGHUP is ignored with a log line, the node keeps serving, S
     return false;
   };
   REQUIRE(ready());
-  const std::string line = "sb-node[0]: SIGHUP ignored: sb-node does not reload its configuration; restart it to "
-                           "apply changes\n";
-  for (int n = 1; n <= 2; ++n) {
-    REQUIRE(kill(pid, SIGHUP) == 0);
-    size_t seen = 0;
-    for (int i = 0; i < 100 && seen < size_t(n); ++i) {
-      std::this_thread::sleep_for(std::chrono::milliseconds(50));
-      const std::string s = child.log_text();
-      seen = 0;
-      for (size_t at = s.find(line); at != std::string::npos; at = s.find(line, at + 1)) ++seen;
+  const std::pair<int, std::string> sigs[] = {
+      {SIGHUP, "sb-node[0]: SIGHUP ignored: sb-node does not reload its configuration; restart it to apply changes\n"},
+      {SIGUSR1, "sb-node[0]: SIGUSR1 ignored: sb-node has no action for it (its counters: /metrics, sb-ctl stats)\n"},
+      {SIGUSR2, "sb-node[0]: SIGUSR2 ignored: sb-node has no action for it (its counters: /metrics, sb-ctl stats)\n"},
+  };
+  for (const auto& [sig, line] : sigs) {
+    INFO("signal " << sig);
+    for (int n = 1; n <= 2; ++n) {
+      REQUIRE(kill(pid, sig) == 0);
+      size_t seen = 0;
+      for (int i = 0; i < 100 && seen < size_t(n); ++i) {
+        std::this_thread::sleep_for(std::chrono::milliseconds(50));
+        const std::string s = child.log_text();
+        seen = 0;
+        for (size_t at = s.find(line); at != std::string::npos; at = s.find(line, at + 1)) ++seen;
+      }
+      INFO(child.log_text());
+      CHECK(seen == size_t(n));  // one line per signal
+      CHECK(waitpid(pid, nullptr, WNOHANG) == 0);  // still running
+      CHECK(ready());
     }
-    INFO(child.log_text());
-    CHECK(seen == size_t(n));  // one line per signal
-    CHECK(waitpid(pid, nullptr, WNOHANG) == 0);  // still running
-    CHECK(ready());
   }
   REQUIRE(kill(pid, SIGTERM) == 0);
   const int st = child.wait_exit();
