@@ -195,6 +195,7 @@ struct Agent::Impl : rib::OwnerIo {
   // the node state, which only the control thread may touch.
   mutable std::mutex pub_mu;
   std::map<std::string, uint64_t> pub_counters;
+  Agent::Latency pub_latency;
   std::vector<rib::StreamDeltaView> sub_views;  // on_sub's deltas of one batch
   std::unordered_map<std::string, uint64_t> zap_logged;  // source address -> last rejection logged (us)
   uint64_t next_publish_us = 0;
@@ -1663,6 +1664,10 @@ struct Agent::Impl : rib::OwnerIo {
     return out;
   }
 
+  Agent::Latency snapshot_latency() const {
+    return Agent::Latency{owner->update_latency().buckets(), owner->converge_latency().buckets()};
+  }
+
   void fill_status(pb::ClusterStatus* s) {
     s->set_node(self);
     s->set_cluster(spec.name);
@@ -1732,8 +1737,10 @@ struct Agent::Impl : rib::OwnerIo {
     request_snapshots();
     if (t >= next_publish_us) {
       std::map<std::string, uint64_t> snap = snapshot_counters();
+      const Agent::Latency lat = snapshot_latency();
       std::lock_guard<std::mutex> lk(pub_mu);
       pub_counters.swap(snap);
+      pub_latency = lat;
       next_publish_us = t + 1000000;
     }
     if (t >= next_heartbeat_us) {
@@ -1948,6 +1955,7 @@ Result<std::unique_ptr<Agent>> Agent::create(const AgentOptions& opt) {
   SB_RETURN_IF_ERROR(impl->setup());
   // Every name present (the events at 0) before run() first publishes.
   impl->pub_counters = impl->snapshot_counters();
+  impl->pub_latency = impl->snapshot_latency();
   return std::unique_ptr<Agent>(new Agent(std::move(impl)));
 }
 
@@ -1956,6 +1964,10 @@ Status Agent::run(const std::atomic<bool>& stop) { return impl_->run(stop); }
 std::map<std::string, uint64_t> Agent::counters() const {
   std::lock_guard<std::mutex> lk(impl_->pub_mu);
   return impl_->pub_counters;
+}
+Agent::Latency Agent::latency() const {
+  std::lock_guard<std::mutex> lk(impl_->pub_mu);
+  return impl_->pub_latency;
 }
 rib::NodeState* Agent::state() { return impl_->state.get(); }
 const std::atomic<uint32_t>* Agent::live_mask() const { return &impl_->live_pub; }

@@ -104,6 +104,7 @@
 #include <string_view>
 
 #include "control/config.h"
+#include "core/latency_histogram.h"
 #include "core/status.h"
 #include "rib/node_state.h"
 
@@ -173,6 +174,13 @@ class Agent {
   // The agent's counters as of the last second (thread-safe: a copy the
   // control thread publishes once a second).
   std::map<std::string, uint64_t> counters() const;
+  // The owner's latency histograms at fixed bounds (Prometheus histograms
+  // in /metrics: update = an op's arrival to its reply, converge = to every
+  // live node having applied it), as of the same publication.
+  struct Latency {
+    LatencyBuckets update, converge;
+  };
+  Latency latency() const;
 
   // For the data plane (valid from create() until destruction):
   // the GPT/FIB/session state the workers read,

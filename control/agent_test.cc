@@ -808,6 +808,21 @@ TEST_CASE("agent: session ops past the owner's queue bound are answered BUSY, no
     pending.swap(left);
   }
   CHECK(added == ks.size());
+  // Every committed op is one sample of the owner's update latency, which
+  // /metrics exports as a histogram (Agent::latency(), published with the
+  // counters once a second).
+  Agent::Latency lat;
+  std::map<std::string, uint64_t> cs;
+  for (int i = 0; i < 40; ++i) {
+    lat = ip.agents[0]->latency();
+    cs = ip.agents[0]->counters();
+    if (lat.update.count >= ks.size() && lat.update.count == cs["update_samples"]) break;
+    std::this_thread::sleep_for(std::chrono::milliseconds(100));
+  }
+  CHECK(lat.update.count >= ks.size());
+  CHECK(lat.update.count == cs["update_samples"]);
+  CHECK(lat.update.le.back() <= lat.update.count);
+  CHECK(lat.update.sum_us > 0);
 }
 
 TEST_CASE("agent: retries waiting on a request id in flight count towards the owner's queue bound") {

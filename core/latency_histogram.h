@@ -7,6 +7,9 @@
 // the exact sample. add() is O(1) and allocation-free; percentile() scans
 // 1920 counters. Unlike a capped sample vector it never freezes (every
 // sample counts) and never stalls its reader with an O(n) selection.
+// buckets() folds it into the cumulative counts at a few fixed bounds that
+// a Prometheus histogram exports (so rates and windowed quantiles can be
+// computed by the scraper: percentile() is since start).
 //
 // SPACE: 1920 x 8 bytes (15 KiB). THREAD SAFETY: none (one owner thread).
 #pragma once
@@ -18,6 +21,19 @@
 
 namespace sb {
 
+// Cumulative sample counts at fixed bounds (microseconds): le[j] counts the
+// samples whose fine bucket lies wholly at or below kBoundsUs[j]. A sample
+// in the fine bucket that straddles a bound (at most 1/32 of the bound
+// wide, below it) is counted at the next bound: a bucket may read up to
+// ~3% late, never early. count and sum_us cover every sample (+Inf).
+struct LatencyBuckets {
+  static constexpr std::array<uint64_t, 16> kBoundsUs = {100,    250,    500,     1000,    2500,    5000,
+                                                         10000,  25000,  50000,   100000,  250000,  500000,
+                                                         1000000, 2500000, 5000000, 10000000};
+  std::array<uint64_t, kBoundsUs.size()> le{};
+  uint64_t count = 0, sum_us = 0;
+};
+
 class LatencyHistogram {
  public:
   static constexpr unsigned kSubBits = 5;
@@ -27,8 +43,23 @@ class LatencyHistogram {
   void add(uint64_t v) {
     ++b_[index(v)];
     ++n_;
+    sum_ += v;  // wraps past 2^64 us (585,000 years of latency), as a Prometheus counter may not
   }
   uint64_t count() const { return n_; }
+  uint64_t sum() const { return sum_; }
+  LatencyBuckets buckets() const {
+    LatencyBuckets out;
+    out.count = n_;
+    out.sum_us = sum_;
+    std::size_t j = 0;
+    uint64_t seen = 0;
+    for (std::size_t i = 0; i < kBuckets && j < out.le.size(); ++i) {
+      while (j < out.le.size() && upper(i) > LatencyBuckets::kBoundsUs[j]) out.le[j++] = seen;
+      seen += b_[i];
+    }
+    for (; j < out.le.size(); ++j) out.le[j] = seen;
+    return out;
+  }
   // The f-quantile (0 < f <= 1) as the upper bound of its bucket; 0 when
   // empty.
   uint64_t percentile(double f) const {
@@ -60,7 +91,7 @@ class LatencyHistogram {
 
  private:
   std::array<uint64_t, kBuckets> b_{};
-  uint64_t n_ = 0;
+  uint64_t n_ = 0, sum_ = 0;
 };
 
 }  // namespace sb

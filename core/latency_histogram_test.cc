@@ -47,3 +47,47 @@ TEST_CASE("latency histogram: percentiles within 1/32 above the exact sample (mo
     CHECK(LatencyHistogram::upper(i) >= x);
   }
 }
+
+TEST_CASE("latency histogram: buckets() at the fixed bounds: never early, at most 1/32 of the bound late (model)",
+          "[core]") {
+  const uint64_t seed = test_seed(37);
+  std::mt19937_64 rng(seed);
+  for (int round = 0; round < 20; ++round) {
+    LatencyHistogram h;
+    std::vector<uint64_t> v;
+    const size_t n = rng() % 20000;
+    for (size_t i = 0; i < n; ++i) {
+      const int shape = int(rng() % 3);
+      // Near the bounds too: a bound, one below, one above.
+      const uint64_t b = LatencyBuckets::kBoundsUs[rng() % LatencyBuckets::kBoundsUs.size()];
+      const uint64_t x = shape == 0 ? b - 1 + rng() % 3 : shape == 1 ? rng() % 20000000 : (rng() >> (rng() % 64));
+      v.push_back(x);
+      h.add(x);
+    }
+    const LatencyBuckets lb = h.buckets();
+    INFO("round " << round << " n " << n);
+    CHECK(lb.count == n);
+    uint64_t sum = 0;
+    for (uint64_t x : v) sum += x;
+    CHECK(lb.sum_us == sum);
+    CHECK(h.sum() == sum);
+    for (size_t j = 0; j < lb.le.size(); ++j) {
+      const uint64_t bound = LatencyBuckets::kBoundsUs[j];
+      INFO("le " << bound);
+      const auto at_most = [&](uint64_t y) { return uint64_t(std::count_if(v.begin(), v.end(), [&](uint64_t x) { return x <= y; })); };
+      CHECK(lb.le[j] <= at_most(bound));               // never counts a sample above its bound
+      CHECK(lb.le[j] >= at_most(bound - bound / 32));  // late by at most one fine bucket
+      if (j > 0) CHECK(lb.le[j] >= lb.le[j - 1]);
+      CHECK(lb.le[j] <= lb.count);
+    }
+  }
+  const LatencyBuckets empty = LatencyHistogram().buckets();
+  CHECK(empty.count == 0);
+  CHECK(empty.sum_us == 0);
+  for (uint64_t c : empty.le) CHECK(c == 0);
+  // Exact below 32 us, so a sample at a bound's value counts there when
+  // the bound is a fine bucket's top (100 is not: 100-101 share one).
+  LatencyHistogram one;
+  one.add(99);
+  CHECK(one.buckets().le[0] == 1);
+}

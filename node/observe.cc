@@ -58,7 +58,7 @@ int tel_ports(const char*, const char*, rte_tel_data* d) {
 }  // namespace
 
 std::string render_metrics(const DataPlane* dp, const std::map<std::string, uint64_t>& agent,
-                           const metrics::HttpStats* http) {
+                           const metrics::HttpStats* http, const control::Agent::Latency* lat) {
   metrics::PromWriter w;
   if (http != nullptr) {
     w.counter("sb_http_requests_total", "HTTP requests answered by the metrics server (any status)", http->requests);
@@ -112,6 +112,21 @@ std::string render_metrics(const DataPlane* dp, const std::map<std::string, uint
     } else {  // a level, or a name the agent does not describe: nothing says it only grows
       w.gauge("sb_agent_" + k, help.empty() ? "control agent value (sb-ctl stats)" : help, double(v));
     }
+  }
+  if (lat != nullptr) {
+    const auto hist = [&w](const char* name, const char* help, const LatencyBuckets& b) {
+      std::vector<std::pair<double, uint64_t>> v;
+      for (size_t j = 0; j < b.le.size(); ++j) v.emplace_back(double(LatencyBuckets::kBoundsUs[j]) / 1e6, b.le[j]);
+      w.histogram(name, help, v, double(b.sum_us) / 1e6, b.count);
+    };
+    hist("sb_agent_update_latency_seconds",
+         "seconds from a client op's arrival at its owner to the owner's reply (owner side; a sample within 1/32 "
+         "below a bound may count at the next)",
+         lat->update);
+    hist("sb_agent_converge_latency_seconds",
+         "seconds from a client op's arrival at its owner until every live node applied it (owner side; a sample "
+         "within 1/32 below a bound may count at the next)",
+         lat->converge);
   }
   return w.take();
 }

@@ -12,6 +12,7 @@
 #include <string>
 
 #include "node/dataplane.h"
+#include "control/agent.h"
 #include "node/metrics/http_server.h"
 
 namespace sb::control {
@@ -27,8 +28,12 @@ namespace sb::node {
 // plane's counters sb-node adds to `sb-ctl stats`) are skipped, since the
 // sb_* families from dp carry them. http: the metrics server's own counters
 // (sb_http_*_total), or null.
+// lat: the owner's latency histograms (Agent::latency()), exported as the
+// Prometheus histograms sb_agent_update_latency_seconds and
+// sb_agent_converge_latency_seconds (the since-start percentiles stay as
+// gauges: sb_agent_update_p99_us ...), or null.
 std::string render_metrics(const DataPlane* dp, const std::map<std::string, uint64_t>& agent,
-                           const metrics::HttpStats* http = nullptr);
+                           const metrics::HttpStats* http = nullptr, const control::Agent::Latency* lat = nullptr);
 
 // Ready when the ports are started (or there is no data plane) and every
 // partition is synced; otherwise false with the reason.

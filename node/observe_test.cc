@@ -195,6 +195,35 @@ TEST_CASE("prom_lint: finds what the text format forbids") {
   CHECK(metrics::prom_lint("a 1\n").size() == 1);                                            // no TYPE
   CHECK(metrics::prom_lint("# TYPE a gauge\na x\n").size() == 1);                            // not a number
   CHECK(metrics::prom_lint("# TYPE a gauge\na 1\n# HELP a late\n").size() == 1);             // HELP after samples
+  const std::string h = "# TYPE h histogram\n";
+  CHECK(metrics::prom_lint(h + "h_bucket{le=\"1\"} 1\nh_bucket{le=\"+Inf\"} 2\nh_sum 3\nh_count 2\n").empty());
+  CHECK(metrics::prom_lint(h + "h_bucket{le=\"1\"} 3\nh_bucket{le=\"+Inf\"} 2\nh_sum 3\nh_count 2\n").size() == 1);  // falls
+  CHECK(metrics::prom_lint(h + "h_bucket{le=\"1\"} 1\nh_sum 3\nh_count 2\n").size() == 1);      // no +Inf
+  CHECK(metrics::prom_lint(h + "h_bucket{le=\"+Inf\"} 1\nh_sum 3\nh_count 2\n").size() == 1);   // +Inf != count
+  CHECK(metrics::prom_lint(h + "h_bucket 1\nh_bucket{le=\"+Inf\"} 2\nh_count 2\n").size() == 1);  // no le
+  CHECK(metrics::prom_lint("# TYPE g gauge\ng_bucket 1\n").size() == 1);                   // not a histogram: no TYPE
+}
+
+TEST_CASE("render_metrics: the owner's latency histograms, when given, are Prometheus histograms in seconds") {
+  LatencyHistogram u, c;
+  for (uint64_t x : {50, 90, 400, 3000, 2000000, 50000000}) u.add(x);  // the last above every bound
+  c.add(700);
+  const control::Agent::Latency lat{u.buckets(), c.buckets()};
+  const std::string m = node::render_metrics(nullptr, {}, nullptr, &lat);
+  INFO(m);
+  CHECK(metrics::prom_lint(m).empty());
+  CHECK(m.find("# TYPE sb_agent_update_latency_seconds histogram\n"
+               "sb_agent_update_latency_seconds_bucket{le=\"0.0001\"} 2\n"
+               "sb_agent_update_latency_seconds_bucket{le=\"0.00025\"} 2\n"
+               "sb_agent_update_latency_seconds_bucket{le=\"0.0005\"} 3\n") != std::string::npos);
+  CHECK(m.find("sb_agent_update_latency_seconds_bucket{le=\"2.5\"} 5\n") != std::string::npos);
+  CHECK(m.find("sb_agent_update_latency_seconds_bucket{le=\"10\"} 5\n"
+               "sb_agent_update_latency_seconds_bucket{le=\"+Inf\"} 6\n"
+               "sb_agent_update_latency_seconds_sum 52.00354\n"
+               "sb_agent_update_latency_seconds_count 6\n") != std::string::npos);
+  CHECK(m.find("sb_agent_converge_latency_seconds_bucket{le=\"0.0005\"} 0\n"
+               "sb_agent_converge_latency_seconds_bucket{le=\"0.001\"} 1\n") != std::string::npos);
+  CHECK(node::render_metrics(nullptr, {}).find("latency_seconds") == std::string::npos);
 }
 
 TEST_CASE("render_metrics: the metrics server's own counters, when given, are counters") {

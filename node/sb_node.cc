@@ -280,7 +280,8 @@ int main(int argc, char** argv) {
     h.metrics = [dpp, ag, &http_ptr] {
       const sb::metrics::HttpServer* s = http_ptr.load(std::memory_order_acquire);
       const sb::metrics::HttpStats st = s ? s->stats() : sb::metrics::HttpStats{};
-      return sb::node::render_metrics(dpp, ag->counters(), s ? &st : nullptr);
+      const sb::control::Agent::Latency lat = ag->latency();
+      return sb::node::render_metrics(dpp, ag->counters(), s ? &st : nullptr, &lat);
     };
     // Not ready from the moment a stop was asked for (SIGTERM/SIGINT, or the
     // agent failed): the workers stop forwarding at once, while the agent

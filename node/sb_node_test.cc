@@ -423,6 +423,10 @@ TEST_CASE("sb-node: runs the pipeline on net_null ports, serves /health, /metric
   CHECK(types["sb_agent_bad_message_total"] == "counter");
   CHECK(types["sb_agent_sessions"] == "gauge");
   CHECK(types["sb_http_requests_total"] == "counter");  // the server's own (the /health GETs above)
+  // The owner's latency histograms (no client op yet: empty but present).
+  CHECK(types["sb_agent_update_latency_seconds"] == "histogram");
+  CHECK(types["sb_agent_converge_latency_seconds"] == "histogram");
+  CHECK(m.find("sb_agent_update_latency_seconds_bucket{le=\"+Inf\"} 0\n") != std::string::npos);
   CHECK(m.find("sb_http_requests_total 0\n") == std::string::npos);
   CHECK(m.find("sb_agent_dp_") == std::string::npos);
   // DPDK telemetry shows the same counters.

@@ -10,7 +10,10 @@
 //     ended earlier (a family's samples must be contiguous);
 //   - the same series (name and labels) twice;
 //   - a counter whose name does not end in _total, an unknown type;
-//   - a value that is not a number.
+//   - a value that is not a number;
+//   - a histogram (samples name_bucket{le=...}, name_sum, name_count of
+//     the family `name`) whose buckets lack le, fall, or whose le="+Inf"
+//     bucket is missing or differs from name_count.
 // `types` (optional) receives family name -> type; `samples` (optional)
 // receives series ("name" or "name{labels}") -> value text.
 #pragma once
@@ -33,6 +36,11 @@ inline std::vector<std::string> prom_lint(const std::string& text, std::map<std:
   std::set<std::string> help, ended, series;
   std::string current;  // the family being read
   bool current_sampled = false;
+  struct Hist {
+    double last = 0;
+    std::string inf, count;
+  };
+  std::map<std::string, Hist> hist;  // histogram family -> what its samples said
   std::istringstream in(text);
   std::string line;
   int n = 0;
@@ -101,11 +109,39 @@ inline std::vector<std::string> prom_lint(const std::string& text, std::map<std:
     }
     const std::string value = line.substr(e + 1);
     if (!prom_valid_metric_name(name)) fail("bad metric name");
-    if (!type.count(name)) fail("sample without TYPE");
-    if (name != current) {
-      if (ended.count(name)) fail("family's samples not contiguous");
+    // A histogram's samples belong to the family without the suffix.
+    std::string family = name;
+    for (const char* suf : {"_bucket", "_sum", "_count"}) {
+      const std::string sf = suf;
+      if (name.size() > sf.size() && name.compare(name.size() - sf.size(), sf.size(), sf) == 0 &&
+          !type.count(name)) {
+        const std::string base = name.substr(0, name.size() - sf.size());
+        auto it = type.find(base);
+        if (it != type.end() && it->second == "histogram") {
+          family = base;
+          Hist& h = hist[base];
+          const double v = std::strtod(value.c_str(), nullptr);
+          if (sf == "_bucket") {
+            const size_t le = key.find("le=\"");
+            if (le == std::string::npos) {
+              fail("histogram bucket without le");
+            } else {
+              const std::string b = key.substr(le + 4, key.find('"', le + 4) - (le + 4));
+              if (v < h.last) fail("histogram bucket falls");
+              h.last = v;
+              if (b == "+Inf") h.inf = value;
+            }
+          } else if (sf == "_count") {
+            h.count = value;
+          }
+        }
+      }
+    }
+    if (!type.count(family)) fail("sample without TYPE");
+    if (family != current) {
+      if (ended.count(family)) fail("family's samples not contiguous");
       if (!current.empty()) ended.insert(current);
-      current = name;
+      current = family;
     }
     current_sampled = true;
     if (!series.insert(key).second) fail("duplicate series");
@@ -115,6 +151,11 @@ inline std::vector<std::string> prom_lint(const std::string& text, std::map<std:
       if (value.empty() || *end != '\0') fail("value not a number");
     }
     if (samples) (*samples)[key] = value;
+  }
+  for (const auto& [name, h] : hist) {
+    line = name;
+    if (h.inf.empty()) fail("histogram without le=\"+Inf\" bucket");
+    else if (h.inf != h.count) fail("histogram's +Inf bucket differs from its _count");
   }
   if (types) *types = type;
   return bad;

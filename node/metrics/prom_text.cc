@@ -126,6 +126,47 @@ void PromWriter::gauge(std::string_view name, std::string_view help, double valu
   out_ += '\n';
 }
 
+void PromWriter::histogram(std::string_view name, std::string_view help,
+                           const std::vector<std::pair<double, uint64_t>>& buckets, double sum, uint64_t count) {
+  assert(prom_valid_metric_name(name) && "Prometheus metric name must match [a-zA-Z_:][a-zA-Z0-9_:]*");
+  const bool inserted = families_.emplace(std::string(name), "histogram").second;
+  assert(inserted && "a histogram family is written once");
+  (void)inserted;
+  out_ += "# HELP ";
+  out_ += name;
+  out_ += ' ';
+  append_escaped_help(&out_, help);
+  out_ += "\n# TYPE ";
+  out_ += name;
+  out_ += " histogram\n";
+  last_family_.assign(name);
+  for (const auto& [le, c] : buckets) {
+    out_ += name;
+    out_ += "_bucket{le=\"";
+    // Fixed notation ("0.0001", not the shorter "1e-04"), as Prometheus'
+    // own clients print bounds: a series is named by its label's text.
+    char b[64];
+    const std::to_chars_result r = std::to_chars(b, b + sizeof b, le, std::chars_format::fixed);
+    if (r.ec == std::errc()) out_.append(b, r.ptr);
+    else prom_append_double(&out_, le);  // beyond 64 characters fixed (|le| > ~1e60): the shortest form
+    out_ += "\"} ";
+    out_ += std::to_string(c);
+    out_ += '\n';
+  }
+  out_ += name;
+  out_ += "_bucket{le=\"+Inf\"} ";
+  out_ += std::to_string(count);
+  out_ += '\n';
+  out_ += name;
+  out_ += "_sum ";
+  prom_append_double(&out_, sum);
+  out_ += '\n';
+  out_ += name;
+  out_ += "_count ";
+  out_ += std::to_string(count);
+  out_ += '\n';
+}
+
 std::string PromWriter::take() {
   std::string s = std::move(out_);
   out_.clear();

@@ -26,6 +26,9 @@
 //     they are given (no HELP/TYPE for a family seen before).
 //   - Escaping: label values escape backslash, double quote and newline;
 //     HELP text escapes backslash and newline (as the format says).
+//   - histogram() writes a whole family at once (name_bucket, name_sum,
+//     name_count; the family's name has no suffix; bounds in fixed
+//     notation, "0.0001").
 //   - Values: counters are uint64 printed in decimal. Gauges are doubles:
 //     integral values with |v| < 2^63 print as integers ("3", not
 //     "3.000000" or "3e+00"), others in the shortest form that reads back
@@ -56,6 +59,11 @@ class PromWriter {
   // One sample of a gauge family.
   void gauge(std::string_view name, std::string_view help, double value,
              const PromLabels& labels = {});
+  // A whole histogram family without labels: name_bucket{le="B"} for each
+  // (B, cumulative count) in `buckets` (bounds rising, counts not falling),
+  // then name_bucket{le="+Inf"} = count, name_sum and name_count.
+  void histogram(std::string_view name, std::string_view help,
+                 const std::vector<std::pair<double, uint64_t>>& buckets, double sum, uint64_t count);
 
   // The text written so far; the writer is empty (and forgets its
   // families) afterwards.

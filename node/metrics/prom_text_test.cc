@@ -37,6 +37,28 @@ TEST_CASE("metrics prom: a small exposition, byte for byte", "[metrics][prom]") 
         "sb_http_requests_total 18446744073709551615\n");
 }
 
+TEST_CASE("metrics prom: a histogram family, byte for byte", "[metrics][prom]") {
+  PromWriter w;
+  w.gauge("sb_a", "before.", 1);
+  w.histogram("sb_lat_seconds", "Latency.", {{0.0001, 2}, {0.25, 5}, {1, 5}}, 0.75, 7);
+  w.gauge("sb_b", "after.", 2);
+  CHECK(w.take() ==
+        "# HELP sb_a before.\n"
+        "# TYPE sb_a gauge\n"
+        "sb_a 1\n"
+        "# HELP sb_lat_seconds Latency.\n"
+        "# TYPE sb_lat_seconds histogram\n"
+        "sb_lat_seconds_bucket{le=\"0.0001\"} 2\n"
+        "sb_lat_seconds_bucket{le=\"0.25\"} 5\n"
+        "sb_lat_seconds_bucket{le=\"1\"} 5\n"
+        "sb_lat_seconds_bucket{le=\"+Inf\"} 7\n"
+        "sb_lat_seconds_sum 0.75\n"
+        "sb_lat_seconds_count 7\n"
+        "# HELP sb_b after.\n"
+        "# TYPE sb_b gauge\n"
+        "sb_b 2\n");
+}
+
 TEST_CASE("metrics prom: HELP and TYPE once per family, however many label sets", "[metrics][prom]") {
   PromWriter w;
   for (int reason = 0; reason < 5; ++reason) {
