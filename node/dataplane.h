@@ -72,6 +72,14 @@ class DataPlane {
   const Mac& mac(Role r) const { return spec_.port_mac[r]; }
   // The worker blocks' busy cycles / packets (per-lcore cycles per packet).
   std::vector<std::pair<unsigned, double>> cycles_per_packet() const;
+  // Each worker's own counter block (its lcore id, a relaxed snapshot):
+  // /metrics' per-lcore counters, from which a scraper computes the
+  // current cycles per packet and the balance between workers.
+  std::vector<std::pair<unsigned, LcoreCounters>> lcore_counters() const {
+    std::vector<std::pair<unsigned, LcoreCounters>> v;
+    for (size_t w = 0; w < counters_.size(); ++w) v.emplace_back(lcores_[w], sum_counters(&counters_[w], 1));
+    return v;
+  }
   uint64_t tsc_hz() const { return tsc_hz_; }
 
  private:

@@ -100,6 +100,24 @@ std::string render_metrics(const DataPlane* dp, const std::map<std::string, uint
       w.gauge("sb_lcore_cycles_per_packet", "TSC cycles per received packet while busy, per worker lcore", cpp,
               {{"lcore", std::to_string(lcore)}});
     }
+    // Per worker lcore: counters, so that rate(busy_cycles) / rate(rx_packets)
+    // is the current cycles per packet (the gauge above is since start).
+    const std::vector<std::pair<unsigned, LcoreCounters>> lc = dp->lcore_counters();
+    for (const auto& [lcore, k] : lc) {
+      uint64_t rx = 0;
+      for (int r = 0; r < kRoles; ++r) rx += k.rx[r];
+      w.counter("sb_lcore_rx_packets_total", "frames the worker on this lcore received, every port", rx,
+                {{"lcore", std::to_string(lcore)}});
+    }
+    for (const auto& [lcore, k] : lc)
+      w.counter("sb_lcore_busy_cycles_total", "TSC cycles of the worker's poll rounds that got packets", k.busy_cycles,
+                {{"lcore", std::to_string(lcore)}});
+    for (const auto& [lcore, k] : lc)
+      w.counter("sb_lcore_idle_polls_total", "the worker's polls that received nothing", k.idle_polls,
+                {{"lcore", std::to_string(lcore)}});
+    for (const auto& [lcore, k] : lc)
+      w.counter("sb_lcore_drops_total", "packets the worker dropped, every reason", total_drops(k),
+                {{"lcore", std::to_string(lcore)}});
     w.gauge("sb_tsc_hz", "TSC frequency (cycles per second)", hz);
   }
   for (const auto& [k, v] : agent) {

@@ -12,6 +12,7 @@
 #include <catch2/catch.hpp>
 
 #include <chrono>
+#include <cstring>
 #include <filesystem>
 #include <fstream>
 #include <map>
@@ -411,6 +412,14 @@ TEST_CASE("sb-node: runs the pipeline on net_null ports, serves /health, /metric
   CHECK(m.find("sb_drops_total{reason=\"l2_not_mine\"}") != std::string::npos);
   CHECK(m.find("sb_drops_total{reason=\"l2_not_mine\"} 0\n") == std::string::npos);
   CHECK(m.find("sb_lcore_cycles_per_packet{lcore=\"0\"}") != std::string::npos);
+  for (const char* f : {"sb_lcore_rx_packets_total{lcore=\"0\"} ", "sb_lcore_busy_cycles_total{lcore=\"0\"} ",
+                        "sb_lcore_idle_polls_total{lcore=\"0\"} ", "sb_lcore_drops_total{lcore=\"0\"} "}) {
+    INFO(f);
+    const size_t at = m.find(f);
+    REQUIRE(at != std::string::npos);
+    if (std::string(f).find("idle") == std::string::npos)  // net_null always delivers: never idle, all dropped
+      CHECK(m.compare(at + std::strlen(f), 2, "0\n") != 0);
+  }
   // The whole body is valid exposition text: agent counters as *_total,
   // the data plane's counters once (sb_*, not again as sb_agent_dp_*).
   const size_t body = m.find("\r\n\r\n");
