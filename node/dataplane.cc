@@ -32,6 +32,12 @@ Mac to_mac(const uint8_t b[6]) {
   return m;
 }
 
+std::string mac_text(const uint8_t b[6]) {
+  char t[18];
+  std::snprintf(t, sizeof t, "%02x:%02x:%02x:%02x:%02x:%02x", b[0], b[1], b[2], b[3], b[4], b[5]);
+  return t;
+}
+
 // A CPU EAL can run an lcore on: EAL's own test (eal_cpu_detected()).
 bool cpu_detected(uint32_t cpu) {
   const std::string path = "/sys/devices/system/cpu/cpu" + std::to_string(cpu) + "/topology/core_id";
@@ -102,6 +108,26 @@ pid_t runtime_dir_holder() {
 }
 
 }  // namespace
+
+Status port_rx_verdict(const PortRxFilter& f, std::string* warning) {
+  warning->clear();
+  const bool added = !f.own && f.mac_add_rc == 0;
+  const bool promisc = f.promisc_rc == 0 && f.promisc;
+  const std::string promisc_said =
+      !f.promisc_error.empty() ? f.promisc_error : std::string("the device reports it off");
+  if (!f.own && !added && !promisc)
+    return Status::FailedPrecondition(
+        f.field + ": " + f.mac + " is not the own MAC of " + f.port + ".device '" + f.device + "' (" + f.own_mac +
+        "), and the device receives it neither by its MAC filter (rte_eth_dev_mac_addr_add: " + f.mac_add_error +
+        ") nor in promiscuous mode (" + promisc_said + "): the port would drop every frame addressed to it. " +
+        "Let the device do either (an SR-IOV VF: 'ip link set PF vf N trust on' on the host) or make " + f.field +
+        " the device's own MAC");
+  if (!promisc)
+    *warning = f.port + ": '" + f.device + "' refused promiscuous mode (" + promisc_said + "): it receives " + f.mac +
+               (f.own ? std::string(" (its own MAC)") : " (" + f.field + ", added to its MAC filter)") +
+               ", and the NIC itself drops frames addressed to other unicast MACs: l2_not_mine does not count them";
+  return Status::Ok();
+}
 
 std::vector<std::string> eal_args(const control::Config& cfg) {
   const control::DataPlaneSpec& dp = cfg.node.dp;
@@ -288,14 +314,33 @@ Status DataPlane::configure_ports() {
       rc = rte_eth_tx_queue_setup(pid, q, ntx, rte_eth_dev_socket_id(pid), nullptr);
       if (rc != 0) return Status::InvalidArgument(f + ": tx queue " + std::to_string(q) + ": " + rte_strerror(-rc));
     }
+    rte_ether_addr own;
+    if (rte_eth_macaddr_get(pid, &own) != 0) return Status::Internal(f + ": cannot read the MAC address");
+    PortRxFilter& rf = rx_filter_[r];
+    rf.port = f;
+    rf.device = ps.device;
+    rf.own_mac = mac_text(own.addr_bytes);
     if (r == kFabric) {
       spec_.port_mac[r] = spec_.fabric_mac[cfg_.node.id];  // our identity on the fabric (cluster config)
+      rf.field = "cluster.members[id=" + std::to_string(cfg_.node.id) + "].fabric_mac";
     } else if (ps.has_mac) {
       spec_.port_mac[r] = to_mac(ps.mac);
+      rf.field = f + ".mac";
     } else {
+      std::memcpy(spec_.port_mac[r].b, own.addr_bytes, 6);
+      rf.field = f + ".device";
+    }
+    rf.mac = mac_text(spec_.port_mac[r].b);
+    rf.own = std::memcmp(spec_.port_mac[r].b, own.addr_bytes, 6) == 0;
+    // A MAC the device does not own goes into its unicast filter (the
+    // ethdev keeps the table and replays it at start). Whether the port
+    // can do without it is decided in start(), with promiscuous mode.
+    if (!rf.own) {
       rte_ether_addr a;
-      if (rte_eth_macaddr_get(pid, &a) != 0) return Status::Internal(f + ": cannot read the MAC address");
-      std::memcpy(spec_.port_mac[r].b, a.addr_bytes, 6);
+      std::memcpy(a.addr_bytes, spec_.port_mac[r].b, 6);
+      rf.mac_add_rc = rte_eth_dev_mac_addr_add(pid, &a, 0);
+      if (rf.mac_add_rc != 0) rf.mac_add_error = rte_strerror(-rf.mac_add_rc);
+      mac_added_[r] = rf.mac_add_rc == 0;
     }
   }
   // rx queue q of every port goes to worker q mod W: with fewer queues
@@ -357,9 +402,21 @@ Status DataPlane::start(rib::NodeState* state, const std::atomic<uint32_t>* live
       for (int s = 0; s < r; ++s) (void)rte_eth_dev_stop(port_[s]);
       return Status::Internal(std::string(kRoleField[r]) + ": start failed: " + rte_strerror(-rc));
     }
-    // The pipeline filters by destination MAC itself (l2_not_mine), and
-    // the fabric MAC comes from the cluster config, not the device.
-    (void)rte_eth_promiscuous_enable(port_[r]);
+    // Promiscuous: the pipeline filters by destination MAC itself
+    // (l2_not_mine). A port that receives its MAC neither this way nor by
+    // the device's filter (init()) is refused here, before run() lets a
+    // worker poll it (RECEIVING in dataplane.h).
+    PortRxFilter& rf = rx_filter_[r];
+    rf.promisc_rc = rte_eth_promiscuous_enable(port_[r]);
+    rf.promisc = rte_eth_promiscuous_get(port_[r]) == 1;
+    if (rf.promisc_rc != 0) rf.promisc_error = rte_strerror(-rf.promisc_rc);
+    std::string warning;
+    const Status st = port_rx_verdict(rf, &warning);
+    if (!st.ok()) {
+      for (int s = 0; s <= r; ++s) (void)rte_eth_dev_stop(port_[s]);
+      return st;
+    }
+    if (!warning.empty()) port_warnings_.push_back(warning);
   }
   started_ = true;
   return Status::Ok();
@@ -462,6 +519,16 @@ void DataPlane::shutdown() {
   if (!eal_) return;
   for (int r = 0; r < kRoles; ++r) {
     if (started_) (void)rte_eth_dev_stop(port_[r]);
+    // The MAC init() added leaves the device's filter with us. Unless it
+    // took the primary slot (a device whose own MAC was all zeros, as
+    // net_ring's): that one cannot be removed, and goes with the port.
+    if (mac_added_[r]) {
+      rte_ether_addr a, primary;
+      std::memcpy(a.addr_bytes, spec_.port_mac[r].b, 6);
+      if (rte_eth_macaddr_get(port_[r], &primary) == 0 && !rte_is_same_ether_addr(&a, &primary))
+        (void)rte_eth_dev_mac_addr_remove(port_[r], &a);
+      mac_added_[r] = false;
+    }
     (void)rte_eth_dev_close(port_[r]);
   }
   started_ = false;

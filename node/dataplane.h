@@ -7,7 +7,8 @@
 //               and checked (queue counts against the device, MACs), pool.
 //               Every error names the config field; nothing is started.
 //   start(state, live)  builds the workers over the node's GPT/FIB/session
-//               table and starts the ports.
+//               table, starts the ports and makes sure each receives its
+//               MAC (RECEIVING below) before any worker polls it.
 //   run(stop)   launches the workers on every lcore (the calling thread is
 //               the main lcore's worker) and returns when `stop` is set and
 //               every worker has flushed.
@@ -16,6 +17,24 @@
 // QUEUES: port role r has cfg.ports[r].queues rx queues; rx queue q goes to
 // worker q mod W; every worker has its own tx queue on every port (W tx
 // queues per port), so no tx locks.
+//
+// RECEIVING: the pipeline takes only frames addressed to the port's MAC
+// (mac(r): the fabric port's is cluster.members[id=self].fabric_mac, ext's
+// and enb's node.ports.<role>.mac or the device's own) and drops the rest
+// itself (l2_not_mine). The device must pass that MAC up: init() adds a MAC
+// that is not the device's own to the device's unicast filter
+// (rte_eth_dev_mac_addr_add, pool 0; removed again at shutdown), and
+// start() puts every port in promiscuous mode. Either is enough; a port
+// that has neither (a MAC not its own, the filter refused, promiscuous
+// refused: an SR-IOV VF without trust) would drop every frame for the node
+// while it looks healthy, so start() fails naming the MAC's config field
+// and what the device said. An extra filter entry is what an untrusted
+// VF's PF most often still grants (a few per VF), where promiscuous mode
+// needs trust. The primary MAC is never replaced
+// (rte_eth_dev_default_mac_addr_set): a PF refuses that for a VF whose MAC
+// the host set, and on a device the kernel shares (net_af_packet, a
+// bifurcated NIC) it changes the host interface's address under its other
+// users.
 //
 // THREAD SAFETY: counters()/port_stats() may be called from any thread
 // (the HTTP server, telemetry, the agent's stats); everything else from the
@@ -50,6 +69,30 @@ struct PortStats {
 // The EAL argument vector a node section gives (exposed for tests and
 // sb-node --print-eal).
 std::vector<std::string> eal_args(const control::Config& cfg);
+
+// How one port receives the frames addressed to its MAC, as init() and
+// start() found it (RECEIVING above).
+struct PortRxFilter {
+  std::string field;     // the config field that gave the MAC ("cluster.members[id=0].fabric_mac")
+  std::string port;      // the port's config section ("node.ports.fabric")
+  std::string device;    // its device (node.ports.<role>.device)
+  std::string mac;       // the MAC the pipeline accepts, "02:00:00:00:00:01"
+  std::string own_mac;   // the device's own MAC
+  bool own = false;      // mac == own_mac: the device receives it with no help
+  int mac_add_rc = 0;    // rte_eth_dev_mac_addr_add() (when !own): 0 or -errno
+  std::string mac_add_error;
+  int promisc_rc = 0;    // rte_eth_promiscuous_enable(): 0 or -errno
+  bool promisc = false;  // rte_eth_promiscuous_get() afterwards
+  std::string promisc_error;
+};
+
+// What start() makes of a port's PortRxFilter: OK when the device receives
+// the MAC (its own, added to its filter, or promiscuous); with *warning set
+// (else cleared) when promiscuous mode was refused, so the NIC itself drops
+// frames to other unicast MACs and l2_not_mine no longer counts them; an
+// error naming the field, the device and what it said when it receives
+// the MAC in none of the three ways.
+Status port_rx_verdict(const PortRxFilter& f, std::string* warning);
 
 class DataPlane {
  public:
@@ -101,6 +144,8 @@ class DataPlane {
   uint16_t port_[kRoles] = {};
   uint16_t mtu_[kRoles] = {};
   std::vector<std::string> port_warnings_;
+  PortRxFilter rx_filter_[kRoles];
+  bool mac_added_[kRoles] = {};  // rx_filter_[r].mac was added to the device's filter
   rte_mempool* pool_ = nullptr;
   // Quiescent-state RCU over the workers (DPDK rte_rcu_qsbr): a worker
   // reports a quiescent state between bursts and goes offline while it
