@@ -176,9 +176,11 @@ uint64_t RingCluster::lookup_bytes(uint32_t i) const {
   const rib::NodeState& s = *node_[i].state;
   uint64_t bits = s.fib().num_bits();
   if (s.gpt()) bits += s.gpt()->num_bits();
-  // The Othello FIB counts the records it verifies against; the cuckoo FIB
-  // does not, and the pipeline reads them for the tunnel anyway.
-  if (s.fib().kind() == fib::FibKind::kCuckoo) bits += s.sessions().record_bits();
+  // Neither FIB's num_bits() counts the session records (Othello's is its
+  // query arrays and fallback, cuckoo's its buckets), and the pipeline
+  // reads a packet's record for the tunnel with either (Othello also
+  // verifies the key against it).
+  bits += s.sessions().record_bits();
   return bits / 8;
 }
 

@@ -189,6 +189,28 @@ TEST_CASE("short real runs print the contract fields", "[bench][dpdk]") {
   CHECK_FALSE(has(t.out, "{"));
 }
 
+TEST_CASE("pipeline lookup_bytes_per_node counts the session records with either FIB", "[bench][dpdk]") {
+  // The pipeline reads a packet's 32-byte session record with the Othello
+  // FIB as with cuckoo; neither FIB's num_bits() holds it. A full
+  // duplication node holds every session, so at least 32 B per session,
+  // and more than a ScaleBricks node (a quarter of them and the GPT).
+  const Run p = run("pipeline --arch scalebricks,full-duplication --fib othello,cuckoo --nodes 4 --sessions 64K "
+                    "--packets 1K --seconds 0 --json");
+  INFO(p.out);
+  REQUIRE(p.rc == 0);
+  auto bytes = [&](const std::string& arch, const std::string& fib) {
+    const std::string tag = "\"arch\": \"" + arch + "\", \"fib\": \"" + fib + "\"";
+    const size_t at = p.out.find(tag);
+    if (at == std::string::npos) return std::nan("");
+    return json_number(p.out.substr(at), "lookup_bytes_per_node");
+  };
+  for (const char* fib : {"othello", "cuckoo"}) {
+    INFO(fib);
+    CHECK(bytes("full-duplication", fib) >= 32.0 * 65536);
+    CHECK(bytes("full-duplication", fib) > bytes("scalebricks", fib));
+  }
+}
+
 TEST_CASE("cluster-updates lines carry the common fields", "[bench][cluster]") {
   const Run c = run("cluster-updates --nodes 2 --ops 4K --no-curve --json");
   INFO(c.out);
