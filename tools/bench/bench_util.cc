@@ -123,12 +123,19 @@ Result<double> Args::real(const std::string& name) const {
   return d;
 }
 
-std::vector<std::string> Args::list(const std::string& name) const {
+Result<std::vector<std::string>> Args::list(const std::string& name) const {
+  const std::string v = str(name);
   std::vector<std::string> out;
-  std::stringstream ss(str(name));
-  std::string item;
-  while (std::getline(ss, item, ','))
-    if (!item.empty()) out.push_back(item);
+  bool empty_item = false;
+  for (size_t b = 0;;) {
+    const size_t e = std::min(v.find(',', b), v.size());
+    if (e == b) empty_item = true;
+    else out.push_back(v.substr(b, e - b));
+    if (e == v.size()) break;
+    b = e + 1;
+  }
+  if (empty_item && !out.empty())
+    return Status::InvalidArgument(name + ": empty item in '" + v + "' (items are separated by single commas)");
   return out;
 }
 

@@ -43,7 +43,10 @@ class Args {
   std::string str(const std::string& name) const;           // value or default
   Result<uint64_t> size(const std::string& name) const;      // with suffixes
   Result<double> real(const std::string& name) const;
-  std::vector<std::string> list(const std::string& name) const;  // comma-separated
+  // Comma-separated items. An empty item ("a,,b", "a,", ",a") is an error
+  // naming the option, not skipped; a value of commas only (",") names
+  // nothing: an empty list, which the caller refuses with its own words.
+  Result<std::vector<std::string>> list(const std::string& name) const;
 
  private:
   const OptSpec* find(const std::string& name) const;

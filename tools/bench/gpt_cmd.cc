@@ -65,7 +65,9 @@ int cmd_gpt(int argc, char** argv) {
     auto l = args.size("--value-bits"); if (!l.ok()) return bad(l.status());
     auto t = args.size("--threads"); if (!t.ok()) return bad(t.status());
     std::vector<uint64_t> blist;
-    for (const auto& item : args.list("--batch")) {
+    auto bitems = args.list("--batch");
+    if (!bitems.ok()) return bad(bitems.status());
+    for (const auto& item : bitems.value()) {
       auto bi = parse_size(item);
       if (!bi.ok()) return bad(bi.status().with_context("--batch"));
       if (*bi < 1 || *bi > kMaxBurst) return bad(Status::InvalidArgument("--batch: must be 1..64"));
@@ -96,7 +98,12 @@ int cmd_gpt(int argc, char** argv) {
     cfg.seed = *s; cfg.hash_seed = *s;
     queries = *q; updates = std::min<uint64_t>(*u, cfg.keys); reps = *r;
   }
-  const auto impls = args.list("--impl");
+  auto impls_r = args.list("--impl");
+  if (!impls_r.ok()) {
+    std::fprintf(stderr, "sb-bench gpt: %s\n", impls_r.status().message().c_str());
+    return 2;
+  }
+  const std::vector<std::string> impls = std::move(impls_r.value());
   if (impls.empty()) { std::fprintf(stderr, "sb-bench gpt: --impl: no implementation named\n"); return 2; }
   bool need_eal = false;
   for (const auto& name : impls) {

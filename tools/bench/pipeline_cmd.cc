@@ -245,8 +245,14 @@ int cmd_pipeline(int argc, char** argv) {
     std::fprintf(stderr, "sb-bench pipeline: --nodes 1..16, --sessions 1..64M, --cores-per-node 1|2, --packets 1..1M\n");
     return 2;
   }
+  Result<std::vector<std::string>> arch_names = args.list("--arch"), fib_names = args.list("--fib");
+  for (const Status& st : {arch_names.status(), fib_names.status()})
+    if (!st.ok()) {
+      std::fprintf(stderr, "sb-bench pipeline: %s\n", st.message().c_str());
+      return 2;
+    }
   std::vector<rib::Architecture> archs;
-  for (const std::string& a : args.list("--arch")) {
+  for (const std::string& a : arch_names.value()) {
     Result<rib::Architecture> r = rib::parse_architecture(a);
     if (!r.ok()) {
       std::fprintf(stderr, "sb-bench pipeline: --arch: %s\n", r.status().message().c_str());
@@ -259,7 +265,7 @@ int cmd_pipeline(int argc, char** argv) {
     return 2;
   }
   std::vector<fib::FibKind> fibs;
-  for (const std::string& f : args.list("--fib")) {
+  for (const std::string& f : fib_names.value()) {
     if (f == "cuckoo") fibs.push_back(fib::FibKind::kCuckoo);
     else if (f == "othello") fibs.push_back(fib::FibKind::kOthello);
     else {

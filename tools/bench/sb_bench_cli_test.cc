@@ -75,6 +75,12 @@ TEST_CASE("argument errors name the problem and exit 2", "[bench][cli]") {
       // an empty list measures nothing: an error, not a silent exit 0
       {"pipeline --arch , --sessions 1K", "--arch: no architecture named"},
       {"pipeline --fib , --sessions 1K", "--fib: no FIB named"},
+      // an empty item is a typo, not skipped (two commas, or one at an end)
+      {"gpt --impl setsep,,efd --keys 1K --queries 1K --updates 0 --reps 1", "--impl: empty item in 'setsep,,efd'"},
+      {"gpt --impl efd --batch 8,,16 --keys 1K --queries 1K --updates 0 --reps 1", "--batch: empty item"},
+      {"fib --impl rte_hash, --keys 1K --queries 1K --updates 0 --reps 1", "--impl: empty item"},
+      {"pipeline --arch ,scalebricks --sessions 1K --packets 64 --seconds 0", "--arch: empty item"},
+      {"pipeline --fib cuckoo,,othello --sessions 1K --packets 64 --seconds 0", "--fib: empty item"},
       // refused before any node process starts (not exit 1 from the harness)
       {"cluster-updates --partitions 1000", "--partitions: a power of two in 1..65536"},
       {"cluster-updates --partitions 0", "--partitions: a power of two in 1..65536"},
