@@ -139,6 +139,16 @@ Result<std::vector<std::string>> Args::list(const std::string& name) const {
   return out;
 }
 
+Result<std::vector<std::string>> Args::distinct_list(const std::string& name) const {
+  Result<std::vector<std::string>> r = list(name);
+  if (!r.ok()) return r;
+  const std::vector<std::string>& v = r.value();
+  for (size_t i = 0; i < v.size(); ++i)
+    for (size_t j = 0; j < i; ++j)
+      if (v[i] == v[j]) return Status::InvalidArgument(name + ": '" + v[i] + "' named twice");
+  return r;
+}
+
 Record& Record::put(const std::string& k, Value v) {
   for (auto& f : f_)
     if (f.first == k) { f.second = std::move(v); return *this; }

@@ -47,6 +47,10 @@ class Args {
   // naming the option, not skipped; a value of commas only (",") names
   // nothing: an empty list, which the caller refuses with its own words.
   Result<std::vector<std::string>> list(const std::string& name) const;
+  // list(), and an item named twice is an error too (`--impl a,a`: one run
+  // of each implementation per process; rte_hash's second table of the
+  // same name would fail half-way).
+  Result<std::vector<std::string>> distinct_list(const std::string& name) const;
 
  private:
   const OptSpec* find(const std::string& name) const;

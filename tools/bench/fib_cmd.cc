@@ -60,7 +60,7 @@ int cmd_fib(int argc, char** argv) {
     cfg.keys = *k; cfg.seed = *s; cfg.hash_seed = *s;
     batch = *b; queries = *q; updates = std::min<uint64_t>(*u, *k); reps = *r;
   }
-  auto impls_r = args.list("--impl");
+  auto impls_r = args.distinct_list("--impl");
   if (!impls_r.ok()) return bad(impls_r.status());
   const std::vector<std::string> impls = std::move(impls_r.value());
   if (impls.empty()) return bad(Status::InvalidArgument("--impl: no implementation named"));

@@ -98,7 +98,7 @@ int cmd_gpt(int argc, char** argv) {
     cfg.seed = *s; cfg.hash_seed = *s;
     queries = *q; updates = std::min<uint64_t>(*u, cfg.keys); reps = *r;
   }
-  auto impls_r = args.list("--impl");
+  auto impls_r = args.distinct_list("--impl");
   if (!impls_r.ok()) {
     std::fprintf(stderr, "sb-bench gpt: %s\n", impls_r.status().message().c_str());
     return 2;

@@ -245,7 +245,8 @@ int cmd_pipeline(int argc, char** argv) {
     std::fprintf(stderr, "sb-bench pipeline: --nodes 1..16, --sessions 1..64M, --cores-per-node 1|2, --packets 1..1M\n");
     return 2;
   }
-  Result<std::vector<std::string>> arch_names = args.list("--arch"), fib_names = args.list("--fib");
+  Result<std::vector<std::string>> arch_names = args.distinct_list("--arch"),
+                                   fib_names = args.distinct_list("--fib");
   for (const Status& st : {arch_names.status(), fib_names.status()})
     if (!st.ok()) {
       std::fprintf(stderr, "sb-bench pipeline: %s\n", st.message().c_str());

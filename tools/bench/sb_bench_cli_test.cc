@@ -81,6 +81,15 @@ TEST_CASE("argument errors name the problem and exit 2", "[bench][cli]") {
       {"fib --impl rte_hash, --keys 1K --queries 1K --updates 0 --reps 1", "--impl: empty item"},
       {"pipeline --arch ,scalebricks --sessions 1K --packets 64 --seconds 0", "--arch: empty item"},
       {"pipeline --fib cuckoo,,othello --sessions 1K --packets 64 --seconds 0", "--fib: empty item"},
+      // one run per implementation: a name twice is refused before any runs
+      // (--interleave built rte_hash's table twice under one name and failed
+      // half-way with "rte_hash_create: File exists")
+      {"fib --impl rte_hash,rte_hash --interleave --keys 1K --queries 1K --updates 0 --reps 1",
+       "--impl: 'rte_hash' named twice"},
+      {"gpt --impl setsep,efd,setsep --keys 1K --queries 1K --updates 0 --reps 1", "--impl: 'setsep' named twice"},
+      {"pipeline --arch scalebricks,scalebricks --sessions 1K --packets 64 --seconds 0",
+       "--arch: 'scalebricks' named twice"},
+      {"pipeline --fib cuckoo,cuckoo --sessions 1K --packets 64 --seconds 0", "--fib: 'cuckoo' named twice"},
       // refused before any node process starts (not exit 1 from the harness)
       {"cluster-updates --partitions 1000", "--partitions: a power of two in 1..65536"},
       {"cluster-updates --partitions 0", "--partitions: a power of two in 1..65536"},
