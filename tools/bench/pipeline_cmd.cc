@@ -237,14 +237,23 @@ int cmd_pipeline(int argc, char** argv) {
     std::fprintf(stderr, "sb-bench pipeline: --seconds: must be >= 0 (0 = the minimum of 3 passes)\n");
     return 2;
   }
+  // The ranges on the values as given (64 bits), before any narrowing:
+  // '--nodes 4294967300' is not 4 nodes.
+  {
+    const char* range = nullptr;
+    if (nodes_r.value() < 1 || nodes_r.value() > 16) range = "--nodes: must be 1..16";
+    else if (sess_r.value() < 1 || sess_r.value() > (1ull << 26)) range = "--sessions: must be 1..64M";
+    else if (cores_r.value() != 1 && cores_r.value() != 2) range = "--cores-per-node: must be 1 or 2";
+    else if (packets_r.value() < 1 || packets_r.value() > (1ull << 20)) range = "--packets: must be 1..1M";
+    if (range != nullptr) {
+      std::fprintf(stderr, "sb-bench pipeline: %s\n", range);
+      return 2;
+    }
+  }
   const uint32_t N = uint32_t(nodes_r.value());
   const uint64_t S = sess_r.value();
   const unsigned cores = unsigned(cores_r.value());
   const uint32_t P = uint32_t(packets_r.value());
-  if (N == 0 || N > 16 || S == 0 || S > (1ull << 26) || (cores != 1 && cores != 2) || P == 0 || P > (1u << 20)) {
-    std::fprintf(stderr, "sb-bench pipeline: --nodes 1..16, --sessions 1..64M, --cores-per-node 1|2, --packets 1..1M\n");
-    return 2;
-  }
   Result<std::vector<std::string>> arch_names = args.distinct_list("--arch"),
                                    fib_names = args.distinct_list("--fib");
   for (const Status& st : {arch_names.status(), fib_names.status()})

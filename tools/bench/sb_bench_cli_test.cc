@@ -102,6 +102,14 @@ TEST_CASE("argument errors name the problem and exit 2", "[bench][cli]") {
       {"pipeline --arch full-duplication --fib othello --nodes 16 --sessions 64M", "not enough memory"},
       // a negative minimum time is a typo, not "3 passes"
       {"pipeline --sessions 1K --packets 64 --seconds -1", "--seconds: must be >= 0"},
+      // ranges checked on the 64-bit values, not after a cast to 32 bits
+      // ('--nodes 4294967300' ran as 4 nodes)
+      {"pipeline --nodes 4294967300 --sessions 1K --packets 64 --seconds 0", "--nodes: must be 1..16"},
+      {"pipeline --nodes 0 --sessions 1K --packets 64 --seconds 0", "--nodes: must be 1..16"},
+      {"pipeline --cores-per-node 4294967297 --nodes 2 --sessions 1K --packets 64 --seconds 0",
+       "--cores-per-node: must be 1 or 2"},
+      {"pipeline --packets 4294967360 --nodes 2 --sessions 1K --seconds 0", "--packets: must be 1..1M"},
+      {"pipeline --sessions 65M --nodes 2 --packets 64 --seconds 0", "--sessions: must be 1..64M"},
   };
   for (const auto& c : cases) {
     INFO("sb-bench " << c.args);
