@@ -57,6 +57,7 @@
 #include <time.h>
 #include <unistd.h>
 
+#include <rte_config.h>
 #include <rte_cycles.h>
 #include <rte_mbuf.h>
 #include <rte_ring.h>
@@ -160,6 +161,11 @@ struct Bubble {
   }
 };
 
+// Each node has kRoles (3) net_ring ethdevs, all of them at once: DPDK's
+// port table (RTE_MAX_ETHPORTS, 32 in Debian's build) holds 10 nodes, not
+// the 16 RingCluster allows.
+constexpr uint32_t kMaxNodes = std::min<uint32_t>(16, RTE_MAX_ETHPORTS / node::kRoles);
+
 // REQUIRES !v.empty() (an empty sample set has no percentile).
 double pct(std::vector<double>& v, double p) {
   const size_t k = std::min(v.size() - 1, size_t(p * double(v.size())));
@@ -205,7 +211,8 @@ int cmd_pipeline(int argc, char** argv) {
             "in one process over DPDK net_ring ports: per-core forwarding rate of the\n"
             "architectures side by side, every output of a check pass verified.",
             {{"--arch", "A,B,..", "scalebricks, full-duplication, hash-partition", "scalebricks,full-duplication"},
-             {"--nodes", "N", "cluster nodes, 1..16", "4"},
+             {"--nodes", "N", "cluster nodes, 1.." + std::to_string(kMaxNodes) + " (3 DPDK ports each, RTE_MAX_ETHPORTS = " +
+                                  std::to_string(RTE_MAX_ETHPORTS) + ")", "4"},
              {"--sessions", "N", "sessions cluster-wide, 1..64M (suffixes K, M, G)", "1M"},
              {"--fib", "F,..", "FIB backends: cuckoo, othello", "cuckoo"},
              {"--gpt", "G", "GPT backend of scalebricks: setsep or ludo", "setsep"},
@@ -241,7 +248,10 @@ int cmd_pipeline(int argc, char** argv) {
   // '--nodes 4294967300' is not 4 nodes.
   {
     const char* range = nullptr;
-    if (nodes_r.value() < 1 || nodes_r.value() > 16) range = "--nodes: must be 1..16";
+    const std::string nodes_range = "--nodes: must be 1.." + std::to_string(kMaxNodes) +
+                                    " (each node has 3 DPDK ports; RTE_MAX_ETHPORTS = " +
+                                    std::to_string(RTE_MAX_ETHPORTS) + " in this DPDK build)";
+    if (nodes_r.value() < 1 || nodes_r.value() > kMaxNodes) range = nodes_range.c_str();
     else if (sess_r.value() < 1 || sess_r.value() > (1ull << 26)) range = "--sessions: must be 1..64M";
     else if (cores_r.value() != 1 && cores_r.value() != 2) range = "--cores-per-node: must be 1 or 2";
     else if (packets_r.value() < 1 || packets_r.value() > (1ull << 20)) range = "--packets: must be 1..1M";

@@ -97,15 +97,19 @@ TEST_CASE("argument errors name the problem and exit 2", "[bench][cli]") {
       // refused before any node process starts (not exit 1 from the harness)
       {"cluster-updates --partitions 1000", "--partitions: a power of two in 1..65536"},
       {"cluster-updates --partitions 0", "--partitions: a power of two in 1..65536"},
-      // 16 full-duplication nodes x 64M sessions: ~180 GiB, refused before
+      // 10 full-duplication nodes x 64M sessions: ~110 GiB, refused before
       // anything is built (not killed by the OOM killer half-way)
-      {"pipeline --arch full-duplication --fib othello --nodes 16 --sessions 64M", "not enough memory"},
+      {"pipeline --arch full-duplication --fib othello --nodes 10 --sessions 64M", "not enough memory"},
       // a negative minimum time is a typo, not "3 passes"
       {"pipeline --sessions 1K --packets 64 --seconds -1", "--seconds: must be >= 0"},
       // ranges checked on the 64-bit values, not after a cast to 32 bits
       // ('--nodes 4294967300' ran as 4 nodes)
-      {"pipeline --nodes 4294967300 --sessions 1K --packets 64 --seconds 0", "--nodes: must be 1..16"},
-      {"pipeline --nodes 0 --sessions 1K --packets 64 --seconds 0", "--nodes: must be 1..16"},
+      {"pipeline --nodes 4294967300 --sessions 1K --packets 64 --seconds 0", "--nodes: must be 1..10"},
+      {"pipeline --nodes 0 --sessions 1K --packets 64 --seconds 0", "--nodes: must be 1..10"},
+      // 3 ports per node, RTE_MAX_ETHPORTS = 32: 11 nodes do not fit (they
+      // passed the command line and failed at the 11th node's ports)
+      {"pipeline --nodes 11 --sessions 1K --packets 64 --seconds 0", "--nodes: must be 1..10"},
+      {"pipeline --nodes 16 --sessions 1K --packets 64 --seconds 0", "RTE_MAX_ETHPORTS = 32"},
       {"pipeline --cores-per-node 4294967297 --nodes 2 --sessions 1K --packets 64 --seconds 0",
        "--cores-per-node: must be 1 or 2"},
       {"pipeline --packets 4294967360 --nodes 2 --sessions 1K --seconds 0", "--packets: must be 1..1M"},
