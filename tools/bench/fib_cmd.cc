@@ -32,7 +32,8 @@ int cmd_fib(int argc, char** argv) {
              {"--keys", "N", "number of keys (suffixes K, M, G = 2^10, 2^20, 2^30)", "1M"},
              {"--batch", "B", "lookup batch size, 1..64", "32"},
              {"--queries", "Q", "lookups per repetition (present and absent each)", "4M"},
-             {"--updates", "U", "single-key updates (0 = skip)", "300K"},
+             {"--updates", "U", "single-key updates (0 = skip); at most --keys: a larger U runs --keys updates "
+                                "(the line's `updates` says how many ran)", "300K"},
              {"--reps", "R", "repetitions of each lookup measurement (median reported)", "5"},
              {"--seed", "S", "seed of keys, queries and updates", "1"},
              {"--interleave", "", "build every implementation first, then take their lookup "

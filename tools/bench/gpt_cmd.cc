@@ -46,7 +46,8 @@ int cmd_gpt(int argc, char** argv) {
              {"--index-bits", "X", "SetSep hash-index bits x of the x+y setting, 2..16", "16"},
              {"--array-bits", "Y", "SetSep bit-array bits y of the x+y setting: 2, 4, 8 or 16", "8"},
              {"--queries", "Q", "lookups per repetition", "4M"},
-             {"--updates", "U", "single-key updates (0 = skip the update phases)", "300K"},
+             {"--updates", "U", "single-key updates (0 = skip the update phases); at most --keys: a larger U "
+                                "runs --keys updates (the line's `updates` says how many ran)", "300K"},
              {"--reps", "R", "repetitions of each lookup measurement (median reported)", "5"},
              {"--seed", "S", "seed of keys, values, queries and updates", "1"},
              {"--json", "", "print one JSON object per implementation (JSONL)", ""}});

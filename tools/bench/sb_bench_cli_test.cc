@@ -149,6 +149,10 @@ TEST_CASE("help describes every option of every command", "[bench][cli]") {
   CHECK(has(gh.out, "efd"));
   const Run fh = run("fib --help");
   CHECK(has(fh.out, "rte_hash"));
+  // --updates is capped at --keys (the steady-load stream deletes and
+  // re-inserts keys of the table); help says so.
+  CHECK(has(gh.out, "at most --keys"));
+  CHECK(has(fh.out, "at most --keys"));
 }
 
 TEST_CASE("short real runs print the contract fields", "[bench][dpdk]") {
