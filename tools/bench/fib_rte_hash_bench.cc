@@ -78,7 +78,15 @@ class RteHashBench final : public FibBenchImpl {
   uint64_t capacity() const override { return slots(); }
   Status update(UpdateKind kind, const FlowKey& key, uint32_t value) override {
     if (kind == UpdateKind::kDelete) {
-      if (rte_hash_del_key(h_, &key) < 0) return Status::NotFound("rte_hash_del_key");
+      const int32_t pos = rte_hash_del_key(h_, &key);
+      if (pos < 0) return Status::NotFound("rte_hash_del_key");
+      // RW_CONCURRENCY_LF implies no-free-on-delete: the key slot stays
+      // taken until the writer frees it, once no reader can still hold it
+      // (after an RCU grace period in a data plane). No lookup runs during
+      // the update phase here, so it is freed at once; without this the
+      // spare slots (entries - keys) ran out at steady load.
+      if (lf_ && rte_hash_free_key_with_position(h_, pos) != 0)
+        return Status::Internal("rte_hash_free_key_with_position");
       return Status::Ok();
     }
     if (rte_hash_add_key_data(h_, &key, reinterpret_cast<void*>(uintptr_t(value))) != 0)
