@@ -8,8 +8,12 @@
 //   rte_hash_lf  RTE_HASH_EXTRA_FLAGS_RW_CONCURRENCY_LF: readers may run
 //                while the control thread writes, the guarantee our FIBs give
 //
-// Sizing: entries = 1.25 x keys (rte_hash rounds the bucket count up to a
-// power of two; 8 slots per 64-byte bucket), so the load is <= 0.8.
+// Sizing: entries = 1.25 x keys. The key store holds exactly `entries`
+// keys (the free-slot ring of lib/hash/rte_cuckoo_hash.c: entries + 1
+// slots, slot 0 a dummy; rte_hash_max_key_id): that is the capacity
+// reported, so the load is 0.8. The bucket array is larger: rte_hash
+// rounds it up to a power of two of slots (8 per 64-byte bucket), between
+// 1 and 2 x entries (bucket_slots on the line): 131072 at 64K keys.
 // Memory (from lib/hash/rte_cuckoo_hash.c of DPDK 22.11): 64 B per bucket,
 // 32 B per key slot (8 B data pointer + 16 B key, 16 B aligned), all of it
 // on the lookup path (index_bits_per_key); total_bits_per_key adds the
@@ -75,7 +79,11 @@ class RteHashBench final : public FibBenchImpl {
   double total_bits_per_key() const override {
     return index_bits_per_key() + double(fib::SessionTable::record_bits_for(n_ + 64)) / double(std::max<uint64_t>(1, n_));
   }
-  uint64_t capacity() const override { return slots(); }
+  // Keys the table can hold (its key store), not its bucket slots.
+  uint64_t capacity() const override {
+    const int32_t m = h_ != nullptr ? rte_hash_max_key_id(h_) : -1;
+    return m > 0 ? uint64_t(m) : entries_;
+  }
   Status update(UpdateKind kind, const FlowKey& key, uint32_t value) override {
     if (kind == UpdateKind::kDelete) {
       const int32_t pos = rte_hash_del_key(h_, &key);
@@ -94,7 +102,7 @@ class RteHashBench final : public FibBenchImpl {
     return Status::Ok();
   }
   void extra_metrics(Record& r) const override {
-    r.set("rte_hash_flags", lf_ ? "RW_CONCURRENCY_LF" : "default");
+    r.set("rte_hash_flags", lf_ ? "RW_CONCURRENCY_LF" : "default").set("bucket_slots", slots());
   }
 
  private:

@@ -259,6 +259,21 @@ TEST_CASE("fib rte_hash_lf keeps its load through steady-load updates", "[bench]
   CHECK_FALSE(has(f.out, "updates_failed"));
 }
 
+TEST_CASE("fib rte_hash capacity is what its key store holds", "[bench][dpdk]") {
+  // entries = 1.25 x 64K = 81920 keys fit (rte_hash's free-slot ring); its
+  // 131072 bucket slots (the power of two above) are not a capacity: a
+  // line saying capacity 131072, load 0.5 overstated the room.
+  const Run f = run("fib --impl rte_hash,rte_hash_lf --keys 64K --queries 64K --updates 0 --reps 1 --json");
+  INFO(f.out);
+  REQUIRE(f.rc == 0);
+  CHECK(json_number(f.out, "capacity") == 81920);
+  CHECK(json_number(f.out, "load_factor") == Approx(0.8));
+  CHECK(json_number(f.out, "bucket_slots") == 131072);
+  const size_t lf = f.out.find("\"impl\": \"rte_hash_lf\"");
+  REQUIRE(lf != std::string::npos);
+  CHECK(json_number(f.out.substr(lf), "capacity") == 81920);
+}
+
 TEST_CASE("cluster-updates lines carry the common fields", "[bench][cluster]") {
   const Run c = run("cluster-updates --nodes 2 --ops 4K --no-curve --json");
   INFO(c.out);
