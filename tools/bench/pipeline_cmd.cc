@@ -220,7 +220,9 @@ int cmd_pipeline(int argc, char** argv) {
              {"--bubble-mib", "M", "cache-pressure thread over M MiB during timed passes, on a CPU of its own "
                                   "(needs cores-per-node + 1 CPUs; 0 = none)", "0"},
              {"--packets", "P", "packets arriving per node per pass, 1..1M", "16K"},
-             {"--seconds", "S", "minimum busy time measured per architecture (at least 3 passes)", "2"},
+             {"--seconds", "S", "minimum busy time measured per architecture (at least 3 passes; a run "
+                                "still short of it after 60 + 100 x S seconds of wall time stops with a "
+                                "warning, busy_s says what was measured)", "2"},
              {"--seed", "S", "seed of sessions and traffic", "1"},
              {"--json", "", "print one JSON object per architecture and FIB (JSONL)", ""}});
   if (Status st = args.parse(argc, argv); !st.ok()) {
@@ -493,7 +495,21 @@ int cmd_pipeline(int argc, char** argv) {
       std::vector<double> ext_ns, fab_ns;  // per pass, per delivered packet (2 cores)
       uint64_t delivered_total = 0;
       const uint64_t hz = rte_get_tsc_hz();
-      for (int pass = 0; pass < 1000 && (pass < 3 || busy_total < secs_r.value()); ++pass) {
+      // Passes until the busy time reaches --seconds (at least 3): a pass of
+      // few packets has little busy time, so there is no cap on their
+      // number. The only bound is wall time, far above any real run (a
+      // pass costs more wall time than busy time: filling and draining
+      // the rings, and a thread start with 2 cores per node), against a run
+      // that would not end.
+      const double t_passes = now_s(), wall_limit = 60.0 + 100.0 * secs_r.value();
+      for (uint64_t pass = 0; pass < 3 || busy_total < secs_r.value(); ++pass) {
+        if (pass >= 3 && now_s() - t_passes > wall_limit) {
+          std::fprintf(stderr,
+                       "sb-bench pipeline: %s/%s: stopped after %.0f s of wall time with %.3f s of busy time, "
+                       "short of --seconds %g\n",
+                       arch_name.c_str(), fib_name.c_str(), now_s() - t_passes, busy_total, secs_r.value());
+          break;
+        }
         double busy = 0, busy_wall = 0, wall = 0, ext_pass = 0, fab_pass = 0;
         uint64_t delivered = 0;
         for (uint32_t i = 0; i < N; ++i) {
