@@ -50,7 +50,8 @@
 //                    durations (rx burst -> tx flush) of the bursts it was
 //                    part of at each hop (the switch costs nothing).
 // --bubble-mib M runs a cache-pressure thread on the last CPU (random
-// read-modify-writes over M MiB) during the timed passes (Figure 9); the
+// read-modify-writes over M MiB) during the timed passes (Figure 9), which
+// start once its buffer is filled and its random accesses are running; the
 // workers are pinned to CPUs 0..C-1, so it needs C + 1 CPUs.
 #include <pthread.h>
 #include <sched.h>
@@ -142,18 +143,25 @@ uint64_t drain_all(node::RingCluster& c, uint32_t i) {
 }
 
 struct Bubble {
-  std::atomic<bool> stop{false};
+  std::atomic<bool> stop{false}, ready{false};
   std::thread t;
+  // Returns once the thread has allocated and zero-filled its buffer (every
+  // page faulted in) and done its first round of random accesses: the
+  // timed passes run beside the cache pressure, not beside the page faults
+  // and the memset of the fill.
   void start(uint64_t mib, unsigned cpu) {
     if (mib == 0) return;
     t = std::thread([this, mib, cpu] {
       pin(cpu);
       std::vector<uint64_t> buf(mib << 17);
       Rng rng(7);
-      while (!stop.load(std::memory_order_relaxed))
+      while (!stop.load(std::memory_order_relaxed)) {
         for (int k = 0; k < 4096; ++k) ++buf[rng.next() % buf.size()];
+        ready.store(true, std::memory_order_release);
+      }
       keep(buf[0]);
     });
+    while (!ready.load(std::memory_order_acquire)) std::this_thread::yield();
   }
   void end() {
     stop = true;
