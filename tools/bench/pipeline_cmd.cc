@@ -45,14 +45,29 @@
 //                    passes; their sum is about 1000 / mpps_per_core);
 //                    fabric_fraction = share of packets the ingress
 //                    sent over the fabric; lookup_bytes_per_node = GPT +
-//                    FIB + session records (mean over nodes);
-//                    latency_ns_p50/p99 = per packet, the sum of the
-//                    durations (rx burst -> tx flush) of the bursts it was
-//                    part of at each hop (the switch costs nothing).
+//                    FIB + session records (mean over nodes).
+//   latency passes   kLatencyPasses, after the timed ones (bubble still
+//    (untimed)       running): every node's ext input through the whole
+//                    cluster as in the check pass, hop by hop, node by
+//                    node at each hop, all on this thread (worker 0 polls
+//                    ext; fabric: worker 0, or worker 1 with 2 cores per
+//                    node). DPDK rx/tx callbacks, installed only for these
+//                    passes, stamp each packet (an mbuf dynfield) with the
+//                    TSC when an rx burst hands it to a node (after the
+//                    ring PMD's dequeue) and when a tx burst takes it from
+//                    the node (before the enqueue); a packet's latency is
+//                    the sum over the nodes it crossed of tx - rx: the
+//                    poll round it waited in (the rest of its round's
+//                    bursts, the FIB stage, the flush) included; time in a
+//                    ring before a node's rx burst takes it, and the
+//                    switch, not counted. latency_ns_p50/p99 = percentiles
+//                    over every packet delivered on an enb port in those
+//                    passes (latency_packets of them).
 // --bubble-mib M runs a cache-pressure thread on the last CPU (random
-// read-modify-writes over M MiB) during the timed passes (Figure 9), which
-// start once its buffer is filled and its random accesses are running; the
-// workers are pinned to CPUs 0..C-1, so it needs C + 1 CPUs.
+// read-modify-writes over M MiB) during the timed and latency passes
+// (Figure 9), which start once its buffer is filled and its random accesses
+// are running; the workers are pinned to CPUs 0..C-1, so it needs C + 1
+// CPUs.
 #include <pthread.h>
 #include <sched.h>
 #include <time.h>
@@ -60,6 +75,9 @@
 
 #include <rte_config.h>
 #include <rte_cycles.h>
+#include <rte_errno.h>
+#include <rte_ethdev.h>
+#include <rte_mbuf_dyn.h>
 #include <rte_mbuf.h>
 #include <rte_ring.h>
 
@@ -169,6 +187,107 @@ struct Bubble {
   }
 };
 
+// ---- per-packet latency (the latency passes) ----
+
+constexpr int kLatencyPasses = 3;
+
+// The mbuf dynfield of the latency passes: the TSC at the rx burst that
+// handed the packet to its current node, moved back by the time it spent
+// in the nodes before (so tx - rx is the sum over its hops), and the TSC
+// at the last tx burst that took it.
+struct LatStamp {
+  uint64_t rx, tx;
+};
+int g_lat_off = -1;
+
+// The rx callback: arg non-null = the ingress (ext) port, where a packet
+// starts its path; else a fabric port, a later hop.
+uint16_t lat_rx(uint16_t, uint16_t, rte_mbuf** pkts, uint16_t n, uint16_t, void* arg) {
+  const uint64_t t = rte_rdtsc();
+  for (uint16_t i = 0; i < n; ++i) {
+    LatStamp* s = RTE_MBUF_DYNFIELD(pkts[i], g_lat_off, LatStamp*);
+    s->rx = arg != nullptr ? t : t - (s->tx - s->rx);
+    s->tx = s->rx;
+  }
+  return n;
+}
+
+// The tx callback: runs before the PMD's enqueue; a retry of the packets a
+// full ring refused stamps them again, later (the time they left).
+uint16_t lat_tx(uint16_t, uint16_t, rte_mbuf** pkts, uint16_t n, void*) {
+  const uint64_t t = rte_rdtsc();
+  for (uint16_t i = 0; i < n; ++i) RTE_MBUF_DYNFIELD(pkts[i], g_lat_off, LatStamp*)->tx = t;
+  return n;
+}
+
+// Runs kLatencyPasses passes of every node's ext input through the cluster
+// and appends the latency of every packet delivered on an enb port (ns).
+Status latency_passes(node::RingCluster& c, rte_mempool* pool, const Input& in, unsigned cores,
+                      std::vector<double>* out_ns) {
+  if (g_lat_off < 0) {
+    rte_mbuf_dynfield d{};
+    std::snprintf(d.name, sizeof d.name, "sb_bench_latency");
+    d.size = sizeof(LatStamp);
+    d.align = alignof(LatStamp);
+    g_lat_off = rte_mbuf_dynfield_register(&d);
+    if (g_lat_off < 0) return Status::Unavailable(std::string("mbuf dynfield: ") + rte_strerror(rte_errno));
+  }
+  const uint32_t N = c.nodes();
+  const unsigned wf = cores == 2 ? 1 : 0;  // the fabric worker, as in the timed passes
+  struct Cb {
+    uint16_t port, queue;
+    bool rx;
+    const rte_eth_rxtx_callback* cb;
+  };
+  std::vector<Cb> cbs;
+  // Removed after the passes, so the timed passes of the next architecture
+  // run without them (DPDK keeps a removed callback's few bytes: a reader
+  // might still be in it).
+  auto remove_all = [&] {
+    for (const Cb& x : cbs)
+      (void)(x.rx ? rte_eth_remove_rx_callback(x.port, x.queue, x.cb) : rte_eth_remove_tx_callback(x.port, x.queue, x.cb));
+  };
+  static int ingress_tag;
+  Status st = Status::Ok();
+  for (uint32_t i = 0; i < N && st.ok(); ++i) {
+    for (Role r : {node::kExt, node::kFabric}) {
+      const rte_eth_rxtx_callback* cb =
+          rte_eth_add_rx_callback(c.port(i, r), 0, lat_rx, r == node::kExt ? &ingress_tag : nullptr);
+      if (cb == nullptr) st = Status::Unavailable(std::string("rte_eth_add_rx_callback: ") + rte_strerror(rte_errno));
+      else cbs.push_back({c.port(i, r), 0, true, cb});
+    }
+    for (Role r : {node::kFabric, node::kEnb})
+      for (unsigned q = 0; q < cores; ++q) {
+        const rte_eth_rxtx_callback* cb = rte_eth_add_tx_callback(c.port(i, r), uint16_t(q), lat_tx, nullptr);
+        if (cb == nullptr) st = Status::Unavailable(std::string("rte_eth_add_tx_callback: ") + rte_strerror(rte_errno));
+        else cbs.push_back({c.port(i, r), uint16_t(q), false, cb});
+      }
+  }
+  const double ns_per_tick = 1e9 / double(rte_get_tsc_hz());
+  for (int pass = 0; pass < kLatencyPasses && st.ok(); ++pass) {
+    for (uint32_t i = 0; i < N; ++i)
+      if (!fill(c, i, node::kExt, pool, in.ext[i])) st = Status::Capacity("mbuf pool or ring too small");
+    for (uint32_t i = 0; i < N; ++i)
+      while (c.poll(i, 0, node::kExt)) {}
+    for (int hop = 0; hop < 4 && c.switch_fabric() > 0; ++hop)
+      for (uint32_t i = 0; i < N; ++i)
+        while (c.poll(i, wf, node::kFabric)) {}
+    for (uint32_t i = 0; i < N; ++i) {
+      rte_mbuf* b[256];
+      for (uint32_t k; (k = c.drain(i, node::kEnb, b, 256)) > 0;) {
+        for (uint32_t j = 0; j < k; ++j) {
+          const LatStamp* s = RTE_MBUF_DYNFIELD(b[j], g_lat_off, const LatStamp*);
+          out_ns->push_back(double(s->tx - s->rx) * ns_per_tick);
+        }
+        rte_pktmbuf_free_bulk(b, k);
+      }
+      (void)drain_all(c, i);
+    }
+  }
+  remove_all();
+  return st;
+}
+
 // Each node has kRoles (3) net_ring ethdevs, all of them at once: DPDK's
 // port table (RTE_MAX_ETHPORTS, 32 in Debian's build) holds 10 nodes, not
 // the 16 RingCluster allows.
@@ -217,7 +336,11 @@ int cmd_pipeline(int argc, char** argv) {
   Args args("sb-bench pipeline",
             "The sb-node pipeline (parse, GPT, FIB, GTP-U encap, fabric forward) of N nodes\n"
             "in one process over DPDK net_ring ports: per-core forwarding rate of the\n"
-            "architectures side by side, every output of a check pass verified.",
+            "architectures side by side, every output of a check pass verified.\n"
+            "latency_ns_p50/p99: per packet, the time from the rx burst that gives it to a\n"
+            "node to the tx burst that sends it on, summed over the nodes it crosses (ring\n"
+            "queueing and the switch not counted), from 3 untimed passes after the timed\n"
+            "ones, every delivered packet measured (latency_packets).",
             {{"--arch", "A,B,..", "scalebricks, full-duplication, hash-partition", "scalebricks,full-duplication"},
              {"--nodes", "N", "cluster nodes, 1.." + std::to_string(kMaxNodes) + " (3 DPDK ports each, RTE_MAX_ETHPORTS = " +
                                   std::to_string(RTE_MAX_ETHPORTS) + ")", "4"},
@@ -225,7 +348,7 @@ int cmd_pipeline(int argc, char** argv) {
              {"--fib", "F,..", "FIB backends: cuckoo, othello", "cuckoo"},
              {"--gpt", "G", "GPT backend of scalebricks: setsep or ludo", "setsep"},
              {"--cores-per-node", "C", "1 (one worker polls both ports) or 2 (ext worker + fabric worker)", "1"},
-             {"--bubble-mib", "M", "cache-pressure thread over M MiB during timed passes, on a CPU of its own "
+             {"--bubble-mib", "M", "cache-pressure thread over M MiB during the timed and latency passes, on a CPU of its own "
                                   "(needs cores-per-node + 1 CPUs; 0 = none)", "0"},
              {"--packets", "P", "packets arriving per node per pass, 1..1M", "16K"},
              {"--seconds", "S", "minimum busy time measured per architecture (at least 3 passes; a run "
@@ -498,7 +621,7 @@ int cmd_pipeline(int argc, char** argv) {
       bubble.start(bubble_r.value(), ncpu - 1);
       // One worker per node: it runs on this thread, kept off the bubble's CPU.
       if (cores == 1 && bubble_r.value() > 0) pin(0);
-      std::vector<double> rates, rates_wall, node_rates, ext_lat, fab_lat;
+      std::vector<double> rates, rates_wall, node_rates;
       double busy_total = 0, busy_wall_total = 0;
       std::vector<double> ext_ns, fab_ns;  // per pass, per delivered packet (2 cores)
       uint64_t delivered_total = 0;
@@ -525,19 +648,13 @@ int cmd_pipeline(int argc, char** argv) {
             std::fprintf(stderr, "sb-bench pipeline: mbuf pool or ring too small\n");
             return 1;
           }
-          auto timed_poll = [&](unsigned w, Role r, std::vector<double>* lat) {
-            const uint64_t t0 = rte_rdtsc();
-            const uint16_t n = c.poll(i, w, r);
-            if (n && lat && (lat->size() < (1u << 20))) lat->push_back(double(rte_rdtsc() - t0) * 1e9 / double(hz));
-            return n;
-          };
           if (cores == 1) {
             const uint64_t t0 = rte_rdtsc();
             const double c0 = thread_cpu_s();
             for (bool more = true; more;) {
               more = false;
-              if (timed_poll(0, node::kExt, &ext_lat)) more = true;
-              if (timed_poll(0, node::kFabric, &fab_lat)) more = true;
+              if (c.poll(i, 0, node::kExt)) more = true;
+              if (c.poll(i, 0, node::kFabric)) more = true;
             }
             const double b = thread_cpu_s() - c0;
             const double w = double(rte_rdtsc() - t0) / double(hz);
@@ -547,14 +664,13 @@ int cmd_pipeline(int argc, char** argv) {
           } else {
             std::atomic<int> go{0};
             double fab_busy = 0, fab_wall = 0;
-            std::vector<double> fl;
             std::thread fw([&] {
               pin(1);
               go.fetch_add(1);
               while (go.load() < 2) {}
               const uint64_t t0 = rte_rdtsc();
               const double c0 = thread_cpu_s();
-              while (timed_poll(1, node::kFabric, &fl)) {}
+              while (c.poll(i, 1, node::kFabric)) {}
               fab_busy = thread_cpu_s() - c0;
               fab_wall = double(rte_rdtsc() - t0) / double(hz);
             });
@@ -563,7 +679,7 @@ int cmd_pipeline(int argc, char** argv) {
             go.fetch_add(1);
             const uint64_t t0 = rte_rdtsc();
             const double c0 = thread_cpu_s();
-            while (timed_poll(0, node::kExt, &ext_lat)) {}
+            while (c.poll(i, 0, node::kExt)) {}
             const double ext_busy = thread_cpu_s() - c0;
             const double ext_wall = double(rte_rdtsc() - t0) / double(hz);
             fw.join();
@@ -572,7 +688,6 @@ int cmd_pipeline(int argc, char** argv) {
             wall += std::max(ext_busy, fab_busy);  // the two workers ran at once
             ext_pass += ext_busy;
             fab_pass += fab_busy;
-            fab_lat.insert(fab_lat.end(), fl.begin(), fl.end());
           }
           delivered += drain_all(c, i);
         }
@@ -587,20 +702,16 @@ int cmd_pipeline(int argc, char** argv) {
           fab_ns.push_back(fab_pass * 1e9 / double(delivered));
         }
       }
+      // ---- latency passes (untimed; the bubble still runs) ----
+      std::vector<double> lat;
+      if (Status st = latency_passes(c, pool, in, cores, &lat); !st.ok()) {
+        std::fprintf(stderr, "sb-bench pipeline: %s: latency passes: %s\n", arch_name.c_str(), st.to_string().c_str());
+        return 1;
+      }
       bubble.end();
 
-      // Latency per packet: its ingress burst, plus one fabric burst per hop.
       const double ff = double(ingress_fabric) / double(std::max<uint64_t>(1, sent));
       const double f2 = double(hops2) / double(std::max<uint64_t>(1, sent));
-      std::vector<double> lat;
-      Rng rng(99);
-      for (int k = 0; k < 100000 && !ext_lat.empty(); ++k) {
-        double l = ext_lat[rng.next() % ext_lat.size()];
-        const double u = double(rng.next() % 1000000) / 1e6;
-        if (u < ff && !fab_lat.empty()) l += fab_lat[rng.next() % fab_lat.size()];
-        if (u < f2 && !fab_lat.empty()) l += fab_lat[rng.next() % fab_lat.size()];
-        lat.push_back(l);
-      }
       uint64_t lookup_bytes = 0;
       for (uint32_t i = 0; i < N; ++i) lookup_bytes += c.lookup_bytes(i);
 
@@ -627,8 +738,11 @@ int cmd_pipeline(int argc, char** argv) {
       r.set("fabric_fraction", ff).set("two_hop_fraction", f2);
       r.set("lookup_bytes_per_node", lookup_bytes / N);
       r.set("correct_fraction", correct_fraction);
-      if (!lat.empty())  // no packet delivered: no latency measured, none reported
-        r.set("latency_ns_p50", pct(lat, 0.50)).set("latency_ns_p99", pct(lat, 0.99));
+      // Per delivered packet, rx burst to tx burst summed over its hops (the
+      // latency passes above); no packet delivered: none reported.
+      if (!lat.empty())
+        r.set("latency_ns_p50", pct(lat, 0.50)).set("latency_ns_p99", pct(lat, 0.99))
+            .set("latency_packets", uint64_t(lat.size()));
       r.set("setup_s", setup_s).set("switch_drops", c.switch_drops());
       out.emit(r);
     }

@@ -587,8 +587,15 @@ def section_fig10(r, md):
         md.append(miss)
     rows = {o.get("arch"): (ln, o) for ln, o in r.lines.get("fig10_latency", [])}
     if rows:
-        md.append("**In process** (`sb-bench pipeline`, 4 nodes, 1 M sessions, one core per node; per packet the "
-                  "sum of the burst durations at each hop, the switch costing nothing):\n")
+        # Lines with latency_packets come from the per-packet measure (each
+        # delivered packet stamped at its rx and tx bursts); older lines
+        # summed whole poll rounds' durations, sampled per hop.
+        if all("latency_packets" in o for _, o in rows.values()):
+            how = ("per packet, the time from the rx burst that gives it to a node to the tx burst that sends it "
+                   "on, summed over the nodes it crosses, ring queueing and the switch not counted")
+        else:
+            how = "per packet the sum of the burst durations at each hop, the switch costing nothing"
+        md.append("**In process** (`sb-bench pipeline`, 4 nodes, 1 M sessions, one core per node; " + how + "):\n")
         md.append("| arch | p50 ns | p99 ns | fabric fraction |")
         md.append("|---|---|---|---|")
         for arch, (ln, o) in rows.items():
