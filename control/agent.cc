@@ -190,6 +190,9 @@ struct Agent::Impl : rib::OwnerIo {
   } c;
   std::atomic<uint32_t> live_pub{0};       // live-member mask for the data plane (set in setup)
   std::atomic<uint32_t> unsynced_pub{~0u};  // partitions not synced (health)
+  std::atomic<uint32_t> unplaced_pub{0};    // FIB entries that did not fit (health; rib/node_state.h FIB FULL)
+  bool fib_full_logged = false;             // the error line for the current FIB FULL episode is out
+  uint64_t fib_full_since_us = 0;           // first heartbeat that saw unplaced entries (0: none)
   // Counters for other threads (HTTP /metrics): a copy the control thread
   // refreshes once a second; snapshot_counters() itself reads the owner and
   // the node state, which only the control thread may touch.
@@ -1622,6 +1625,31 @@ struct Agent::Impl : rib::OwnerIo {
     }
     live_pub.store(mask, std::memory_order_relaxed);
     unsynced_pub.store(uint32_t(state->unsynced()), std::memory_order_relaxed);
+    note_fib_full(t);
+  }
+
+  // FIB FULL (rib/node_state.h): /health is not ready while entries owners
+  // placed here did not fit; one error line per episode, not per entry,
+  // once the resync is through (the count is then the whole shortfall) or
+  // after 5 s of it, and one line when it is over.
+  void note_fib_full(uint64_t t) {
+    const size_t n = state->fib_unplaced();
+    unplaced_pub.store(uint32_t(std::min<size_t>(n, ~0u)), std::memory_order_relaxed);
+    if (n == 0) {
+      if (fib_full_logged)
+        log("FIB full cleared: every FIB entry owners placed on this node is installed (" +
+            std::to_string(state->fib_size()) + " entries)");
+      fib_full_logged = false;
+      fib_full_since_us = 0;
+      return;
+    }
+    if (fib_full_since_us == 0) fib_full_since_us = t;
+    if (fib_full_logged || (state->unsynced() != 0 && t - fib_full_since_us < 5000000)) return;
+    fib_full_logged = true;
+    log("error: node.fib_capacity " + std::to_string(opt.config.node.fib_capacity) + " is too small: " +
+        std::to_string(n) + " FIB entries the owners placed on this node did not fit (" +
+        std::to_string(state->fib_size()) + " installed; their traffic is dropped as fib_miss): not ready "
+        "until they fit; raise node.fib_capacity and restart, or remove sessions (counters fib_unplaced, fib_full)");
   }
 
   std::map<std::string, uint64_t> snapshot_counters() {
@@ -1972,6 +2000,7 @@ Agent::Latency Agent::latency() const {
 rib::NodeState* Agent::state() { return impl_->state.get(); }
 const std::atomic<uint32_t>* Agent::live_mask() const { return &impl_->live_pub; }
 uint32_t Agent::unsynced_partitions() const { return impl_->unsynced_pub.load(std::memory_order_relaxed); }
+uint32_t Agent::fib_unplaced() const { return impl_->unplaced_pub.load(std::memory_order_relaxed); }
 
 Status Agent::inject(FrameSocket on, uint32_t peer, const std::string& routing, const std::string& user,
                      const uint8_t* data, size_t n) {

@@ -188,8 +188,12 @@ class Agent {
   // the live-member mask (this node and every member heard within
   // dead_after_ms; refreshed every heartbeat),
   const std::atomic<uint32_t>* live_mask() const;
-  // and the number of partitions not yet synced (health: ready at 0).
+  // the number of partitions not yet synced (health: ready at 0),
   uint32_t unsynced_partitions() const;
+  // and the FIB entries owners placed here that did not fit for lack of
+  // node.fib_capacity (rib/node_state.h FIB FULL; health: ready at 0;
+  // refreshed every heartbeat).
+  uint32_t fib_unplaced() const;
 
   // ---- in-process driving (tests, fuzzing; see IN-PROCESS DRIVING) ----
   // One frame received on socket `on` (kRouter: from the connection

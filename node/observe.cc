@@ -149,13 +149,19 @@ std::string render_metrics(const DataPlane* dp, const std::map<std::string, uint
   return w.take();
 }
 
-bool health(const DataPlane* dp, uint32_t unsynced, std::string* why) {
+bool health(const DataPlane* dp, uint32_t unsynced, uint32_t fib_unplaced, uint64_t fib_capacity,
+            std::string* why) {
   if (dp != nullptr && !dp->ports_started()) {
     *why = "ports not started";
     return false;
   }
   if (unsynced != 0) {
     *why = "resyncing: " + std::to_string(unsynced) + " partitions not synced yet";
+    return false;
+  }
+  if (fib_unplaced != 0) {
+    *why = "FIB full: " + std::to_string(fib_unplaced) + " FIB entries this node must hold did not fit (node.fib_capacity " +
+           std::to_string(fib_capacity) + " is too small: raise it and restart, or remove sessions)";
     return false;
   }
   return true;

@@ -35,9 +35,12 @@ namespace sb::node {
 std::string render_metrics(const DataPlane* dp, const std::map<std::string, uint64_t>& agent,
                            const metrics::HttpStats* http = nullptr, const control::Agent::Latency* lat = nullptr);
 
-// Ready when the ports are started (or there is no data plane) and every
-// partition is synced; otherwise false with the reason.
-bool health(const DataPlane* dp, uint32_t unsynced_partitions, std::string* why);
+// Ready when the ports are started (or there is no data plane), every
+// partition is synced and every FIB entry the owners placed here fit
+// (fib_unplaced 0: Agent::fib_unplaced(), rib/node_state.h FIB FULL; the
+// reason then names node.fib_capacity); otherwise false with the reason.
+bool health(const DataPlane* dp, uint32_t unsynced_partitions, uint32_t fib_unplaced, uint64_t fib_capacity,
+            std::string* why);
 
 // Registers /sb/counters and /sb/ports with DPDK telemetry (EAL must be up).
 void register_telemetry(const DataPlane* dp);

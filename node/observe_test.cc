@@ -240,3 +240,12 @@ TEST_CASE("render_metrics: the metrics server's own counters, when given, are co
   CHECK(m.find("sb_http_timeouts_total 3\n") != std::string::npos);
   CHECK(node::render_metrics(nullptr, {}).find("sb_http_") == std::string::npos);
 }
+
+TEST_CASE("health: not ready while FIB entries the owners placed here did not fit, naming node.fib_capacity") {
+  std::string why;
+  CHECK(sb::node::health(nullptr, 0, 0, 16, &why));
+  CHECK_FALSE(sb::node::health(nullptr, 2, 184, 16, &why));
+  CHECK(why == "resyncing: 2 partitions not synced yet");
+  CHECK_FALSE(sb::node::health(nullptr, 0, 184, 16, &why));
+  CHECK(why.rfind("FIB full: 184 FIB entries this node must hold did not fit (node.fib_capacity 16 is too small", 0) == 0);
+}

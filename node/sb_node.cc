@@ -286,12 +286,13 @@ int main(int argc, char** argv) {
     // Not ready from the moment a stop was asked for (SIGTERM/SIGINT, or the
     // agent failed): the workers stop forwarding at once, while the agent
     // and this server take a few more milliseconds to stop.
-    h.health = [dpp, ag](std::string* why) {
+    const uint64_t fib_capacity = opt.config.node.fib_capacity;
+    h.health = [dpp, ag, fib_capacity](std::string* why) {
       if (g_stop.load()) {
         *why = "shutting down";
         return false;
       }
-      return sb::node::health(dpp, ag->unsynced_partitions(), why);
+      return sb::node::health(dpp, ag->unsynced_partitions(), ag->fib_unplaced(), fib_capacity, why);
     };
     sb::Result<std::unique_ptr<sb::metrics::HttpServer>> s = sb::metrics::HttpServer::start(listen, h);
     if (!s.ok()) {

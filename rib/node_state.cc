@@ -96,6 +96,40 @@ uint32_t NodeState::fib_lookup(const FlowKey& k) const {
 // ---- FIB ------------------------------------------------------------------
 
 Status NodeState::install(const FibEntry& e, uint64_t h, uint32_t* teid_ul, bool defer, bool* deferred) {
+  const Status st = install_entry(e, h, teid_ul, defer, deferred);
+  if (st.ok()) drop_unplaced(e.key);  // installed (or pending: it decides now)
+  else if (st.code() == StatusCode::kCapacity) ++c_.fib_full;
+  return st;
+}
+
+Status NodeState::install_owed(const FibEntry& e, uint64_t h, uint32_t* teid_ul, bool defer, bool* deferred) {
+  const Status st = install(e, h, teid_ul, defer, deferred);
+  if (st.code() == StatusCode::kCapacity) {
+    unplaced_[e.key] = e;
+    c_.fib_unplaced = unplaced_.size();
+  }
+  return st;
+}
+
+void NodeState::retry_unplaced() {
+  if (restoring_) return;  // end_restore() installs first; a later remove retries
+  while (!unplaced_.empty()) {
+    const FibEntry e = unplaced_.begin()->second;
+    const uint64_t h = fib_->hash(e.key);
+    uint32_t t;
+    // install_owed() takes it out when it fits and keeps it when it does not.
+    const Status st = install_owed(e, h, &t);
+    if (st.ok()) {
+      note_installed(e, h, t);
+      continue;
+    }
+    ++c_.fib_errors;
+    if (st.code() == StatusCode::kCapacity) break;  // still full: the next remove tries again
+    drop_unplaced(e.key);                            // refused for another reason: counted, not kept
+  }
+}
+
+Status NodeState::install_entry(const FibEntry& e, uint64_t h, uint32_t* teid_ul, bool defer, bool* deferred) {
   *teid_ul = 0;
   if (deferred) *deferred = false;
   if (e.handling_node >= kMaxNodes) return Status::InvalidArgument("FIB entry: handling node out of range");
@@ -338,6 +372,7 @@ Status NodeState::bulk_load(const FibEntry* entries, size_t n) {
 
 Status NodeState::remove(const FlowKey& k, uint64_t h) {
   if (!pending_.empty()) pending_.erase(k);  // a snapshot entry still waiting (RESTORING)
+  drop_unplaced(k);                          // one that did not fit (FIB FULL)
   uint32_t cur;
   fib_->lookup_bulk(&k, &h, 1, &cur);
   if (cur == fib::kFibMiss) return Status::Ok();
@@ -385,6 +420,7 @@ FibAckMsg NodeState::apply_fib(const FibBatch& b) {
     ++(st.ok() ? c_.fib_removes : c_.fib_errors);
     a.remove_code.push_back(st.code());
   }
+  const size_t fib_before_reconcile = fib_->size();
   if (!b.reconcile.empty()) {
     std::vector<bool> in(spec_.partitions, false);
     for (uint32_t p : b.reconcile) {
@@ -410,11 +446,23 @@ FibAckMsg NodeState::apply_fib(const FibBatch& b) {
         ++it;
       }
     }
+    for (auto it = unplaced_.begin(); it != unplaced_.end();) {
+      const uint64_t h = fib_->hash(it->first);
+      if (in[partition_of(h, log2p)] && !keep.count(it->first)) {
+        it = unplaced_.erase(it);
+        ++c_.fib_reconciled;
+      } else {
+        ++it;
+      }
+    }
+    c_.fib_unplaced = unplaced_.size();
     for (const auto& [k, h] : stale) {
       if (!remove(k, h).ok()) ++c_.fib_errors;
       ++c_.fib_reconciled;
     }
   }
+  // Room freed (FIB FULL): the entries that did not fit before, as far as they fit now.
+  if (!unplaced_.empty() && (nr > 0 || fib_->size() < fib_before_reconcile)) retry_unplaced();
   sync_generations();  // before the ack names a teid_ul (GENERATIONS)
   return a;
 }
@@ -482,7 +530,7 @@ void NodeState::end_restore() {
   for (const FibEntry& e : pend) {
     uint32_t t;
     const uint64_t h = fib_->hash(e.key);
-    if (!install(e, h, &t).ok()) ++c_.fib_errors;
+    if (!install_owed(e, h, &t).ok()) ++c_.fib_errors;
     else note_installed(e, h, t);
   }
   std::deque<FibBatch> held;
@@ -875,7 +923,10 @@ Status NodeState::on_snapshot(const SnapshotOut& s) {
       uint32_t t;
       bool deferred = false;
       const uint64_t h = fib_->hash(e.key);
-      if (!install(e, h, &t, restoring_, &deferred).ok()) ++c_.fib_errors;
+      // One that does not fit (kCapacity) is kept in unplaced_ and makes
+      // the node not ready (FIB FULL); the partition is synced all the
+      // same: a snapshot asked for again would not fit either.
+      if (!install_owed(e, h, &t, restoring_, &deferred).ok()) ++c_.fib_errors;
       else if (!deferred) note_installed(e, h, t);
     }
   ++c_.snapshots_loaded;

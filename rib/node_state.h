@@ -155,6 +155,24 @@
 // the held batches and pending entries (bounded by what owners send in
 // restore_hold_us; at most one held group per owner in flight).
 //
+// FIB FULL (UNPLACED): a snapshot entry (or a pending one, at the end of
+// the restore) that finds the session table or the FIB full (kCapacity:
+// node.fib_capacity is below what the owners place here, e.g. a restart
+// with a smaller one) has no ack that could fail an op: it is kept in
+// `unplaced_` (counted `fib_full`, gauge `fib_unplaced`), and the
+// partition is synced all the same (its GPT and stream are fine; asking
+// for the snapshot again would fail the same way, forever). The node is
+// not ready while unplaced_ is not empty (fib_unplaced(): the agent
+// publishes it, sb-node's /health answers 503 naming node.fib_capacity).
+// unplaced_ follows the owners' updates as the FIB does: an install of the
+// key that succeeds, a remove of it, a reconcile that leaves it out take it
+// out; when a batch removed entries, the unplaced ones are installed again
+// until one does not fit (retry_unplaced()), so removing sessions can make
+// the node ready again without a restart. An install of an owner's FIB
+// batch that does not fit is not kept there: its ack carries kCapacity and
+// the owner fails the op (and undoes it) as for any refused install.
+// Space: one FibEntry per unplaced entry (at most what the owners place here).
+//
 // TEID REPORTS: an owner learns the teid_ul of a session from its
 // handler's FIB ack; a snapshot has no ack. So when a snapshot entry (or a
 // pending one, at the end of the restore) of a session handled here is
@@ -236,6 +254,10 @@ inline constexpr uint32_t kRemoteBit = 0x80000000u;
   X(fib_removes, fib_removes, kCounter,                                                                     \
     "FIB removals of owners' batches carried out (an absent key included; not refused ones)")              \
   X(fib_errors, fib_errors, kCounter, "FIB operations that failed or were refused")                         \
+  X(fib_full, fib_full, kCounter,                                                                           \
+    "FIB installs refused because the session table or FIB was full (node.fib_capacity)")                   \
+  X(fib_unplaced, fib_unplaced, kGauge,                                                                     \
+    "FIB entries owners' snapshots gave this node that did not fit (node.fib_capacity): not ready while > 0") \
   X(fib_reconciled, fib_reconciled, kCounter,                                                               \
     "FIB entries a restarted owner's re-push removed (no longer in its RIB)")                               \
   X(fib_foreign, fib_foreign, kCounter, "FIB entries refused: partition not owned by the sender")           \
@@ -449,6 +471,8 @@ class NodeState {
   size_t fib_size() const { return fib_->size(); }
   uint32_t self() const { return self_; }
   const NodeCounters& counters() const { return c_; }
+  // FIB FULL: entries owners' snapshots placed here that do not fit.
+  size_t fib_unplaced() const { return unplaced_.size(); }
 
  private:
   enum State : uint8_t { kSynced, kNeedSnapshot, kRequested };
@@ -474,6 +498,15 @@ class NodeState {
   // needs a new index for a session handled here goes to pending_ instead
   // (RESTORING; *deferred = true).
   Status install(const FibEntry& e, uint64_t h, uint32_t* teid_ul, bool defer = false, bool* deferred = nullptr);
+  Status install_entry(const FibEntry& e, uint64_t h, uint32_t* teid_ul, bool defer, bool* deferred);
+  // install() of an entry no ack answers for (snapshots, the end of a
+  // restore): one that does not fit is kept in unplaced_ (FIB FULL).
+  Status install_owed(const FibEntry& e, uint64_t h, uint32_t* teid_ul, bool defer = false, bool* deferred = nullptr);
+  // FIB FULL: installs unplaced entries again until one does not fit.
+  void retry_unplaced();
+  void drop_unplaced(const FlowKey& k) {
+    if (!unplaced_.empty() && unplaced_.erase(k) != 0) c_.fib_unplaced = unplaced_.size();
+  }
   // b would give a session handled here a new index (RESTORING).
   bool needs_new_index(const FibBatch& b) const;
   // Ends the restore phase: installs pending_, applies held_ (acks to released_).
@@ -550,6 +583,7 @@ class NodeState {
   };
   std::unordered_map<FlowKey, FibEntry, PendingHash> pending_;  // snapshot entries waiting
   std::vector<std::pair<uint32_t, FibAckMsg>> released_;
+  std::unordered_map<FlowKey, FibEntry, PendingHash> unplaced_;  // FIB FULL
   // TEID REPORTS: key -> (owner, report id; 0: not in a sent report yet),
   // the keys not in a sent report yet (by owner, in queue order; an entry
   // whose queue state says otherwise is skipped) and the sent reports.

@@ -1345,7 +1345,9 @@ void Owner::on_fib_ack(const FibAckMsg& ack, uint64_t now_us) {
       const uint32_t teid = ii < ack.teid_ul.size() ? ack.teid_ul[ii] : 0;
       ++ii;
       if (c != StatusCode::kOk) {
-        if (g.st.ok()) g.st = Status(c, "FIB install at node " + std::to_string(ack.node) + " failed");
+        if (g.st.ok())
+          g.st = Status(c, "FIB install at node " + std::to_string(ack.node) + " failed" +
+                               (c == StatusCode::kCapacity ? ": its FIB is full (node.fib_capacity)" : ""));
       } else if (ack.node == g.now.node) {
         if (teid_names(teid, ack.node)) {
           g.now.teid_ul = teid;

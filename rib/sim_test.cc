@@ -2998,6 +2998,101 @@ TEST_CASE("node state: fib_installs and fib_removes count what was done, from ev
   CHECK(fresh->counters().fib_installs == 2);
 }
 
+TEST_CASE("node state: snapshot entries that do not fit the FIB keep the node not ready until they fit", "[snapshot]") {
+  // A node restarted with a node.fib_capacity below what its owners place
+  // on it counted fib_errors, marked the partition synced and was ready
+  // with most sessions missing from its FIB (their traffic: fib_miss).
+  ClusterSpec spec;
+  spec.curve = false;
+  spec.partitions = 4;
+  spec.capacity = 8;
+  spec.members.push_back({0, "inproc://c", "inproc://p", "", "", 1.0});
+  spec.members.push_back({1, "inproc://c", "inproc://p", "", "", 1.0});
+  spec.architecture = Architecture::kHashPartition;
+  spec.assign_round_robin();
+  REQUIRE(spec.validate().ok());
+  NodeStateOptions o;
+  o.fib_capacity = 8;  // the table holds 8 + 8 (copies)
+  auto ns = NodeState::create(spec, 1, o, nullptr);
+  REQUIRE(ns.ok());
+  NodeState& n = *ns.value();
+  const uint32_t p0 = 0;
+  REQUIRE(spec.owner[p0] == 0);
+  (void)n.take_resync(1);
+  for (const uint32_t p : {1u, 2u, 3u}) {  // the other partitions: empty (the restore ends with p0's)
+    SnapshotOut e;
+    e.partition = p;
+    e.pos = StreamPos{1, 0};
+    REQUIRE(n.on_snapshot(e).ok());
+  }
+  // Copies of node 0's sessions.
+  std::vector<FlowKey> keys;
+  SnapshotOut s;
+  s.partition = p0;
+  s.pos = StreamPos{1, 5};
+  for (uint32_t i = 0; i < 40; ++i) {
+    keys.push_back(key_in_partition(n, p0, i));
+    s.fib.push_back(FibEntry{keys.back(), 0, 100 + i, 9, 5});
+  }
+  REQUIRE(n.on_snapshot(s).ok());
+  REQUIRE_FALSE(n.restoring());
+  const size_t fit = n.fib_size();
+  REQUIRE(fit > 0);
+  REQUIRE(fit < 40);
+  CHECK(n.fib_unplaced() == 40 - fit);
+  CHECK(n.counters().fib_unplaced == 40 - fit);
+  CHECK(n.counters().fib_full == 40 - fit);
+  // The partition is synced (its stream goes on) and not asked for again:
+  // another copy of the snapshot would not fit either.
+  CHECK(n.synced(p0));
+  n.retry_requested(10000000, 0);
+  for (const uint32_t p : n.take_resync(10000000)) CHECK(p != p0);
+  // Which keys are in: the unplaced ones miss.
+  std::vector<FlowKey> in, out;
+  for (const FlowKey& k : keys) (n.fib_lookup(k) == fib::kFibMiss ? out : in).push_back(k);
+  REQUIRE(in.size() == fit);
+  REQUIRE(out.size() == 40 - fit);
+  // An owner's batch whose install does not fit fails in its ack (the
+  // owner fails the op) and is not kept here.
+  const FlowKey extra = key_in_partition(n, p0, 40);
+  const FibAckMsg ack = n.apply_fib(install_batch(0, 1, {FibEntry{extra, 0, 1, 1, 5}}));
+  REQUIRE(ack.install_code.size() == 1);
+  CHECK(ack.install_code[0] == StatusCode::kCapacity);
+  CHECK(n.fib_unplaced() == 40 - fit);
+  // Removing installed sessions makes room: unplaced entries take it.
+  FibBatch rm;
+  rm.batch_id = 2;
+  rm.owner = 0;
+  rm.remove = {in[0], in[1], in[2]};
+  (void)n.apply_fib(rm);
+  CHECK(n.fib_size() == fit);
+  CHECK(n.fib_unplaced() == 40 - fit - 3);
+  // Removing an unplaced session drops it; an install of one that fits
+  // (after a removal) takes it out too.
+  const std::vector<FlowKey> now_out = [&] {
+    std::vector<FlowKey> v;
+    for (const FlowKey& k : out)
+      if (n.fib_lookup(k) == fib::kFibMiss) v.push_back(k);
+    return v;
+  }();
+  REQUIRE(now_out.size() == 40 - fit - 3);
+  FibBatch rm2;
+  rm2.batch_id = 3;
+  rm2.owner = 0;
+  rm2.remove = {now_out[0]};
+  (void)n.apply_fib(rm2);
+  CHECK(n.fib_unplaced() == 40 - fit - 4);
+  // A reconcile of the partition that keeps none of them clears the rest.
+  FibBatch rc;
+  rc.batch_id = 4;
+  rc.owner = 0;
+  rc.reconcile = {p0};
+  (void)n.apply_fib(rc);
+  CHECK(n.fib_unplaced() == 0);
+  CHECK(n.counters().fib_unplaced == 0);
+  CHECK(n.fib_size() == 0);
+}
+
 TEST_CASE("node state: a restore that does not finish ends after restore_hold_us, a removal drops a pending entry",
           "[teid]") {
   auto ns = two_member_node1();
