@@ -331,6 +331,8 @@ TEST_CASE("sb-node: a configuration the RIB would refuse exits 3 naming the fiel
        yaml(shape + "  architecture: hash-partition\n", "  fib_capacity: 134217000\n", 0, (d.p / "fresh").string()),
        "is 134218024, above 2^27"},
       {"an empty data_dir", yaml(shape, "", 0, "\"\""), "node.data_dir: empty"},
+      {"another key_mode", yaml(shape + "  key_mode: ue-ip\n", ""),
+       "cluster.key_mode: data dir " + data.string() + " was written with key_mode 5tuple, the configuration has ue-ip"},
   };
   for (const Case& c : cases) {
     for (const std::string mode : {"", " --control-only"}) {

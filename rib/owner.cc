@@ -173,10 +173,18 @@ Status write_weights_file(const std::string& dir, uint64_t version,
 // data_dir/identity: the cluster shape the RIB in this data dir was
 // written for. Records are kept by partition; under another hash_seed,
 // partition count or ownership table they belong to other partitions or
-// owners, and recovery would have to drop acknowledged sessions.
+// owners, and recovery would have to drop acknowledged sessions. Under
+// another key_mode every stored key is of the other kind (5-tuples vs UE
+// addresses): the data plane would never look one of them up. (The
+// architecture and the GPT backend are not recorded: the log holds
+// neither, recovery rebuilds the GPT from the records and the nodes load
+// the FIB placement from snapshots and re-pushes.)
 struct Identity {
   uint64_t node = 0, hash_seed = 0, partitions = 0, ownership = 0;
+  std::string key_mode;  // "5tuple" or "ue-ip"; empty: not recorded (written by an older version)
 };
+
+const char* key_mode_name(KeyMode m) { return m == KeyMode::kUeIpv4 ? "ue-ip" : "5tuple"; }
 
 Identity identity_of(const ClusterSpec& spec, uint32_t self) {
   Identity id;
@@ -186,22 +194,27 @@ Identity identity_of(const ClusterSpec& spec, uint32_t self) {
   std::string table;
   for (const uint32_t o : spec.owner) table.append(reinterpret_cast<const char*>(&o), 4);
   id.ownership = checksum64(table.data(), table.size());
+  id.key_mode = key_mode_name(spec.key_mode);
   return id;
 }
 
 std::string identity_text(const Identity& id) {
-  char b[160];
-  std::snprintf(b, sizeof b, "node %llu\nhash_seed %llu\npartitions %llu\nownership %016llx\n",
+  char b[192];
+  std::snprintf(b, sizeof b, "node %llu\nhash_seed %llu\npartitions %llu\nownership %016llx\nkey_mode %s\n",
                 (unsigned long long)id.node, (unsigned long long)id.hash_seed, (unsigned long long)id.partitions,
-                (unsigned long long)id.ownership);
+                (unsigned long long)id.ownership, id.key_mode.c_str());
   return b;
 }
 
 // Compares data_dir/identity with the configuration's; *exists = false
 // when there is none yet (a new data dir, or one of an older version).
-Status check_identity(const std::string& dir, const Identity& want, bool* exists) {
+// *complete = false when it exists without key_mode (written by a version
+// before that field): any key mode is accepted, and open() records the
+// configuration's (see rib/README.md).
+Status check_identity(const std::string& dir, const Identity& want, bool* exists, bool* complete) {
   const std::string path = dir + "/identity";
   *exists = false;
+  *complete = false;
   std::ifstream in(path);
   if (!in) return Status::Ok();
   *exists = true;
@@ -209,6 +222,11 @@ Status check_identity(const std::string& dir, const Identity& want, bool* exists
   bool seen[4] = {false, false, false, false};
   std::string key, val;
   while (in >> key >> val) {
+    if (key == "key_mode") {
+      if (val != "5tuple" && val != "ue-ip") return Status::Corrupt(path + ": key_mode: bad value '" + val + "'");
+      got.key_mode = val;
+      continue;
+    }
     const int base = key == "ownership" ? 16 : 10;
     char* end = nullptr;
     errno = 0;
@@ -226,6 +244,7 @@ Status check_identity(const std::string& dir, const Identity& want, bool* exists
   if (!in.eof()) return Status::Corrupt(path + ": unreadable");
   for (const bool b : seen)
     if (!b) return Status::Corrupt(path + ": a field is missing (node, hash_seed, partitions, ownership)");
+  *complete = !got.key_mode.empty();
   const std::string tail =
       ": cluster shape changes are not supported in place (the RIB's records are kept by partition); "
       "restore the old configuration, or move the data dir (node.data_dir) away to start this node's RIB empty";
@@ -244,6 +263,13 @@ Status check_identity(const std::string& dir, const Identity& want, bool* exists
     return Status::FailedPrecondition("cluster.ownership: data dir " + dir +
                                       " was written under another partition ownership table (cluster.members or "
                                       "their order changed)" + tail);
+  if (*complete && got.key_mode != want.key_mode)
+    return Status::FailedPrecondition(
+        "cluster.key_mode: data dir " + dir + " was written with key_mode " + got.key_mode +
+        ", the configuration has " + want.key_mode +
+        ": its sessions are keyed the other way and no packet would ever match one; key_mode cannot change in "
+        "place: restore the old configuration, or empty every node's data dir (node.data_dir) and add the "
+        "sessions again");
   return Status::Ok();
 }
 
@@ -275,8 +301,8 @@ Status Owner::check_config(const ClusterSpec& spec, uint32_t self, const std::st
   if (!spec.is_member(self)) return Status::InvalidArgument("node.id: " + std::to_string(self) + " is not a member");
   if (data_dir.empty()) return Status::InvalidArgument("node.data_dir: empty");
   SB_RETURN_IF_ERROR(check_rib_memory(spec, self));
-  bool have_identity = false;
-  return check_identity(data_dir, identity_of(spec, self), &have_identity);
+  bool have_identity = false, complete = false;
+  return check_identity(data_dir, identity_of(spec, self), &have_identity, &complete);
 }
 
 gpt::GptConfig gpt_config(const ClusterSpec& spec) {
@@ -364,8 +390,8 @@ Result<std::unique_ptr<Owner>> Owner::open(const ClusterSpec& spec, const OwnerO
   // The data dir must hold this node's RIB under this cluster shape; checked
   // before anything in it changes.
   const Identity ident = identity_of(spec, opt.self);
-  bool have_identity = false;
-  SB_RETURN_IF_ERROR(check_identity(opt.wal.dir, ident, &have_identity).with_context("owner"));
+  bool have_identity = false, identity_complete = false;
+  SB_RETURN_IF_ERROR(check_identity(opt.wal.dir, ident, &have_identity, &identity_complete).with_context("owner"));
   Result<uint32_t> e = bump_epoch(opt.wal.dir);
   if (!e.ok()) return e.status();
   o->epoch_ = e.value();
@@ -376,8 +402,9 @@ Result<std::unique_ptr<Owner>> Owner::open(const ClusterSpec& spec, const OwnerO
   SB_RETURN_IF_ERROR(o->load_weights());
   SB_RETURN_IF_ERROR(o->recover());
   // First open (or a data dir of an older version, whose records were just
-  // checked against this shape by recover()).
-  if (!have_identity)
+  // checked against this shape by recover(); one whose identity has no
+  // key_mode yet records the configuration's from now on).
+  if (!have_identity || !identity_complete)
     SB_RETURN_IF_ERROR(write_file_durably(opt.wal.dir, "identity", identity_text(ident)).with_context("owner"));
   return o;
 }

@@ -2036,6 +2036,70 @@ TEST_CASE("rib owner: a data dir written under another cluster shape is refused,
   sim.run_until_idle();
 }
 
+TEST_CASE("rib owner: a data dir written under another key_mode is refused; an identity without key_mode records it",
+          "[owner]") {
+  // key_mode was not in data_dir/identity: a start under the other key
+  // mode was accepted and every stored session was keyed the other way
+  // (never matched by a packet).
+  Sim sim(2, Architecture::kScaleBricks, 65);
+  Client c(sim, 66, 100);
+  sim.run_until_idle();
+  for (size_t i = 0; i < 40; ++i) c.submit(c.make_op(OpKind::kAdd, c.pool[i], uint32_t(i % 2), uint32_t(i + 1)));
+  sim.run_until_idle();
+  c.drain(nullptr);
+  const size_t sessions0 = sim.owners[0]->sessions();
+  REQUIRE(sessions0 > 5);
+  const std::string dir = sim.dir + "/n0";
+  sim.kill(0);
+  auto read = [](const std::string& p) {
+    std::ifstream in(p);
+    return std::string(std::istreambuf_iterator<char>(in), {});
+  };
+  CHECK(read(dir + "/identity").find("key_mode 5tuple\n") != std::string::npos);
+  ClusterSpec ue = sim.spec;
+  ue.key_mode = KeyMode::kUeIpv4;
+  REQUIRE(ue.validate().ok());
+  // check_config (sb-node: exit 3 before EAL) and open() both refuse it,
+  // naming the field and the data dir's value.
+  const Status cc = Owner::check_config(ue, 0, dir);
+  INFO(cc.to_string());
+  CHECK(cc.code() == StatusCode::kFailedPrecondition);
+  CHECK(cc.message().find("cluster.key_mode") != std::string::npos);
+  CHECK(cc.message().find("written with key_mode 5tuple, the configuration has ue-ip") != std::string::npos);
+  auto r = Owner::open(ue, sim.opts(0), sim.io[0].get());
+  REQUIRE_FALSE(r.ok());
+  CHECK(r.status().message().find("cluster.key_mode") != std::string::npos);
+  // The architecture and the GPT backend are not part of it: the log holds
+  // neither and recovery rebuilds the GPT from the records.
+  for (const bool ludo : {false, true}) {
+    ClusterSpec other = sim.spec;
+    if (ludo) other.gpt = gpt::Backend::kLudo;
+    else other.architecture = Architecture::kFullDuplication;
+    REQUIRE(other.validate().ok());
+    CHECK(Owner::check_config(other, 0, dir).ok());
+    OwnerOptions o = sim.opts(0);
+    o.make_gpt = make_cluster_gpt_builder;
+    auto ro = Owner::open(other, o, sim.io[0].get());
+    REQUIRE(ro.ok());
+    CHECK(ro.value()->sessions() == sessions0);
+  }
+  // An identity an older version wrote (no key_mode) opens under either
+  // mode; the start records the configuration's.
+  std::string old = read(dir + "/identity");
+  old.erase(old.find("key_mode"));
+  {
+    std::ofstream out(dir + "/identity", std::ios::trunc);
+    out << old;
+  }
+  CHECK(Owner::check_config(ue, 0, dir).ok());
+  CHECK(Owner::check_config(sim.spec, 0, dir).ok());
+  sim.restart(0);
+  CHECK(sim.owners[0]->sessions() == sessions0);
+  CHECK(read(dir + "/identity") == old + "key_mode 5tuple\n");
+  CHECK(Owner::check_config(ue, 0, dir).code() == StatusCode::kFailedPrecondition);
+  sim.run_until_idle();
+}
+
 TEST_CASE("rib owner: kInterval syncs an acked group while a later group waits for a slow node", "[owner]") {
   // Group A is acked with its records written but not synced (the interval
   // since the last sync has not passed); group B then waits up to
