@@ -474,8 +474,18 @@ Status Owner::recover() {
         keys.push_back(k);
         vals.push_back(uint8_t(r.node));
       });
-    SB_RETURN_IF_ERROR(gpt_->build(keys.data(), vals.data(), keys.size(), opt_.build_threads)
-                           .with_context("owner: rebuilding the GPT"));
+    const Status st = gpt_->build(keys.data(), vals.data(), keys.size(), opt_.build_threads);
+    // A cluster.capacity lowered below the sessions stored: say so in the
+    // configuration's words, not only the GPT's ("N keys exceed the
+    // configured capacity"). (Found only here: counting the stored sessions
+    // takes the whole replay, so Owner::check_config cannot.)
+    if (!st.ok() && nsessions_ > spec_.capacity)
+      return Status::FailedPrecondition(
+          "cluster.capacity: the RIB in " + opt_.wal.dir + " (node.data_dir) holds " + std::to_string(nsessions_) +
+          " sessions of this node's partitions, more than cluster.capacity " + std::to_string(spec_.capacity) +
+          " (" + st.message() + "): raise cluster.capacity to at least the cluster's sessions (" +
+          std::to_string(nsessions_) + " here), or move the data dir away to start this node's RIB empty");
+    SB_RETURN_IF_ERROR(st.with_context("owner: rebuilding the GPT"));
   }
   return Status::Ok();
 }

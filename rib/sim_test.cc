@@ -2100,6 +2100,31 @@ TEST_CASE("rib owner: a data dir written under another key_mode is refused; an i
   sim.run_until_idle();
 }
 
+TEST_CASE("rib owner: a cluster.capacity below the sessions stored is refused naming the field and the count",
+          "[owner]") {
+  Sim sim(1, Architecture::kScaleBricks, 67);
+  Client c(sim, 68, 100);
+  sim.run_until_idle();
+  for (size_t i = 0; i < 60; ++i) c.submit(c.make_op(OpKind::kAdd, c.pool[i], 0, uint32_t(i + 1)));
+  sim.run_until_idle();
+  c.drain(nullptr);
+  const size_t n = sim.owners[0]->sessions();
+  REQUIRE(n == 60);
+  sim.kill(0);
+  ClusterSpec small = sim.spec;
+  small.capacity = 16;
+  REQUIRE(small.validate().ok());
+  auto r = Owner::open(small, sim.opts(0), sim.io[0].get());
+  REQUIRE_FALSE(r.ok());
+  INFO(r.status().to_string());
+  CHECK(r.status().code() == StatusCode::kFailedPrecondition);
+  CHECK(r.status().message().find("cluster.capacity: the RIB in " + sim.dir + "/n0 (node.data_dir) holds 60 sessions") !=
+        std::string::npos);
+  CHECK(r.status().message().find("more than cluster.capacity 16") != std::string::npos);
+  sim.restart(0);
+  CHECK(sim.owners[0]->sessions() == n);
+}
+
 TEST_CASE("rib owner: kInterval syncs an acked group while a later group waits for a slow node", "[owner]") {
   // Group A is acked with its records written but not synced (the interval
   // since the last sync has not passed); group B then waits up to
