@@ -333,6 +333,8 @@ TEST_CASE("sb-node: a configuration the RIB would refuse exits 3 naming the fiel
       {"an empty data_dir", yaml(shape, "", 0, "\"\""), "node.data_dir: empty"},
       {"another key_mode", yaml(shape + "  key_mode: ue-ip\n", ""),
        "cluster.key_mode: data dir " + data.string() + " was written with key_mode 5tuple, the configuration has ue-ip"},
+      {"a data_dir that is a file", yaml(shape, "", 0, (d.p / "first.yaml").string()),
+       "node.data_dir: " + (d.p / "first.yaml").string() + " is not a directory"},
   };
   for (const Case& c : cases) {
     for (const std::string mode : {"", " --control-only"}) {

@@ -294,12 +294,38 @@ Status check_rib_memory(const ClusterSpec& spec, uint32_t self) {
   return Status::Ok();
 }
 
+// node.data_dir, or the nearest of its parents that exists, must be a
+// directory: open() would fail with only "Not a directory" (exit 4, a
+// restart loop). Other errors (permissions) are left to open(), which names
+// the file.
+Status check_data_dir_path(const std::string& data_dir) {
+  std::filesystem::path p(data_dir);
+  for (;;) {
+    std::error_code ec;
+    const std::filesystem::file_status st = std::filesystem::status(p, ec);  // not_found also for ENOTDIR
+    if (st.type() == std::filesystem::file_type::directory) return Status::Ok();
+    if (st.type() == std::filesystem::file_type::not_found) {
+      const std::filesystem::path up = p.parent_path();
+      if (up.empty() || up == p) return Status::Ok();
+      p = up;
+      continue;
+    }
+    if (st.type() == std::filesystem::file_type::none || st.type() == std::filesystem::file_type::unknown)
+      return Status::Ok();  // cannot tell (EACCES ...): open() says why
+    if (p == std::filesystem::path(data_dir))
+      return Status::InvalidArgument("node.data_dir: " + data_dir + " is not a directory");
+    return Status::InvalidArgument("node.data_dir: " + data_dir + ": " + p.string() +
+                                   " is not a directory, so the data dir cannot be created");
+  }
+}
+
 }  // namespace
 
 Status Owner::check_config(const ClusterSpec& spec, uint32_t self, const std::string& data_dir) {
   SB_RETURN_IF_ERROR(spec.validate());
   if (!spec.is_member(self)) return Status::InvalidArgument("node.id: " + std::to_string(self) + " is not a member");
   if (data_dir.empty()) return Status::InvalidArgument("node.data_dir: empty");
+  SB_RETURN_IF_ERROR(check_data_dir_path(data_dir));
   SB_RETURN_IF_ERROR(check_rib_memory(spec, self));
   bool have_identity = false, complete = false;
   return check_identity(data_dir, identity_of(spec, self), &have_identity, &complete);

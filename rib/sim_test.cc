@@ -2125,6 +2125,26 @@ TEST_CASE("rib owner: a cluster.capacity below the sessions stored is refused na
   CHECK(sim.owners[0]->sessions() == n);
 }
 
+TEST_CASE("rib owner: check_config refuses a node.data_dir that is not a directory, naming the field", "[owner]") {
+  Sim sim(1, Architecture::kScaleBricks, 69);
+  const std::string base = sim.dir + "/dd";
+  fs::create_directories(base);
+  const std::string file = base + "/plain";
+  {
+    std::ofstream out(file);
+    out << "x\n";
+  }
+  for (const std::string& d : {file, file + "/sub/dir"}) {
+    const Status st = Owner::check_config(sim.spec, 0, d);
+    INFO(st.to_string());
+    CHECK(st.code() == StatusCode::kInvalidArgument);
+    CHECK(st.message().rfind("node.data_dir: " + d, 0) == 0);
+    CHECK(st.message().find(file + " is not a directory") != std::string::npos);
+  }
+  CHECK(Owner::check_config(sim.spec, 0, base + "/new/data").ok());  // created by open()
+  CHECK(Owner::check_config(sim.spec, 0, base).ok());
+}
+
 TEST_CASE("rib owner: kInterval syncs an acked group while a later group waits for a slow node", "[owner]") {
   // Group A is acked with its records written but not synced (the interval
   // since the last sync has not passed); group B then waits up to
