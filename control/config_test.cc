@@ -177,6 +177,16 @@ TEST_CASE("config: integers are decimal (a leading zero is not octal) or 0x hex,
   CHECK(err("id: 1\n  data_dir", "id: 1.0\n  data_dir").find("node.id: bad value '1.0'") != std::string::npos);
 }
 
+TEST_CASE("config: cluster.members[].weight is in [0, 1e9], as on the wire") {
+  CHECK(good_with("weight: 3", "weight: 1e9").cluster.members[1].weight == 1e9);
+  for (const char* w : {"1000000001", "1e10", "1.7e308", ".inf", "-1", ".nan"}) {
+    INFO(w);
+    const std::string m = err("weight: 3", std::string("weight: ") + w);
+    INFO(m);
+    CHECK(m.find("t.yaml: cluster.members[1].weight: must be a number in [0, 1e9]") != std::string::npos);
+  }
+}
+
 TEST_CASE("config: member endpoints are checked before anything binds them") {
   const std::pair<std::string, std::string> bad[] = {
       {"tcp://198.18.0.1", "cluster.members[1].control: 'tcp://198.18.0.1': no :PORT"},

@@ -4,6 +4,8 @@
 #include <string>
 #include <string_view>
 
+#include "rib/cluster.h"
+
 namespace sb::control {
 
 // Well-formed UTF-8 (RFC 3629: shortest form, no surrogates, <= U+10FFFF).
@@ -114,7 +116,7 @@ Status check_weights(const google::protobuf::RepeatedPtrField<pb::NodeWeight>& w
       return Status::InvalidArgument(g + ".node: unknown node " + std::to_string(w.node()));
     if (seen >> w.node() & 1u) return Status::InvalidArgument(g + ".node: node " + std::to_string(w.node()) + " listed twice");
     seen |= 1u << w.node();
-    if (!std::isfinite(w.weight()) || w.weight() < 0 || w.weight() > 1e9)
+    if (!std::isfinite(w.weight()) || w.weight() < 0 || w.weight() > rib::kMaxWeight)
       return Status::InvalidArgument(g + ".weight: must be a finite number in [0, 1e9]");
   }
   return Status::Ok();

@@ -138,8 +138,11 @@ Status ClusterSpec::validate() const {
         return Status::InvalidArgument(f + ".fabric_mac: '" + m.fabric_mac + "' is also " + it->second +
                                        " (fabric frames are addressed by it: each member needs its own)");
     }
-    if (!(m.weight >= 0) || !std::isfinite(m.weight))
-      return Status::InvalidArgument(f + ".weight: must be a finite number >= 0");
+    // The wire's bound too (control/validate.cc): a larger weight would be
+    // refused in every weights message, and weights summing to +inf would
+    // make `choose` hand out codes evenly (weight-0 members included).
+    if (!(m.weight >= 0 && m.weight <= kMaxWeight))
+      return Status::InvalidArgument(f + ".weight: must be a number in [0, 1e9]");
     wsum += m.weight;
   }
   if (!(wsum > 0)) return Status::InvalidArgument("cluster.members: every weight is 0");

@@ -12,7 +12,8 @@
 //     is counted gpt_invalid_node by the data plane).
 //   - partitions is a power of two in [1, 65536]; owner.size() == partitions
 //     and every owner is a member id.
-//   - weights >= 0 and at least one member has weight > 0 (`choose`).
+//   - weights in [0, kMaxWeight] and at least one member has weight > 0
+//     (`choose`).
 //   - endpoints: tcp://A.B.C.D:PORT, ipc://PATH or inproc://NAME; no two
 //     bound twice (inproc and port 0 exempt). fabric_mac, where given, a
 //     unicast MAC no other member has. With curve, every member and client
@@ -43,6 +44,10 @@ Result<Architecture> parse_architecture(std::string_view s);
 
 inline constexpr uint32_t kMaxNodes = 32;
 inline constexpr uint32_t kMaxPartitions = 65536;
+// The largest member weight: cluster.members[].weight and a weight on the
+// wire (control/validate.cc) share it, so a configured table is always one
+// its peers accept, and a sum of 32 weights stays finite.
+inline constexpr double kMaxWeight = 1e9;
 
 struct Member {
   uint32_t id = 0;

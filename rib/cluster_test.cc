@@ -1,6 +1,8 @@
 #include "rib/cluster.h"
 
 #include <catch2/catch.hpp>
+#include <cmath>
+#include <limits>
 
 using namespace sb;
 using namespace sb::rib;
@@ -48,6 +50,33 @@ TEST_CASE("cluster spec: every bad field is named") {
   c = spec4();
   for (auto& m : c.members) m.weight = 0;
   CHECK(!c.validate().ok());
+}
+
+// The wire's bound (control/validate.cc): a weight its peers would refuse
+// in every weights message is refused in the configuration too; and
+// weights summing to +inf (choose would then hand out codes evenly,
+// weight-0 members included) cannot be configured.
+TEST_CASE("cluster spec: weights are in [0, kMaxWeight], the wire's bound") {
+  ClusterSpec c = spec4();
+  c.members[1].weight = kMaxWeight;
+  c.members[2].weight = 0;
+  CHECK(c.validate().ok());
+  for (const double w : {std::nextafter(kMaxWeight, 2 * kMaxWeight), 1.7e308, -1.0, -1e-300,
+                         std::numeric_limits<double>::infinity(), std::numeric_limits<double>::quiet_NaN()}) {
+    INFO(w);
+    c = spec4();
+    c.members[2].weight = w;
+    const Status st = c.validate();
+    REQUIRE_FALSE(st.ok());
+    CHECK(st.message().find("cluster.members[2].weight: must be a number in [0, 1e9]") != std::string::npos);
+  }
+  // Each finite, the sum not: refused by the member bound.
+  c = spec4();
+  for (auto& m : c.members) m.weight = 1.7e308;
+  CHECK_FALSE(c.validate().ok());
+}
+
+TEST_CASE("cluster spec: architecture names") {
   CHECK(parse_architecture("hash-partition").value() == Architecture::kHashPartition);
   CHECK(!parse_architecture("bogus").ok());
 }
