@@ -295,6 +295,49 @@ Result<LcoreSet> parse_lcores(const std::string& list) {
 
 namespace {
 
+// "A.B.C.D:PORT" -> address and port; false if it is not of that form.
+bool split_ipv4_port(std::string_view hp, uint32_t* ip, uint32_t* port) {
+  const size_t colon = hp.rfind(':');
+  if (colon == std::string_view::npos) return false;
+  const std::string_view ps = hp.substr(colon + 1);
+  Result<uint32_t> a = parse_ipv4(hp.substr(0, colon));
+  if (!a.ok() || ps.empty() || ps.size() > 5 || ps.find_first_not_of("0123456789") != std::string_view::npos)
+    return false;
+  if (std::from_chars(ps.data(), ps.data() + ps.size(), *port).ec != std::errc() || *port > 65535) return false;
+  *ip = a.value();
+  return true;
+}
+
+// node.metrics against what the node binds itself. Its ADDR:PORT form is
+// sb-node's check (metrics::HttpServer::check_listen, exit 3); here: an
+// address no socket can listen on, and a port one of this node's member
+// endpoints binds on the same address (or either side on 0.0.0.0), which
+// would otherwise fail only when the HTTP server starts (exit 4, and a
+// systemd restart loop). Any member's endpoint at exactly ADDR:PORT is
+// refused too: a peer binding an address of this host is on this host.
+Status check_metrics(const std::string& metrics, const rib::ClusterSpec& cluster, uint32_t id) {
+  uint32_t a = 0, port = 0;
+  if (!split_ipv4_port(metrics, &a, &port)) return Status::Ok();  // malformed: sb-node's check says how
+  if (a == 0xffffffffu) return bad("node.metrics", "'" + metrics + "': 255.255.255.255 is the broadcast address");
+  if ((a >> 28) == 0xe) return bad("node.metrics", "'" + metrics + "': a multicast address cannot be bound");
+  if (port == 0) return Status::Ok();  // an ephemeral port: never one in use
+  for (size_t i = 0; i < cluster.members.size(); ++i) {
+    const rib::Member& m = cluster.members[i];
+    for (const auto& [ep, which] : {std::pair{&m.control, ".control"}, std::pair{&m.publish, ".publish"}}) {
+      uint32_t ea = 0, eport = 0;
+      if (ep->rfind("tcp://", 0) != 0 || !split_ipv4_port(std::string_view(*ep).substr(6), &ea, &eport)) continue;
+      if (eport != port) continue;
+      const bool loopback = (ea >> 24) == 127;  // a loopback member runs on this machine
+      if (ea == a || ((m.id == id || loopback) && (a == 0 || ea == 0)))
+        return bad("node.metrics", "'" + metrics + "': port " + std::to_string(port) + " is also bound by " +
+                                       "cluster.members[" + std::to_string(i) + "]" + which + " ('" + *ep +
+                                       "'" + (m.id == id ? ", this node's" : "") +
+                                       "): the HTTP server could not bind it; give it another port");
+    }
+  }
+  return Status::Ok();
+}
+
 Status parse_dataplane(const YAML::Node& n, const rib::ClusterSpec& cluster, uint32_t id, DataPlaneSpec* dp) {
   std::string fib = "cuckoo";
   SB_RETURN_IF_ERROR(get(n, "fib", "node", &fib, false));
@@ -389,6 +432,7 @@ Status parse_dataplane(const YAML::Node& n, const rib::ClusterSpec& cluster, uin
   else if (pol == "drop") dp->mtu_policy = MtuPolicyCfg::kDrop;
   else return bad("node.mtu_policy", "'" + pol + "' (expected fragment or drop)");
   SB_RETURN_IF_ERROR(get(n, "metrics", "node", &dp->metrics, false));
+  if (!dp->metrics.empty()) SB_RETURN_IF_ERROR(check_metrics(dp->metrics, cluster, id));
   SB_RETURN_IF_ERROR(get(n, "idle_sleep_us", "node", &dp->idle_sleep_us, false));
   if (dp->idle_sleep_us > 100000) return bad("node.idle_sleep_us", "must be <= 100000");
   SB_RETURN_IF_ERROR(get(n, "mbufs", "node", &dp->mbufs, false));

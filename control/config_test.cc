@@ -238,6 +238,43 @@ static std::string err_in_ok(std::string y, const std::string& from, const std::
   return y;
 }
 
+// Found by the loader (exit 3), not when the HTTP server fails to bind
+// after the ports started (exit 4, which systemd restarts forever).
+TEST_CASE("config: node.metrics never takes a port this node's endpoints bind") {
+  // node 1's endpoints: tcp://127.0.0.1:7010 (control), :7011 (publish); node 0's :7000, :7001.
+  const std::pair<std::string, std::string> bad[] = {
+      {"127.0.0.1:7010", "port 7010 is also bound by cluster.members[1].control ('tcp://127.0.0.1:7010', this node's)"},
+      {"127.0.0.1:7011", "port 7011 is also bound by cluster.members[1].publish"},
+      {"0.0.0.0:7011", "port 7011 is also bound by cluster.members[1].publish"},  // a wildcard covers it
+      {"127.0.0.1:7000", "port 7000 is also bound by cluster.members[0].control ('tcp://127.0.0.1:7000')"},
+      {"0.0.0.0:7001", "cluster.members[0].publish"},  // a loopback member is on this machine
+      {"255.255.255.255:9100", "the broadcast address"},
+      {"224.0.0.1:9100", "a multicast address"},
+      {"239.255.0.1:9100", "a multicast address"},
+  };
+  for (const auto& [m, why] : bad) {
+    INFO(m);
+    const std::string e = err("fsync: batch", "fsync: batch\n  metrics: \"" + m + "\"");
+    INFO(e);
+    CHECK(e.find("t.yaml: node.metrics: '" + m + "': ") == 0);
+    CHECK(e.find(why) != std::string::npos);
+  }
+  for (const char* m : {"127.0.0.1:9100", "127.0.0.2:7010", "0.0.0.0:9100", "127.0.0.1:0", "0.0.0.0:0"}) {
+    INFO(m);
+    CHECK(good_with("fsync: batch", std::string("fsync: batch\n  metrics: \"") + m + "\"").node.dp.metrics == m);
+  }
+  // Node 1 on 198.18.0.2: the same port on another of its addresses is free.
+  std::string y = kGood;
+  y.replace(y.find("tcp://127.0.0.1:7010"), 20, "tcp://198.18.0.2:7010");
+  y.replace(y.find("tcp://127.0.0.1:7011"), 20, "tcp://198.18.0.2:7011");
+  CHECK(err_in_ok(y, "fsync: batch", "fsync: batch\n  metrics: \"198.18.16.1:7010\"").size() > 0);
+  CHECK(err_in_ok(y, "fsync: batch", "fsync: batch\n  metrics: \"127.0.0.1:7011\"").size() > 0);
+  CHECK(err_in(y, "fsync: batch", "fsync: batch\n  metrics: \"0.0.0.0:7010\"")
+            .find("node.metrics: '0.0.0.0:7010': port 7010 is also bound by cluster.members[1].control") != std::string::npos);
+  CHECK(err_in(y, "fsync: batch", "fsync: batch\n  metrics: \"198.18.0.2:7011\"")
+            .find("cluster.members[1].publish ('tcp://198.18.0.2:7011', this node's)") != std::string::npos);
+}
+
 TEST_CASE("config: port and next-hop MACs are unicast, fabric MACs distinct") {
   const std::string y = with_ports();
   REQUIRE(parse_config(y).ok());
