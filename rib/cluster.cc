@@ -6,6 +6,8 @@
 #include <cmath>
 #include <map>
 #include <set>
+#include <utility>
+#include <vector>
 
 namespace sb::rib {
 
@@ -33,6 +35,27 @@ static bool z85_key_ok(const std::string& k) {
   return std::all_of(k.begin(), k.end(), [](char c) { return kZ85.find(c) != std::string_view::npos; });
 }
 
+// An ipc:// path, normalised lexically: '//' and '.' components dropped,
+// '..' removes the component before it ("/a/../b" is "/b", "/.." is "/").
+// Two spellings of one socket file are then one string.
+static std::string normal_ipc_path(std::string_view p) {
+  std::vector<std::string_view> parts;
+  for (size_t i = 0; i <= p.size();) {
+    size_t j = p.find('/', i);
+    if (j == std::string_view::npos) j = p.size();
+    const std::string_view c = p.substr(i, j - i);
+    if (c == "..") {
+      if (!parts.empty()) parts.pop_back();
+    } else if (!c.empty() && c != ".") {
+      parts.push_back(c);
+    }
+    i = j + 1;
+  }
+  std::string out;
+  for (const std::string_view c : parts) (out += '/') += c;
+  return out.empty() ? "/" : out;
+}
+
 // A member's endpoint: it binds exactly this string and its peers connect
 // to exactly this string (control/agent.cc), so it must name one address
 // both can use. `single`: a one-member cluster, where nobody connects and
@@ -43,6 +66,9 @@ static Status check_endpoint(const std::string& ep, const std::string& field, bo
   if (ep.rfind("ipc://", 0) == 0) {
     const std::string path = ep.substr(6);
     if (path.empty() || path == "*") return bad("expected ipc://PATH (a path)");
+    // Every member and sb-ctl resolve a relative path from their own
+    // working directory: it would name a different file for each.
+    if (path[0] != '/') return bad("the ipc path must be absolute (expected ipc:///DIR/NAME)");
     if (path.size() > 107) return bad("the ipc path is longer than 107 bytes (sun_path)");
     return Status::Ok();
   }
@@ -97,7 +123,9 @@ Status ClusterSpec::validate() const {
     return Status::InvalidArgument("cluster.members: more than 32 members");
   std::set<uint32_t> ids;
   // value -> the field that has it: endpoints, CURVE keys, fabric MACs (6 bytes)
-  std::map<std::string, std::string> endpoints, keys, macs;
+  std::map<std::string, std::string> keys, macs;
+  // endpoint (ipc paths normalised) -> the field that has it, as written
+  std::map<std::string, std::pair<std::string, std::string>> endpoints;
   double wsum = 0;
   for (size_t i = 0; i < members.size(); ++i) {
     const Member& m = members[i];
@@ -110,13 +138,18 @@ Status ClusterSpec::validate() const {
     // Each endpoint is bound by one socket of one member: two binds of one
     // address fail at run time (after the WAL was opened), so refuse them
     // here. Exempt: port 0 (a fresh port per bind) and inproc names (not
-    // bound across processes; the in-process simulations reuse one).
+    // bound across processes; the in-process simulations reuse one). ipc
+    // paths are compared normalised: ipc:///tmp/x//c0 is ipc:///tmp/x/c0,
+    // and a second bind would take over the first one's socket file.
     for (const auto& [ep, which] : {std::pair{&m.control, ".control"}, std::pair{&m.publish, ".publish"}}) {
       if (ep->rfind("inproc://", 0) == 0 || ep->ends_with(":0")) continue;
-      const auto [it, fresh] = endpoints.emplace(*ep, f + which);
+      const std::string key = ep->rfind("ipc://", 0) == 0 ? "ipc://" + normal_ipc_path(ep->substr(6)) : *ep;
+      const auto [it, fresh] = endpoints.emplace(key, std::pair{f + which, *ep});
       if (!fresh)
-        return Status::InvalidArgument(f + which + ": '" + *ep + "' is also " + it->second +
-                                       " (every endpoint is bound by one member: each must be distinct)");
+        return Status::InvalidArgument(
+            f + which + ": '" + *ep + "' is also " + it->second.first +
+            (it->second.second == *ep ? std::string() : " ('" + it->second.second + "', the same path)") +
+            " (every endpoint is bound by one member: each must be distinct)");
     }
     if (curve && !z85_key_ok(m.curve_public))
       return Status::InvalidArgument(f + ".curve_public: not a 40-character Z85 key");

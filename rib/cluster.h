@@ -14,8 +14,9 @@
 //     and every owner is a member id.
 //   - weights in [0, kMaxWeight] and at least one member has weight > 0
 //     (`choose`).
-//   - endpoints: tcp://A.B.C.D:PORT, ipc://PATH or inproc://NAME; no two
-//     bound twice (inproc and port 0 exempt). fabric_mac, where given, a
+//   - endpoints: tcp://A.B.C.D:PORT, ipc:///ABSOLUTE/PATH or inproc://NAME;
+//     no two bound twice (ipc paths compared normalised; inproc and port 0
+//     exempt). fabric_mac, where given, a
 //     unicast MAC no other member has. With curve, every member and client
 //     key distinct.
 // Thread safety: a value type; const use from any thread.

@@ -114,6 +114,8 @@ TEST_CASE("cluster spec: endpoints are tcp://A.B.C.D:PORT (or ipc/inproc), each 
       {"tcp://224.0.0.1:7000", "multicast"},
       {"tcp://255.255.255.255:7000", "broadcast"},
       {"ipc://", "path"},
+      {"ipc://sb.ctl", "the ipc path must be absolute"},
+      {"ipc://./run/sb.ctl", "the ipc path must be absolute"},
       {"inproc://", "name"},
   };
   for (const Bad& b : bad) {
@@ -149,6 +151,24 @@ TEST_CASE("cluster spec: an endpoint two members (or one member twice) would bin
   c = spec4();
   c.members[1].control = c.members[2].control = "ipc:///tmp/sb.ctl";
   CHECK(c.validate().message().find("cluster.members[2].control") != std::string::npos);
+  // ipc paths are compared as the file they name: the second bind would
+  // take over the first one's socket file.
+  for (const char* other : {"ipc:///tmp/x//c0", "ipc:///tmp/x/./c0", "ipc:///tmp/y/../x/c0", "ipc:////tmp/x/c0",
+                            "ipc:///tmp/x/c0/", "ipc:///../tmp/x/c0"}) {
+    INFO(other);
+    c = spec4();
+    c.members[1].control = "ipc:///tmp/x/c0";
+    c.members[2].publish = other;
+    m = c.validate().message();
+    INFO(m);
+    CHECK(m.find(std::string("cluster.members[2].publish: '") + other +
+                 "' is also cluster.members[1].control ('ipc:///tmp/x/c0', the same path)") != std::string::npos);
+  }
+  c = spec4();
+  c.members[1].control = "ipc:///tmp/x/c0";
+  c.members[2].control = "ipc:///tmp/x/c0.1";
+  c.members[3].control = "ipc:///tmp/x/..c0";
+  CHECK(c.validate().ok());
   // The same port on different hosts is how a real cluster looks.
   c = spec4();
   for (uint32_t i = 0; i < 4; ++i) {
