@@ -383,8 +383,22 @@ Status parse_dataplane(const YAML::Node& n, const rib::ClusterSpec& cluster, uin
   if (dp->memory_mb < 64 || dp->memory_mb > (1u << 20)) return bad("node.memory_mb", "must be in [64, 1048576]");
   dp->file_prefix = "sb-" + cluster.name + "-" + std::to_string(id);
   SB_RETURN_IF_ERROR(get(n, "file_prefix", "node", &dp->file_prefix, false));
+  // A directory name under EAL's runtime dir (/var/run/dpdk/PREFIX), which
+  // holds UNIX sockets (mp_socket; a secondary process's
+  // mp_socket_<pid>_<tsc>; dpdk_telemetry.v2) whose paths have at most 107
+  // bytes: 48 leaves room for them under /var/run/dpdk/ and
+  // /run/user/UID/dpdk/. "." and ".." would name the dpdk dir or its parent.
   if (dp->file_prefix.empty() || dp->file_prefix.find('/') != std::string::npos)
     return bad("node.file_prefix", "must be a non-empty name without '/'");
+  if (dp->file_prefix == "." || dp->file_prefix == "..")
+    return bad("node.file_prefix", "'" + dp->file_prefix +
+                                       "' is not a directory name (EAL's runtime directory is /var/run/dpdk/PREFIX); "
+                                       "expected a name such as sb-" + cluster.name + "-" + std::to_string(id));
+  if (dp->file_prefix.size() > kMaxFilePrefix)
+    return bad("node.file_prefix", "longer than " + std::to_string(kMaxFilePrefix) + " bytes (" +
+                                       std::to_string(dp->file_prefix.size()) +
+                                       "): EAL's runtime directory /var/run/dpdk/PREFIX holds UNIX sockets, "
+                                       "whose paths have at most 107 bytes");
   if (const YAML::Node e = n["eal_args"]) {
     if (!e.IsSequence()) return bad("node.eal_args", "expected a list of strings");
     for (size_t i = 0; i < e.size(); ++i) {

@@ -15,6 +15,7 @@
 // Thread safety: value types.
 #pragma once
 
+#include <cstddef>
 #include <cstdint>
 #include <string>
 #include <vector>
@@ -66,6 +67,11 @@ struct DataPlaneSpec {
 // records are ~850 MiB of log and seconds of replay; more only delays
 // restarts and fills the disk.
 inline constexpr uint64_t kMaxSnapshotEvery = uint64_t(1) << 24;
+// node.file_prefix's longest value: EAL's runtime directory
+// (/var/run/dpdk/PREFIX, or /run/user/UID/dpdk/PREFIX) holds UNIX sockets,
+// whose paths have at most 107 bytes (a secondary's mp_socket_<pid>_<tsc>
+// adds 35). The default, sb-<cluster.name>-<id>, has at most 38.
+inline constexpr size_t kMaxFilePrefix = 48;
 
 struct NodeSpec {
   uint32_t id = 0;

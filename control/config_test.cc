@@ -275,6 +275,28 @@ TEST_CASE("config: node.metrics never takes a port this node's endpoints bind") 
             .find("cluster.members[1].publish ('tcp://198.18.0.2:7011', this node's)") != std::string::npos);
 }
 
+TEST_CASE("config: node.file_prefix is a directory name short enough for EAL's sockets") {
+  CHECK(good_with("fsync: batch", "fsync: batch\n  file_prefix: sb-x").node.dp.file_prefix == "sb-x");
+  CHECK(good_with("fsync: batch", "fsync: batch\n  file_prefix: " + std::string(kMaxFilePrefix, 'a'))
+            .node.dp.file_prefix.size() == kMaxFilePrefix);
+  CHECK(good_with("fsync: batch", "fsync: batch\n  file_prefix: \"..x\"").node.dp.file_prefix == "..x");
+  CHECK(parse_config(kGood).value().node.dp.file_prefix == "sb-lab-1");
+  for (const char* p : {"\".\"", "\"..\""}) {
+    INFO(p);
+    const std::string m = err("fsync: batch", std::string("fsync: batch\n  file_prefix: ") + p);
+    INFO(m);
+    CHECK(m.find("t.yaml: node.file_prefix: '") != std::string::npos);
+    CHECK(m.find("is not a directory name") != std::string::npos);
+    CHECK(m.find("sb-lab-1") != std::string::npos);
+  }
+  const std::string m = err("fsync: batch", "fsync: batch\n  file_prefix: " + std::string(kMaxFilePrefix + 1, 'a'));
+  INFO(m);
+  CHECK(m.find("t.yaml: node.file_prefix: longer than 48 bytes (49)") != std::string::npos);
+  CHECK(err("fsync: batch", "fsync: batch\n  file_prefix: " + std::string(300, 'a')).find("node.file_prefix") !=
+        std::string::npos);
+  CHECK(err("fsync: batch", "fsync: batch\n  file_prefix: a/b").find("node.file_prefix") != std::string::npos);
+}
+
 TEST_CASE("config: port and next-hop MACs are unicast, fabric MACs distinct") {
   const std::string y = with_ports();
   REQUIRE(parse_config(y).ok());
