@@ -338,6 +338,53 @@ Status check_metrics(const std::string& metrics, const rib::ClusterSpec& cluster
   return Status::Ok();
 }
 
+// The EAL options sb-node derives from its own fields (node/dataplane.cc
+// eal_args()) and the ones that contradict them; given again in
+// node.eal_args, EAL would use the later one (or fail at init, exit 4).
+struct EalOwned {
+  char short_opt;        // 0: none
+  const char* long_opt;  // nullptr: none
+  const char* field;
+};
+constexpr EalOwned kEalOwned[] = {
+    {'l', "lcores", "node.lcores"},
+    {'c', nullptr, "node.lcores"},  // a coremask, the other spelling of -l
+    {0, "file-prefix", "node.file_prefix"},
+    {'m', "socket-mem", "node.memory_mb"},  // EAL refuses -m with --socket-mem
+    {0, "no-huge", "node.hugepages"},
+    {'a', "allow", "node.ports.*.device"},
+    {'b', "block", "node.ports.*.device"},  // with -a an EAL error, with --no-pci a no-op
+    {'w', "pci-whitelist", "node.ports.*.device"},  // the names before DPDK 20.11
+    {0, "pci-blacklist", "node.ports.*.device"},
+    {0, "vdev", "node.ports.*.device"},
+    {0, "no-pci", "node.ports.*.device"},
+};
+
+// The EAL option `arg` names, if sb-node owns it: "--opt", "--opt=value"
+// and getopt_long's abbreviations ("--file-pre"); "-l", "-l0" and short
+// flags before it ("-vl0"; -v and -h are EAL's only short options without
+// a value). A value of another option is not told apart from an option:
+// ["--huge-dir", "-m"] is refused too.
+Status check_eal_arg(const std::string& arg, const std::string& field) {
+  auto refuse = [&](const std::string& opt, const char* owner) {
+    return bad(field, "'" + arg + "' is EAL's " + opt + ", which sb-node sets from " + owner + ": set " + owner +
+                          " instead");
+  };
+  if (arg.size() > 2 && arg.compare(0, 2, "--") == 0) {
+    const std::string name = arg.substr(2, arg.find('=') == std::string::npos ? std::string::npos : arg.find('=') - 2);
+    for (const EalOwned& o : kEalOwned)
+      if (o.long_opt != nullptr && !name.empty() && std::string_view(o.long_opt).starts_with(name))
+        return refuse(std::string("--") + o.long_opt, o.field);
+  } else if (arg.size() > 1 && arg[0] == '-' && arg[1] != '-') {
+    size_t i = 1;
+    while (i < arg.size() && (arg[i] == 'v' || arg[i] == 'h')) ++i;
+    if (i < arg.size())
+      for (const EalOwned& o : kEalOwned)
+        if (o.short_opt != 0 && arg[i] == o.short_opt) return refuse(std::string("-") + o.short_opt, o.field);
+  }
+  return Status::Ok();
+}
+
 Status parse_dataplane(const YAML::Node& n, const rib::ClusterSpec& cluster, uint32_t id, DataPlaneSpec* dp) {
   std::string fib = "cuckoo";
   SB_RETURN_IF_ERROR(get(n, "fib", "node", &fib, false));
@@ -404,6 +451,7 @@ Status parse_dataplane(const YAML::Node& n, const rib::ClusterSpec& cluster, uin
     for (size_t i = 0; i < e.size(); ++i) {
       if (!e[i].IsScalar())
         return bad("node.eal_args[" + std::to_string(i) + "]", "expected a string");
+      SB_RETURN_IF_ERROR(check_eal_arg(e[i].Scalar(), "node.eal_args[" + std::to_string(i) + "]"));
       dp->eal_args.push_back(e[i].Scalar());
     }
   }

@@ -297,6 +297,47 @@ TEST_CASE("config: node.file_prefix is a directory name short enough for EAL's s
   CHECK(err("fsync: batch", "fsync: batch\n  file_prefix: a/b").find("node.file_prefix") != std::string::npos);
 }
 
+// sb-node sets these EAL options from its own fields (node/dataplane.cc
+// eal_args()); given again in eal_args, EAL would use the later one.
+TEST_CASE("config: node.eal_args cannot override what sb-node sets from its own fields") {
+  const std::pair<std::string, std::string> bad[] = {
+      {R"("--file-prefix", "x")", "'--file-prefix' is EAL's --file-prefix, which sb-node sets from node.file_prefix: "
+                                  "set node.file_prefix instead"},
+      {R"("--file-prefix=x")", "--file-prefix, which sb-node sets from node.file_prefix"},
+      {R"("--file-pre=x")", "--file-prefix, which sb-node sets from node.file_prefix"},  // getopt_long abbreviation
+      {R"("-l", "0-3")", "'-l' is EAL's -l, which sb-node sets from node.lcores"},
+      {R"("-l0-3")", "-l, which sb-node sets from node.lcores"},
+      {R"("-vl0")", "-l, which sb-node sets from node.lcores"},
+      {R"("--lcores=0@1")", "--lcores, which sb-node sets from node.lcores"},
+      {R"("-c", "0x3")", "-c, which sb-node sets from node.lcores"},
+      {R"("-m", "1024")", "-m, which sb-node sets from node.memory_mb"},
+      {R"("-m1024")", "-m, which sb-node sets from node.memory_mb"},
+      {R"("--socket-mem=1024")", "--socket-mem, which sb-node sets from node.memory_mb"},
+      {R"("--no-huge")", "--no-huge, which sb-node sets from node.hugepages"},
+      {R"("-a", "0000:3b:00.0")", "-a, which sb-node sets from node.ports.*.device"},
+      {R"("--allow=0000:3b:00.0")", "--allow, which sb-node sets from node.ports.*.device"},
+      {R"("-b", "0000:3b:00.0")", "-b, which sb-node sets from node.ports.*.device"},
+      {R"("--block", "0000:3b:00.0")", "--block, which sb-node sets from node.ports.*.device"},
+      {R"("--vdev", "net_null9")", "--vdev, which sb-node sets from node.ports.*.device"},
+      {R"("--vdev=net_null9")", "--vdev, which sb-node sets from node.ports.*.device"},
+      {R"("--no-pci")", "--no-pci, which sb-node sets from node.ports.*.device"},
+      {R"("-w", "0000:3b:00.0")", "-w, which sb-node sets from node.ports.*.device"},
+  };
+  for (const auto& [args, why] : bad) {
+    INFO(args);
+    const std::string m = err("fsync: batch", "fsync: batch\n  eal_args: [\"--log-level=pmd:debug\", " + args + "]");
+    INFO(m);
+    CHECK(m.find("t.yaml: node.eal_args[1]: ") != std::string::npos);
+    CHECK(m.find(why) != std::string::npos);
+  }
+  // EAL's other options are the point of the field.
+  const Config c = good_with("fsync: batch",
+                             "fsync: batch\n  eal_args: [\"--log-level\", \"lib.eal:debug\", \"-n\", \"4\", "
+                             "\"--huge-dir=/mnt/huge\", \"--iova-mode=va\", \"--main-lcore\", \"1\", \"-v\", "
+                             "\"--no-such-eal-option\", \"--\", \"-\"]");
+  CHECK(c.node.dp.eal_args.size() == 12);
+}
+
 TEST_CASE("config: port and next-hop MACs are unicast, fabric MACs distinct") {
   const std::string y = with_ports();
   REQUIRE(parse_config(y).ok());
