@@ -582,7 +582,15 @@ Result<Config> parse_config(const std::string& yaml_text, const std::string& ori
   cfg.path = origin;
   YAML::Node root;
   try {
-    root = YAML::Load(yaml_text);
+    // Every document, not just the first (YAML::Load): a second one after
+    // '---' (an appended override, two files concatenated) would be
+    // silently ignored.
+    const std::vector<YAML::Node> docs = YAML::LoadAll(yaml_text);
+    if (docs.size() > 1)
+      return Status::InvalidArgument(origin + ": " + std::to_string(docs.size()) +
+                                     " YAML documents (separated by '---'): expected one, holding both the "
+                                     "cluster and the node section");
+    if (!docs.empty()) root = docs[0];
   } catch (const YAML::Exception& e) {
     return Status::InvalidArgument(origin + ": YAML syntax error: " + e.what());
   }

@@ -76,6 +76,19 @@ TEST_CASE("config: errors name the field") {
             .find("node.eal_args[0]: expected a string") != std::string::npos);
 }
 
+TEST_CASE("config: a file holds one YAML document (a second would be ignored)") {
+  CHECK(parse_config(std::string("---\n") + kGood).ok());          // a leading marker is one document
+  CHECK(parse_config(std::string(kGood) + "...\n").ok());          // so is an end marker
+  for (const std::string tail : {"---\nnode: {id: 0, data_dir: /tmp/y}\n", "---\n", "---\ncluster: {}\n---\n"}) {
+    INFO(tail);
+    const Result<Config> r = parse_config(std::string(kGood) + tail, "t.yaml");
+    REQUIRE_FALSE(r.ok());
+    INFO(r.status().message());
+    CHECK(r.status().message().find("t.yaml: ") == 0);
+    CHECK(r.status().message().find(" YAML documents (separated by '---'): expected one") != std::string::npos);
+  }
+}
+
 TEST_CASE("config: control timing and the data plane section") {
   std::string y = kGood;
   y.replace(y.find("  fsync: batch\n"), 14,
