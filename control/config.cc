@@ -14,6 +14,7 @@
 #include <set>
 #include <sstream>
 #include <type_traits>
+#include <vector>
 
 #include <yaml-cpp/yaml.h>
 
@@ -522,6 +523,8 @@ Status parse_node(const YAML::Node& n, const rib::ClusterSpec& cluster, NodeSpec
   if (!cluster.is_member(out->id))
     return bad("node.id", std::to_string(out->id) + " is not a cluster member");
   SB_RETURN_IF_ERROR(get(n, "key_file", "node", &out->key_file, cluster.curve));
+  if (n["key_file"] && out->key_file.empty())
+    return bad("node.key_file", "empty (expected the path of this node's keypair, written by sb-ctl keys gen)");
   SB_RETURN_IF_ERROR(get(n, "data_dir", "node", &out->data_dir, true));
   if (out->data_dir.empty())
     return bad("node.data_dir", "empty (expected the directory of this node's WAL, snapshots and epoch)");
@@ -616,6 +619,7 @@ Result<Config> load_config(const std::string& path, bool require_node) {
 }
 
 Result<KeyPair> load_key_file(const std::string& path) {
+  if (path.empty()) return Status::InvalidArgument("the key file path is empty");
   std::ifstream in(path);
   if (!in) return Status::Io(path + ": cannot open key file");
   // A secret others can read (or replace) is no secret: refused, as ssh
@@ -633,8 +637,22 @@ Result<KeyPair> load_key_file(const std::string& path) {
   ss << in.rdbuf();
   KeyPair kp;
   try {
-    YAML::Node n = YAML::Load(ss.str());
-    if (!n.IsMap() || !n["public"] || !n["secret"])
+    // One document of exactly public: and secret:, each once: yaml-cpp
+    // would read the first of two public: keys, and a misspelt key
+    // (secrte:) must not pass unnoticed.
+    const std::vector<YAML::Node> docs = YAML::LoadAll(ss.str());
+    if (docs.size() > 1) return Status::InvalidArgument(path + ": more than one YAML document in the key file");
+    const YAML::Node n = docs.empty() ? YAML::Node() : docs[0];
+    if (!n.IsMap()) return Status::InvalidArgument(path + ": expected 'public:' and 'secret:'");
+    std::set<std::string> seen;
+    for (const auto& kv : n) {
+      const std::string k = kv.first.as<std::string>("");
+      if (k != "public" && k != "secret")
+        return Status::InvalidArgument(path + ": " + k + ": unknown key in the key file (expected public: and secret:)");
+      if (!seen.insert(k).second) return Status::InvalidArgument(path + ": " + k + ": appears twice in the key file");
+      if (!kv.second.IsScalar()) return Status::InvalidArgument(path + ": " + k + ": expected a Z85 key string");
+    }
+    if (!n["public"] || !n["secret"])
       return Status::InvalidArgument(path + ": expected 'public:' and 'secret:'");
     kp.public_key = n["public"].as<std::string>();
     kp.secret_key = n["secret"].as<std::string>();

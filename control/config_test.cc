@@ -4,6 +4,7 @@
 
 #include <catch2/catch.hpp>
 #include <filesystem>
+#include <fstream>
 
 using namespace sb;
 using namespace sb::control;
@@ -143,6 +144,42 @@ TEST_CASE("config: CURVE key files round trip and are checked") {
   }
   std::filesystem::permissions(f, std::filesystem::perms::owner_read);
   CHECK(load_key_file(f).ok());  // 0400 is fine
+  std::filesystem::remove_all(dir);
+}
+
+TEST_CASE("config: a key file holds public: and secret: once each; an empty key_file is named") {
+  CHECK(err("data_dir: /tmp/x", "data_dir: /tmp/x\n  key_file: \"\"")
+            .find("t.yaml: node.key_file: empty (expected the path of this node's keypair") != std::string::npos);
+  CHECK(load_key_file("").status().message() == "the key file path is empty");
+  const KeyPair kp = generate_keypair().value();
+  const KeyPair other = generate_keypair().value();
+  const std::string dir = std::filesystem::temp_directory_path() / ("sbkeys2." + std::to_string(::getpid()));
+  std::filesystem::create_directories(dir);
+  auto load = [&](const std::string& text) {
+    const std::string f = dir + "/k.key";
+    std::filesystem::remove(f);
+    std::ofstream(f) << text;
+    std::filesystem::permissions(f, std::filesystem::perms::owner_read | std::filesystem::perms::owner_write);
+    return load_key_file(f);
+  };
+  const std::string pub = "public: \"" + kp.public_key + "\"\n", sec = "secret: \"" + kp.secret_key + "\"\n";
+  REQUIRE(load(pub + sec).ok());
+  const std::pair<std::string, std::string> bad[] = {
+      {pub + sec + "public: \"" + other.public_key + "\"\n", "k.key: public: appears twice in the key file"},
+      {pub + "public: \"" + kp.public_key + "\"\n" + sec, "k.key: public: appears twice in the key file"},
+      {pub + sec + sec, "k.key: secret: appears twice in the key file"},
+      {pub + sec + "secrte: x\n", "k.key: secrte: unknown key in the key file (expected public: and secret:)"},
+      {pub + "secrte: \"" + kp.secret_key + "\"\n", "k.key: secrte: unknown key"},
+      {pub + sec + "---\n" + pub, "k.key: more than one YAML document in the key file"},
+      {pub + "secret: [x]\n", "k.key: secret: expected a Z85 key string"},
+  };
+  for (const auto& [text, why] : bad) {
+    INFO(text);
+    const Result<KeyPair> r = load(text);
+    REQUIRE_FALSE(r.ok());
+    INFO(r.status().message());
+    CHECK(r.status().message().find(why) != std::string::npos);
+  }
   std::filesystem::remove_all(dir);
 }
 
