@@ -586,6 +586,15 @@ TEST_CASE("ansible: a bad inventory fails clearly before anything is rendered or
   };
   const std::vector<Bad> bad = {
       {"duplicate node id", "node_id: 2", "node_id: 1", "node_id (a member id) used by more than one node: 1: n1, n2"},
+      // sb-node reads "01" as 1: compared as numbers, not as strings.
+      {"duplicate node id spelled with a leading zero", "node_id: 2", "node_id: \"01\"",
+       "node_id (a member id) used by more than one node: 1: n1, n2"},
+      // /metrics would bind the port the member's publish socket has.
+      {"metrics port on the publish port", "    ansible_connection: local\n",
+       "    ansible_connection: local\n    metrics_port: 7001\n",
+       "n1: metrics_port '7001': a port in 1..65535 other than sb_control_port (7000) and sb_publish_port (7001)"},
+      {"metrics address that is a host name", "    ansible_connection: local\n",
+       "    ansible_connection: local\n    metrics_address: mgmt.example\n", "n1: metrics_address 'mgmt.example'"},
       {"node id too large", "node_id: 2", "node_id: 32", "n2: node_id '32'"},
       {"missing fabric_mac", "          fabric_mac: \"02:00:00:00:02:02\"\n", "", "n2: 'fabric_mac' is not set"},
       {"host name as address", "ansible_host: 127.0.0.2", "ansible_host: gw2.example", "n2: ansible_host 'gw2.example'"},
@@ -649,6 +658,75 @@ TEST_CASE("ansible: a bad inventory fails clearly before anything is rendered or
     CHECK(access((d + "/bin").c_str(), F_OK) != 0);
     sh("rm -rf " + d);
   }
+}
+
+TEST_CASE("ansible: a value sb-node refuses fails at render time, naming the field, and the node keeps its file", "[ansible]") {
+  // The inventory checks cover only some variables: -e sb_mtu=100 or
+  // sb_key_mode=ueip rendered a file sb-node refused at start (exit 3),
+  // found only when the health wait timed out. The sb-node installed on the
+  // host (install_dir) now checks every rendered file (--print-eal) before
+  // it replaces the node's file.
+  const std::string d = tmpdir();
+  REQUIRE(sh("mkdir -p " + d + "/bin && ln -s " SB_BUILD_DIR "/bin/sb-node " + d + "/bin/sb-node").rc == 0);
+  std::ofstream(d + "/hosts.yml") << local_inventory(
+      d, 2,
+      "    sb_ctl_local: " SB_BUILD_DIR "/bin/sb-ctl\n    sb_hugepages: false\n    sb_memory_mb: 256\n"
+      "    install_dir: " + d + "/bin\n",
+      {"          metrics_address: 127.0.0.11\n"});
+  const std::string play = local_play(d, "keys, config");
+  const std::string cfg = d + "/n1/etc/sb-node.yaml";
+  Run r = sh(play);
+  INFO(r.out);
+  REQUIRE(r.rc == 0);
+  CHECK(has(r.out, "TASK [config : Node configuration (checked by sb-node --print-eal)]"));
+  std::string good = sh("cat " + cfg).out;
+  INFO(good);
+  // metrics_address: where /metrics and /health listen (default ansible_host).
+  CHECK(has(good, "\n  metrics: \"127.0.0.11:9100\"\n"));
+  CHECK(has(sh("cat " + d + "/n2/etc/sb-node.yaml").out, "\n  metrics: \"127.0.0.2:9100\"\n"));
+  // The control timing is sb-node's own unless set.
+  for (const char* f : {"heartbeat_ms", "dead_after_ms", "fib_timeout_ms", "forward_timeout_ms", "fsync_interval_ms"})
+    CHECK_FALSE(has(good, f));
+  struct Bad {
+    std::string vars;  // -e
+    const char* field;  // in sb-node's message
+  };
+  for (const Bad& b : std::vector<Bad>{{"sb_mtu=100", "sb-node: node.mtu: must be in [576, 9600]"},
+                                       {"sb_key_mode=ueip", "cluster.key_mode: 'ueip'"},
+                                       {"sb_mbufs=100", "node.mbufs"},
+                                       {"sb_heartbeat_ms=2000", "node.dead_after_ms: must be in [3 x heartbeat_ms"}}) {
+    INFO(b.vars);
+    r = sh(play + " -e " + b.vars);
+    INFO(r.out);
+    CHECK(r.rc != 0);
+    CHECK(has(r.out, "n1: " + d + "/bin/sb-node refused the configuration rendered for " + cfg));
+    CHECK(has(r.out, b.field));
+    // sb-node's message, without the name of the temporary file it checked.
+    CHECK(has(r.out, "(not installed: the node keeps the file it had): sb-node: " + std::string(b.field).substr(
+                         std::string(b.field).rfind("sb-node: ", 0) == 0 ? 9 : 0)));
+    CHECK(sh("cat " + cfg).out == good);  // not installed
+  }
+  // Set, the timing is written (and sb-node took it).
+  r = sh(play + " -e sb_heartbeat_ms=50 -e sb_dead_after_ms=3000 -e sb_fib_timeout_ms=4000 "
+                "-e sb_forward_timeout_ms=6000 -e sb_fsync=interval -e sb_fsync_interval_ms=20");
+  INFO(r.out);
+  REQUIRE(r.rc == 0);
+  good = sh("cat " + cfg).out;
+  CHECK(has(good, "\n  fsync: \"interval\"\n  fib_capacity: 1048576\n  fsync_interval_ms: 20\n  heartbeat_ms: 50\n"
+                  "  dead_after_ms: 3000\n  fib_timeout_ms: 4000\n  forward_timeout_ms: 6000\n"));
+  // site.yml: the sb-node the install role has just put on the host checks
+  // the file; the run stops there, before the service is started.
+  r = sh("cd " + src() + "/ansible && ANSIBLE_CONFIG=ansible.cfg ANSIBLE_NOCOLOR=1 ansible-playbook -i " + d +
+         "/hosts.yml site.yml -e manage_packages=false -e service_mode=supervised -e sb_build_dir=" SB_BUILD_DIR
+         " -e install_dir=" + d + "/site/bin -e pid_file=" + d + "/sb.pid -e log_file=" + d + "/sb.log -e sb_mtu=100");
+  INFO(r.out);
+  CHECK(r.rc != 0);
+  CHECK(has(r.out, "TASK [install : Binaries (copied from the control machine)]"));
+  CHECK(has(r.out, "n1: " + d + "/site/bin/sb-node refused the configuration rendered for " + cfg));
+  CHECK(has(r.out, "node.mtu: must be in [576, 9600]"));
+  CHECK_FALSE(has(r.out, "TASK [service"));
+  CHECK(access((d + "/sb.pid").c_str(), F_OK) != 0);
+  sh("rm -rf " + d);
 }
 
 TEST_CASE("ansible: the ctl health check waits until every partition is resynced, not just for an answer", "[ansible]") {
