@@ -2,6 +2,9 @@
 
 #include <immintrin.h>
 
+#include <cstdint>
+#include <cstring>
+
 #include "core/bit_array.h"
 #include "core/hash.h"
 
@@ -50,7 +53,7 @@ bool FallbackTable::find(const FlowKey& key, uint64_t h, uint8_t* value) const {
   }
 }
 
-void FallbackTable::put_nolock(Rep* r, const FlowKey& key, uint64_t h, uint64_t meta) {
+bool FallbackTable::put_nolock(Rep* r, const FlowKey& key, uint64_t h, uint64_t meta, uint64_t* old_meta) {
   uint64_t* w = r->w.get();
   uint64_t i = start(h, r->mask);
   const uint64_t lo = key.lo(), hi = key.hi();
@@ -62,11 +65,12 @@ void FallbackTable::put_nolock(Rep* r, const FlowKey& key, uint64_t h, uint64_t 
       seq_store(w + 4 * i + 2, h);
       seq_store(w + 4 * i + 3, meta);
       ++count_;
-      return;
+      return true;
     }
     if (seq_load(w + 4 * i) == lo && seq_load(w + 4 * i + 1) == hi && seq_load(w + 4 * i + 2) == h) {
       seq_store(w + 4 * i + 3, meta);
-      return;
+      *old_meta = m;
+      return false;
     }
     i = (i + 1) & r->mask;
   }
@@ -90,7 +94,8 @@ void FallbackTable::grow(size_t want) {
       const uint64_t lo = seq_load(w + 4 * i), hi = seq_load(w + 4 * i + 1);
       std::memcpy(k.bytes, &lo, 8);
       std::memcpy(k.bytes + 8, &hi, 8);
-      put_nolock(rep.get(), k, seq_load(w + 4 * i + 2), meta);
+      uint64_t unused;
+      put_nolock(rep.get(), k, seq_load(w + 4 * i + 2), meta, &unused);
     }
   }
   (void)n;
@@ -105,8 +110,22 @@ void FallbackTable::put(const FlowKey& key, uint64_t h, uint32_t group, uint8_t 
     grow(count_ + 1);
     r = cur_.load(std::memory_order_relaxed);
   }
-  put_nolock(r, key, h, meta_of(group, value));
+  uint64_t old = 0;
+  const bool fresh = put_nolock(r, key, h, meta_of(group, value), &old);
   ver_.write_end();
+  if (fresh) {
+    by_group_[group].insert({key, h});
+  } else if (uint32_t(old >> 8) != group) {  // the entry moved to another group
+    index_drop(uint32_t(old >> 8), key, h);
+    by_group_[group].insert({key, h});
+  }
+}
+
+void FallbackTable::index_drop(uint32_t group, const FlowKey& key, uint64_t h) {
+  auto it = by_group_.find(group);
+  if (it == by_group_.end()) return;
+  it->second.erase({key, h});
+  if (it->second.empty()) by_group_.erase(it);
 }
 
 void FallbackTable::reserve(size_t n) {
@@ -117,7 +136,7 @@ void FallbackTable::reserve(size_t n) {
   ver_.write_end();
 }
 
-bool FallbackTable::erase_nolock(const FlowKey& key, uint64_t h) {
+bool FallbackTable::erase_nolock(const FlowKey& key, uint64_t h, uint64_t* meta) {
   Rep* r = cur_.load(std::memory_order_relaxed);
   if (r == nullptr) return false;
   uint64_t* w = r->w.get();
@@ -128,7 +147,10 @@ bool FallbackTable::erase_nolock(const FlowKey& key, uint64_t h) {
     if (probes > mask) return false;
     const uint64_t m = seq_load(w + 4 * i + 3);
     if (m == 0) return false;
-    if (seq_load(w + 4 * i) == lo && seq_load(w + 4 * i + 1) == hi && seq_load(w + 4 * i + 2) == h) break;
+    if (seq_load(w + 4 * i) == lo && seq_load(w + 4 * i + 1) == hi && seq_load(w + 4 * i + 2) == h) {
+      *meta = m;
+      break;
+    }
     i = (i + 1) & mask;
   }
   // Backward-shift deletion: pull later members of the run into the hole
@@ -151,25 +173,44 @@ bool FallbackTable::erase_nolock(const FlowKey& key, uint64_t h) {
 }
 
 bool FallbackTable::erase(const FlowKey& key, uint64_t h) {
+  uint64_t meta = 0;
   ver_.write_begin();
-  const bool r = erase_nolock(key, h);
+  const bool r = erase_nolock(key, h, &meta);
   ver_.write_end();
+  if (r) index_drop(uint32_t(meta >> 8), key, h);
   return r;
 }
 
 size_t FallbackTable::erase_groups(uint64_t g_begin, uint64_t g_end) {
-  if (count_ == 0) return 0;
-  std::vector<Entry> victims;
-  for (const Entry& e : entries())
-    if (e.group >= g_begin && e.group < g_end) victims.push_back(e);
-  if (victims.empty()) return 0;
+  if (count_ == 0 || g_begin >= g_end || g_begin > UINT32_MAX) return 0;
+  auto first = by_group_.lower_bound(uint32_t(g_begin));
+  auto last = first;
+  while (last != by_group_.end() && last->first < g_end) ++last;
+  if (first == last) return 0;
+  size_t n = 0;
   ver_.write_begin();
-  for (const Entry& e : victims) erase_nolock(e.key, e.h);
+  for (auto it = first; it != last; ++it)
+    for (const KeyH& e : it->second) {
+      uint64_t meta;
+      n += erase_nolock(e.key, e.h, &meta);
+      ++visited_;
+    }
   ver_.write_end();
-  return victims.size();
+  by_group_.erase(first, last);
+  return n;
+}
+
+size_t FallbackTable::count_groups(uint64_t g_begin, uint64_t g_end) const {
+  if (count_ == 0 || g_begin >= g_end || g_begin > UINT32_MAX) return 0;
+  size_t n = 0;
+  for (auto it = by_group_.lower_bound(uint32_t(g_begin));
+       it != by_group_.end() && it->first < g_end; ++it)
+    n += it->second.size();
+  return n;
 }
 
 void FallbackTable::clear() {
+  by_group_.clear();
   if (count_ == 0) return;
   ver_.write_begin();
   Rep* r = cur_.load(std::memory_order_relaxed);

@@ -264,6 +264,8 @@ class SetSep final : public GptTable {
   Status load_partition(uint32_t partition, std::span<const uint8_t> bytes) override;
   uint64_t num_bits() const override;
   uint64_t fallback_keys() const override { return fallback_.size(); }
+  // The fallback table (read-only: tests, tools).
+  const FallbackTable& fallback_table() const { return fallback_; }
 
   // ---- SetSep specifics ---------------------------------------------------
   unsigned index_bits() const { return x_; }

@@ -4,8 +4,10 @@
 #include <chrono>
 #include <cstring>
 #include <thread>
+#include <map>
 #include <unordered_map>
 
+#include "core/bit_array.h"
 #include "core/keygen.h"
 #include "core/test_util.h"
 #include "gpt/gpt.h"
@@ -653,4 +655,236 @@ TEST_CASE("setsep: equal tables serialize to equal bytes when one key sits under
   std::vector<uint8_t> sr;
   (*r)->serialize(&sr);
   CHECK((sr == sb));
+}
+
+// ---- fallback entries from peers ---------------------------------------------
+//
+// A replica used to store every fallback entry a peer sent: 64 well-formed
+// group deltas of 65535 entries each gave a 1-block table 4.19M entries
+// (512 MiB), and then every group delta copied the whole fallback table
+// (337 ms for a 50-byte delta). The tests below feed a replica deltas and
+// snapshots a broken peer could send, and an honest builder keys crowded
+// into one block (injected hashes).
+
+namespace {
+
+using Entry = FallbackTable::Entry;
+
+// A made-up fallback entry of block `blk`: canonical key (a counter in
+// bytes 0..7), a random hash that selects the block and, when g >= 0, a
+// bucket whose first candidate is group g (the group a lookup reads while
+// the block's choices are all 0: a new table, or after peer_block_delta).
+Entry crafted_entry(const SetSep& t, uint64_t blk, uint64_t ctr, Rng& rng, int g = -1) {
+  Entry e{};
+  std::memcpy(e.key.bytes, &ctr, 8);
+  const CandidateTable& ct = candidate_table();
+  do e.h = rng.next();
+  while (t.block_of(e.h) != blk || (g >= 0 && ct.cand[SetSep::bucket_of(e.h)][0] != g));
+  e.value = uint8_t(ctr & ((1u << t.value_bits()) - 1));
+  return e;
+}
+
+std::vector<uint8_t> sealed(const SetSep& t, uint8_t kind, uint64_t blk, const std::vector<uint8_t>& payload) {
+  DeltaHeader hd;
+  hd.backend = Backend::kSetSep;
+  hd.format_version = kSetSepFormatVersion;
+  hd.kind = kind;
+  hd.partition = uint32_t(blk / t.sub_ids_per_partition());
+  hd.sub_id = uint32_t(blk % t.sub_ids_per_partition());
+  hd.shape = t.shape();
+  DeltaList d;
+  REQUIRE(d.add(hd, payload).ok());
+  return std::vector<uint8_t>(d[0].begin(), d[0].end());
+}
+
+void put_item(std::vector<uint8_t>* p, const Entry& e) {
+  p->insert(p->end(), e.key.bytes, e.key.bytes + 16);
+  uint8_t hb[8];
+  put_u64(hb, e.h);
+  p->insert(p->end(), hb, hb + 8);
+  p->push_back(e.value);
+}
+
+// A peer's group delta (kind 1: u8 seed, u8 group, record, u16 n, n items):
+// a fallback record with `items`, or (no items) a solved record (all 0).
+std::vector<uint8_t> peer_group_delta(const SetSep& t, uint64_t blk, unsigned g, const std::vector<Entry>& items) {
+  std::vector<uint8_t> p = {t.block_seed(blk), uint8_t(g)};
+  uint64_t rec[6] = {};
+  if (!items.empty()) write_bits(rec, 0, t.index_bits(), (1u << t.index_bits()) - 1);
+  const uint8_t* rb = reinterpret_cast<const uint8_t*>(rec);
+  p.insert(p.end(), rb, rb + (t.record_bits() + 7) / 8);
+  uint8_t n2[2];
+  put_u16(n2, uint16_t(items.size()));
+  p.insert(p.end(), n2, n2 + 2);
+  for (const Entry& e : items) put_item(&p, e);
+  return sealed(t, 1, blk, p);
+}
+
+// A peer's block delta (kind 2: u8 seed, 64 choice bytes, W words of
+// records, u16 n, n x {u8 group, item}): the groups in `items` are fallback
+// groups, the others solved (all 0).
+std::vector<uint8_t> peer_block_delta(const SetSep& t, uint64_t blk,
+                                      const std::vector<std::pair<uint8_t, Entry>>& items) {
+  const unsigned W = t.record_bits();
+  std::vector<uint8_t> p(1 + 64, 0);
+  std::vector<uint64_t> recs(W + 1, 0);
+  for (const auto& [g, e] : items) write_bits(recs.data(), uint64_t(g) * W, t.index_bits(), (1u << t.index_bits()) - 1);
+  for (unsigned k = 0; k < W; ++k) {
+    uint8_t w[8];
+    put_u64(w, recs[k]);
+    p.insert(p.end(), w, w + 8);
+  }
+  uint8_t n2[2];
+  put_u16(n2, uint16_t(items.size()));
+  p.insert(p.end(), n2, n2 + 2);
+  for (const auto& [g, e] : items) {
+    p.push_back(g);
+    put_item(&p, e);
+  }
+  return sealed(t, 2, blk, p);
+}
+
+}  // namespace
+
+TEST_CASE("setsep: replacing fallback groups touches their entries, not the whole fallback table", "[gpt][setsep]") {
+  const uint64_t seed = test_seed(32);
+  Rng rng(seed);
+  SetSepConfig c = small_cfg(2, 64 * 1024, 1);  // 2 partitions x 32 blocks
+  auto tr = SetSep::create(c);
+  REQUIRE(tr.ok());
+  SetSep& t = *tr.value();
+  uint64_t ctr = 1;
+  // Blocks 0 and 1 full (64 groups x 64 entries): 8192 entries.
+  std::vector<std::vector<Entry>> groups;  // global group id -> entries
+  for (uint64_t blk = 0; blk < 2; ++blk)
+    for (unsigned g = 0; g < kGroupsPerBlock; ++g) {
+      std::vector<Entry> items;
+      for (unsigned k = 0; k < 64; ++k) items.push_back(crafted_entry(t, blk, ctr++, rng, int(g)));
+      REQUIRE(t.apply(peer_group_delta(t, blk, g, items)).ok());
+      groups.push_back(items);
+    }
+  REQUIRE(t.fallback_keys() == 8192);
+  const FallbackTable& fb = t.fallback_table();
+  // Entries erase_groups() looked at while applying d.
+  auto visits = [&](const std::vector<uint8_t>& d) {
+    const uint64_t v0 = fb.erase_groups_visited();
+    REQUIRE(t.apply(d).ok());
+    return fb.erase_groups_visited() - v0;
+  };
+  // A 2-entry group delta over a 64-entry group: 64 entries looked at (the
+  // old implementation copied and scanned all 8192).
+  std::vector<Entry> two = {crafted_entry(t, 0, ctr++, rng, 7), crafted_entry(t, 0, ctr++, rng, 7)};
+  CHECK(visits(peer_group_delta(t, 0, 7, two)) == 64);
+  CHECK(t.fallback_keys() == 8192 - 62);
+  for (const Entry& e : two) CHECK(t.lookup(e.key, e.h) == e.value);
+  CHECK(visits(peer_group_delta(t, 0, 7, {})) == 2);
+  // A group or block without entries: nothing.
+  CHECK(visits(peer_group_delta(t, 5, 3, {})) == 0);
+  CHECK(visits(peer_block_delta(t, 9, {})) == 0);
+  // A block: its own entries (64 x 64), none of block 0's.
+  CHECK(visits(peer_block_delta(t, 1, {})) == 64 * 64);
+  CHECK(t.fallback_keys() == 63 * 64);
+  // A partition snapshot of the other partition: none.
+  std::vector<uint8_t> p1;
+  REQUIRE(t.serialize_partition(1, &p1).ok());
+  {
+    const uint64_t v0 = fb.erase_groups_visited();
+    REQUIRE(t.load_partition(1, p1).ok());
+    CHECK(fb.erase_groups_visited() - v0 == 0);
+  }
+  // What is left answers as before.
+  for (unsigned g = 0; g < kGroupsPerBlock; ++g)
+    if (g != 7)
+      for (const Entry& e : groups[g]) REQUIRE(t.lookup(e.key, e.h) == e.value);
+}
+
+// FallbackTable's group index against a plain model: random puts (some
+// overwriting, some moving an entry to another group), erases, group-range
+// erases and counts.
+TEST_CASE("fallback table: group index model-based (erase_groups, count_groups)", "[gpt][setsep]") {
+  const uint64_t seed = test_seed(35);
+  Rng rng(seed);
+  FallbackTable f;
+  struct V { uint32_t group; uint8_t value; };
+  std::map<std::pair<uint64_t, uint64_t>, V> model;  // (key.lo, h) -> group, value
+  auto key_of = [](uint64_t lo) {
+    FlowKey k{};
+    std::memcpy(k.bytes, &lo, 8);
+    return k;
+  };
+  uint64_t removed_total = 0;
+  for (int r = 0; r < 20000; ++r) {
+    const unsigned op = unsigned(rng.below(10));
+    const uint64_t lo = 1 + rng.below(3000), h = rng.below(4) * 0x9E3779B97F4A7C15ULL;
+    if (op < 6) {
+      const uint32_t g = uint32_t(rng.below(200));
+      const uint8_t v = uint8_t(rng.below(256));
+      f.put(key_of(lo), h, g, v);
+      model[{lo, h}] = {g, v};
+    } else if (op < 8) {
+      REQUIRE(f.erase(key_of(lo), h) == (model.erase({lo, h}) == 1));
+    } else {
+      const uint64_t a = rng.below(210), e = a + rng.below(op == 8 ? 3 : 40);
+      size_t want = 0;
+      for (const auto& [k, v] : model) want += v.group >= a && v.group < e;
+      REQUIRE(f.count_groups(a, e) == want);
+      if (op == 9) {
+        const uint64_t v0 = f.erase_groups_visited();
+        REQUIRE(f.erase_groups(a, e) == want);
+        REQUIRE(f.erase_groups_visited() - v0 == want);  // the removed entries, nothing else
+        std::erase_if(model, [&](const auto& kv) { return kv.second.group >= a && kv.second.group < e; });
+        removed_total += want;
+      }
+    }
+    REQUIRE(f.size() == model.size());
+    if (r % 2000 == 0) {
+      for (const auto& [k, v] : model) {
+        uint8_t got = 0;
+        REQUIRE(f.find(key_of(k.first), k.second, &got));
+        REQUIRE(got == v.value);
+      }
+      REQUIRE(f.count_groups(0, 1000) == model.size());
+    }
+  }
+  REQUIRE(removed_total > 0);
+  f.clear();
+  REQUIRE(f.count_groups(0, 1000) == 0);
+  REQUIRE(f.erase_groups(0, 1000) == 0);
+}
+
+// Readers run concurrently with the writer (gpt/fallback_table.h): while
+// one group's entries are dropped and put back again and again, entries of
+// the other groups are always found.
+TEST_CASE("fallback table: readers find the other groups' entries while groups are dropped", "[gpt][setsep][tsan]") {
+  FallbackTable f;
+  auto key_of = [](uint64_t lo) {
+    FlowKey k{};
+    std::memcpy(k.bytes, &lo, 8);
+    return k;
+  };
+  for (uint64_t i = 0; i < 2000; ++i) f.put(key_of(i + 1), fmix64(i), uint32_t(i % 20), uint8_t(i));
+  std::atomic<bool> stop{false};
+  std::atomic<uint64_t> missing{0}, wrong{0};
+  auto reader = [&] {
+    uint64_t m = 0, w = 0;
+    for (uint64_t round = 0; !stop.load(std::memory_order_relaxed); ++round)
+      for (uint64_t i = round % 20; i < 2000; i += 20) {
+        if (i % 20 == 3) continue;  // the group the writer drops
+        uint8_t v = 0;
+        if (!f.find(key_of(i + 1), fmix64(i), &v)) ++m;
+        else if (v != uint8_t(i)) ++w;
+      }
+    missing += m;
+    wrong += w;
+  };
+  std::thread r1(reader), r2(reader);
+  for (int round = 0; round < 300; ++round) {
+    REQUIRE(f.erase_groups(3, 4) == 100);
+    for (uint64_t i = 3; i < 2000; i += 20) f.put(key_of(i + 1), fmix64(i), 3, uint8_t(i));
+  }
+  stop = true;
+  r1.join();
+  r2.join();
+  REQUIRE(missing.load() == 0);
+  REQUIRE(wrong.load() == 0);
 }
