@@ -136,7 +136,11 @@
 // a "group delta": seed + group index + record, 10 bytes of payload at
 // l = 2 (16+8). When the group grows beyond `rebalance_group_keys` or
 // cannot be solved, the whole block is rebalanced with the next seed (a
-// "block delta": seed + choices + 64 records, 455 bytes at l = 2). Delete
+// "block delta": seed + choices + 64 records, 455 bytes at l = 2). An
+// update fails whole (gpt.h: an error = no effect): what can refuse (a
+// block with more than 65535 fallback keys: kCapacity) is checked before
+// the delta exists, a delta the builder's own table refuses is taken back,
+// and insert/change undo their change to the key set. Delete
 // recomputes nothing (the stored functions still separate the remaining
 // keys) and produces no delta; it is recorded in the builder's key set and
 // statistics.

@@ -419,9 +419,15 @@ unsigned SetSepBuilder::gather(const BlockKeys& bk, const uint8_t* buckets, unsi
 }
 
 Status SetSepBuilder::apply_own(DeltaList* out, size_t first) {
+  // REQUIRES: out[first..] is the one delta of an update (every caller adds
+  // exactly one). apply() checks everything before it writes, so a refused
+  // delta changed nothing: it is taken back, and the update fails whole.
   for (size_t i = first; i < out->size(); ++i) {
     Status st = table_->apply((*out)[i]);
-    if (!st.ok()) return Status::Internal("setsep builder: own delta rejected: " + st.message());
+    if (!st.ok()) {
+      while (out->size() > i) out->pop_back();
+      return Status::Internal("setsep builder: own delta rejected: " + st.message());
+    }
     ++stats_.deltas;
     stats_.delta_bytes += (*out)[i].size();
     stats_.delta_payload_bytes += (*out)[i].size() - kDeltaHeaderBytes;
@@ -467,11 +473,17 @@ Status SetSepBuilder::rebalance(uint64_t blk, DeltaList* out) {
   BlockImage img;
   const unsigned cur = table_->block_seed(blk);
   SB_RETURN_IF_ERROR(solve_block(blocks_[blk], blk, cur + 1, cfg_.max_block_seeds, scratch_.get(), &img));
-  if (img.fb.size() > 65535) return Status::Internal("setsep: more than 65535 fallback keys in one block");
+  // What can refuse comes before the delta exists: a block delta counts
+  // its fallback keys in a u16.
+  if (img.fb.size() > 65535)
+    return Status::Capacity("setsep: block " + std::to_string(blk) + " would hold " + std::to_string(img.fb.size()) +
+                            " fallback keys, more than a block delta carries (65535); the update is refused, "
+                            "nothing changed");
   const size_t first = out->size();
   SB_RETURN_IF_ERROR(emit_block(blk, img, out));
+  SB_RETURN_IF_ERROR(apply_own(out, first));
   ++stats_.block_rebalances;
-  return apply_own(out, first);
+  return Status::Ok();
 }
 
 Status SetSepBuilder::recompute_group(uint64_t blk, unsigned bucket, DeltaList* out) {
@@ -593,8 +605,22 @@ Status SetSepBuilder::insert(const FlowKey& key, uint64_t h, uint8_t value, Delt
   bk.bucket.push_back(uint8_t(c));
   ++bk.count[c];
   ++size_;
+  Status st = recompute_group(blk, c, out);
+  if (!st.ok()) {
+    // gpt.h: an error means the update did not take effect. recompute_group
+    // changed neither the table nor *out when it failed (what can refuse
+    // comes before the delta; a refused own delta is taken back), so taking
+    // the key out again (it is the last entry) restores everything.
+    bk.keys.pop_back();
+    bk.h.pop_back();
+    bk.v.pop_back();
+    bk.bucket.pop_back();
+    --bk.count[c];
+    --size_;
+    return st;
+  }
   ++stats_.inserts;
-  return recompute_group(blk, c, out);
+  return st;
 }
 
 Status SetSepBuilder::change(const FlowKey& key, uint64_t h, uint8_t value, DeltaList* out) {
@@ -608,10 +634,19 @@ Status SetSepBuilder::change(const FlowKey& key, uint64_t h, uint8_t value, Delt
   BlockKeys& bk = blocks_[blk];
   const int k = locate(bk, c, key);
   if (k < 0) return Status::NotFound("setsep change: key " + key.to_string() + " not present");
-  ++stats_.changes;
-  if (bk.v[k] == value) return Status::Ok();  // nothing to recompute
+  if (bk.v[k] == value) {
+    ++stats_.changes;
+    return Status::Ok();  // nothing to recompute
+  }
+  const uint8_t old = bk.v[k];
   bk.v[k] = value;
-  return recompute_group(blk, c, out);
+  Status st = recompute_group(blk, c, out);
+  if (!st.ok()) {
+    bk.v[k] = old;  // as in insert: nothing else changed
+    return st;
+  }
+  ++stats_.changes;
+  return st;
 }
 
 Status SetSepBuilder::erase(const FlowKey& key, uint64_t h, DeltaList* /*out*/) {

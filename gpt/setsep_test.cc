@@ -888,3 +888,138 @@ TEST_CASE("fallback table: readers find the other groups' entries while groups a
   REQUIRE(missing.load() == 0);
   REQUIRE(wrong.load() == 0);
 }
+
+namespace {
+
+std::unique_ptr<SetSep> replica_of(const SetSep& t) {
+  std::vector<uint8_t> snap;
+  t.serialize(&snap);
+  auto r = SetSep::deserialize(snap);
+  REQUIRE(r.ok());
+  return std::move(r.value());
+}
+
+}  // namespace
+
+// gpt.h: "an error = the key's update did not take effect". A block delta
+// counts its fallback keys in a u16: an insert or change whose block
+// rebalance would give a block more than 65535 fallback keys fails. It used
+// to keep the key (insert) or the new value (change) in the builder anyway,
+// so the builder and the replicas (which got no delta) disagreed and a
+// retried insert was refused as already present.
+TEST_CASE("setsep: a failed insert or change takes no effect and ships nothing (model-based)", "[gpt][setsep]") {
+  const uint64_t seed = test_seed(34);
+  Rng rng(seed);
+  SetSepConfig c = small_cfg(2, 1u << 20, 0);  // 1024 blocks (fallback limit 69632: above the keys)
+  c.max_block_seeds = 1;
+  auto b = make_builder(c);
+  const SetSep& t = b->setsep();
+  const size_t crowded = 65537, spare = 40, ordinary = 2000;
+  auto keys = make_keys(crowded + spare + ordinary, seed);
+  std::vector<uint64_t> hs(keys.size());
+  for (size_t i = 0; i < keys.size(); ++i) {
+    if (i < crowded + spare) {
+      do hs[i] = rng.next(); while (t.block_of(hs[i]) != 0);
+    } else {
+      hs[i] = hash_key(keys[i], c.hash_seed);
+    }
+  }
+  auto vals = random_values(keys.size(), 2, seed);
+  struct M { uint64_t h; uint8_t v; };
+  std::unordered_map<FlowKey, M, KeyHash> model;
+  std::vector<size_t> build_idx;
+  for (size_t i = 0; i < keys.size(); ++i)
+    if (i < crowded || i >= crowded + spare) build_idx.push_back(i);
+  {
+    std::vector<FlowKey> bk;
+    std::vector<uint64_t> bh;
+    std::vector<uint8_t> bv;
+    for (size_t i : build_idx) {
+      bk.push_back(keys[i]);
+      bh.push_back(hs[i]);
+      bv.push_back(vals[i]);
+      model[keys[i]] = {hs[i], vals[i]};
+    }
+    REQUIRE(b->build_hashed(bk.data(), bh.data(), bv.data(), bk.size(), 1).ok());
+  }
+  uint64_t blk0 = 0;  // keys of block 0: all of them fall back
+  for (const auto& [k, m] : model) blk0 += t.block_of(m.h) == 0;
+  REQUIRE(blk0 > 65535);  // over what one block delta carries: updates of block 0 fail until erases make room
+  auto rp = replica_of(t);
+  uint64_t failed = 0, ok_blk0 = 0;
+  DeltaList dl;
+  const int rounds = 240;
+  for (int r = 0; r < rounds; ++r) {
+    dl.clear();
+    // Keys of block 0 mostly (crowded and spare), sometimes ordinary ones.
+    const size_t i = rng.below(4) ? rng.below(crowded + spare) : crowded + spare + rng.below(ordinary);
+    const FlowKey& k = keys[i];
+    const bool present = model.count(k) > 0;
+    const bool in0 = t.block_of(hs[i]) == 0;
+    const uint8_t v = uint8_t(rng.below(4));
+    const unsigned op = unsigned(rng.below(10));
+    Status st;
+    bool must_fail = false;  // checked after the effects, so a wrong code does not hide them
+    if (op < 4) {
+      st = b->insert(k, hs[i], v, &dl);
+      if (present) {
+        REQUIRE(st.code() == StatusCode::kAlreadyExists);
+      } else if (in0 && blk0 + 1 > 65535) {
+        must_fail = true;
+      } else {
+        REQUIRE(st.ok());
+        model[k] = {hs[i], v};
+        blk0 += in0;
+        ok_blk0 += in0;
+      }
+    } else if (op < 7) {
+      st = b->change(k, hs[i], v, &dl);
+      if (!present) {
+        REQUIRE(st.code() == StatusCode::kNotFound);
+      } else if (in0 && blk0 > 65535 && model[k].v != v) {
+        must_fail = true;
+      } else {
+        REQUIRE(st.ok());
+        ok_blk0 += in0 && model[k].v != v;
+        model[k].v = v;
+      }
+    } else {
+      st = b->erase(k, hs[i], &dl);
+      REQUIRE(st.code() == (present ? StatusCode::kOk : StatusCode::kNotFound));
+      if (present) {
+        model.erase(k);
+        blk0 -= in0;
+      }
+    }
+    INFO("round " << r << ": " << st.to_string());
+    if (must_fail) REQUIRE_FALSE(st.ok());
+    if (!st.ok()) {
+      ++failed;
+      REQUIRE(dl.empty());
+    }
+    // The builder says what the model says about this key.
+    auto f = b->find(k, hs[i]);
+    if (model.count(k)) {
+      REQUIRE(f.ok());
+      REQUIRE(f.value() == model[k].v);
+    } else {
+      REQUIRE(f.status().code() == StatusCode::kNotFound);
+    }
+    REQUIRE(b->size() == model.size());
+    if (must_fail) REQUIRE(st.code() == StatusCode::kCapacity);
+    for (size_t d = 0; d < dl.size(); ++d) REQUIRE(rp->apply(dl[d]).ok());
+    if (r % 60 == 59) {
+      for (const auto& [kk, m] : model) {
+        REQUIRE(b->table().lookup(kk, m.h) == m.v);
+        REQUIRE(rp->lookup(kk, m.h) == m.v);
+      }
+      std::vector<uint8_t> s1, s2;
+      b->table().serialize(&s1);
+      rp->serialize(&s2);
+      REQUIRE(s1 == s2);
+    }
+  }
+  INFO("failed " << failed << ", block 0 updates that went through " << ok_blk0);
+  REQUIRE(failed > 10);
+  REQUIRE(ok_blk0 > 5);
+}
