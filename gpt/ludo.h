@@ -364,8 +364,8 @@ class LudoTable final : public GptTable {
   // seedless buckets are ~never, and Othello-cycle keys make it rebuild a
   // shard past max(64, keys/4096) <= 64 + buckets/1024 of them, so a
   // legitimate table stays far below; only a broken owner reaches it. It
-  // bounds the memory such an owner can make every node spend (SetSep's
-  // are bounded per group by its record format).
+  // bounds the memory such an owner can make every node spend (SetSep has
+  // the same kind of table-wide bound: SetSep::fallback_limit()).
   uint64_t fallback_limit() const { return fallback_limit(total_nb_); }
   uint64_t fallback_limit(uint64_t buckets) const { return 4096 + 64 * uint64_t(nshards_) + buckets / 16; }
 

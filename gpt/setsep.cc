@@ -141,6 +141,7 @@ Status SetSep::init(const SetSepConfig& cfg) {
   marker_ = xmask_;
   mmask_ = m_ >= 32 ? ~0u : (1u << m_) - 1;
   shape_ = shape_of(l_, x_, m_, log2p_, B_, hash_seed_);
+  fb_limit_ = fallback_limit_for(x_, m_, capacity_);
   mode_ = 0;
   if (x_ == 16 && m_ == 8) mode_ = l_ >= 4 && cpu_has_avx2() ? 9 + l_ : l_;
   choices_.allocate(nblocks_ * 8);
@@ -153,6 +154,16 @@ Status SetSep::init(const SetSepConfig& cfg) {
   (void)candidate_table();
   (void)salts();
   return Status::Ok();
+}
+
+uint64_t SetSep::fallback_limit_for(unsigned x, unsigned m, uint64_t capacity) {
+  // x = 16 and m >= 8 (16+8, 16+16): no key falls back (measured at 1M and
+  // 16M keys, l = 2 and 8); 1/16 of the capacity is far above anything an
+  // honest builder produces. Smaller x or m: a large share of the keys may
+  // legitimately fall back (measured at capacity, l = 8: 8+16 6.5%, 16+4
+  // 6.4%, 12+8 9.7%, 16+2 63%), so the bound is every key a builder can
+  // hold (it refuses inserts past its capacity). 4096: small tables.
+  return x >= 16 && m >= 8 ? 4096 + capacity / 16 : 4096 + capacity;
 }
 
 Result<std::unique_ptr<SetSep>> SetSep::create(const SetSepConfig& cfg) {
@@ -600,6 +611,23 @@ Status SetSep::apply(std::span<const uint8_t> delta) {
   return Status::InvalidArgument("setsep apply: unknown delta kind " + std::to_string(h.kind));
 }
 
+bool SetSep::fallback_fits(uint64_t g_begin, uint64_t g_end, uint64_t n, uint64_t* after) const {
+  // The count after the change: the entries of the replaced groups go, the
+  // n new ones come (an upper bound: n may repeat an entry, which a builder
+  // never sends).
+  *after = fallback_.size() - fallback_.count_groups(g_begin, g_end) + n;
+  return *after <= fb_limit_;
+}
+
+Status SetSep::check_fallback_limit(uint64_t g_begin, uint64_t g_end, uint64_t n, const char* what) const {
+  uint64_t after = 0;
+  if (fallback_fits(g_begin, g_end, n, &after)) return Status::Ok();
+  return Status::Capacity(std::string(what) + ": " + std::to_string(n) + " fallback keys would take the table to " +
+                          std::to_string(after) + " entries, past its limit of " + std::to_string(fb_limit_) +
+                          " (capacity " + std::to_string(capacity_) +
+                          "; a builder of this geometry never sends that: the sender is broken)");
+}
+
 Status SetSep::apply_group(const DeltaHeader& h, std::span<const uint8_t> payload) {
   const uint64_t blk = uint64_t(h.partition) * B_ + h.sub_id;
   const size_t rec_bytes = (W_ + 7) / 8;
@@ -614,6 +642,10 @@ Status SetSep::apply_group(const DeltaHeader& h, std::span<const uint8_t> payloa
   if (!r.ok() || r.remaining() != 0)
     return Status::Corrupt("setsep group delta: payload length does not match its contents");
   if (g >= kGroupsPerBlock) return Status::Corrupt("setsep group delta: group " + std::to_string(g) + " >= 64");
+  if (n > kMaxGroupDeltaFallbackKeys)
+    return Status::Corrupt("setsep group delta: " + std::to_string(n) + " fallback keys, more than the " +
+                           std::to_string(kMaxGroupDeltaFallbackKeys) +
+                           " a group delta carries (a builder sends a larger group in a block delta)");
   if (seed != block_seed(blk))
     return Status::FailedPrecondition("setsep group delta for block seed " + std::to_string(seed) +
                                       " but the block has seed " + std::to_string(block_seed(blk)) +
@@ -629,8 +661,9 @@ Status SetSep::apply_group(const DeltaHeader& h, std::span<const uint8_t> payloa
       return Status::Corrupt("setsep group delta: fallback key not canonical or not of this block");
   }
   const uint64_t gid = blk * kGroupsPerBlock + g;
+  SB_RETURN_IF_ERROR(check_fallback_limit(gid, gid + 1, n, "setsep group delta"));
   block_write_begin(blk, seed);
-  if (fallback_.size() && group_is_fallback(blk, g)) fallback_.erase_groups(gid, gid + 1);
+  fallback_.erase_groups(gid, gid + 1);  // the group's old entries (none unless it was a fallback group)
   for (unsigned k = 0; k < n; ++k) {
     FlowKey key;
     std::memcpy(key.bytes, items + k * 25, 16);
@@ -663,11 +696,13 @@ Status SetSep::apply_block(const DeltaHeader& h, std::span<const uint8_t> payloa
     if (!fallback_entry_ok(items + k * 26 + 1, get_u64(items + k * 26 + 17), blk))
       return Status::Corrupt("setsep block delta: fallback key not canonical or not of this block");
   }
+  SB_RETURN_IF_ERROR(
+      check_fallback_limit(blk * kGroupsPerBlock, (blk + 1) * kGroupsPerBlock, n, "setsep block delta"));
   uint8_t choice[kBucketsPerBlock];
   for (unsigned c = 0; c < kBucketsPerBlock; ++c) choice[c] = (packed[c >> 2] >> ((c & 3) * 2)) & 3u;
 
   block_write_begin(blk, seed);
-  if (fallback_.size()) fallback_.erase_groups(blk * kGroupsPerBlock, (blk + 1) * kGroupsPerBlock);
+  fallback_.erase_groups(blk * kGroupsPerBlock, (blk + 1) * kGroupsPerBlock);
   put_choices(blk, choice);
   if (hook_ != nullptr) hook_(hook_arg_);  // test hook: writer stalls mid-block
   uint64_t* dst = groups_.data() + blk * W_;
@@ -872,10 +907,12 @@ Status SetSep::load_range(std::span<const uint8_t> bytes, bool whole, uint32_t p
     if (!fallback_entry_ok(e + 4, get_u64(e + 20), gid / kGroupsPerBlock))
       return Status::Corrupt("setsep snapshot: fallback key not canonical or not of its group's block");
   }
+  SB_RETURN_IF_ERROR(
+      check_fallback_limit(b0 * kGroupsPerBlock, (b0 + nb) * kGroupsPerBlock, n, "setsep snapshot"));
   // Replace the blocks: hold every block of the range in its write section
   // while the fallback entries change, so no reader mixes old and new.
   for (uint64_t b = 0; b < nb; ++b) block_write_begin(b0 + b, seeds[b]);
-  if (fallback_.size()) fallback_.erase_groups(b0 * kGroupsPerBlock, (b0 + nb) * kGroupsPerBlock);
+  fallback_.erase_groups(b0 * kGroupsPerBlock, (b0 + nb) * kGroupsPerBlock);
   fallback_.reserve(fallback_.size() + n);
   for (uint64_t w = 0; w < nb * 8; ++w) seq_store(choices_.data() + b0 * 8 + w, get_u64(ch + w * 8));
   for (uint64_t w = 0; w < nb * W_; ++w) seq_store(groups_.data() + b0 * W_ + w, get_u64(recs + w * 8));

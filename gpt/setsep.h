@@ -102,7 +102,8 @@
 //   choices   256 * 2 / 1024                     = 0.5
 //   groups    64 * l * (x + m) / 1024            = l (x + m) / 16  (16+8: 1.5 l)
 //   meta      32 / 1024                          = 0.031
-//   fallback  256 bits per slot, 0 when nothing fell back
+//   fallback  256 bits per slot, 0 when nothing fell back; at most
+//             fallback_limit() entries (see there)
 //   constant  candidate table + salt tables (~24 Kbit per structure)
 // e.g. l = 2, 16+8: 3.53 bits/key (paper Table 1: 3.50 without versions).
 // The number of blocks is fixed by the configured capacity; at lower load
@@ -138,9 +139,10 @@
 // cannot be solved, the whole block is rebalanced with the next seed (a
 // "block delta": seed + choices + 64 records, 455 bytes at l = 2). An
 // update fails whole (gpt.h: an error = no effect): what can refuse (a
-// block with more than 65535 fallback keys: kCapacity) is checked before
-// the delta exists, a delta the builder's own table refuses is taken back,
-// and insert/change undo their change to the key set. Delete
+// block with more than 65535 fallback keys, a table past
+// SetSep::fallback_limit(): kCapacity) is checked before the delta exists,
+// a delta the builder's own table refuses is taken back, and insert/change
+// undo their change to the key set. Delete
 // recomputes nothing (the stored functions still separate the remaining
 // keys) and produces no delta; it is recorded in the builder's key set and
 // statistics.
@@ -206,6 +208,10 @@ inline constexpr unsigned kBucketsPerBlock = 256;
 inline constexpr unsigned kGroupsPerBlock = 64;
 inline constexpr unsigned kCandidates = 4;
 inline constexpr unsigned kKeysPerBlock = 1024;  // at capacity, on average
+// Fallback keys one group delta may carry: a builder sends a fallback group
+// in a group delta only when it has at most min(rebalance_group_keys,
+// kMaxGroupKeys) keys (a larger group rebalances its block: block delta).
+inline constexpr unsigned kMaxGroupDeltaFallbackKeys = kMaxGroupKeys;
 // 2: block and bucket from one remix, G1 and G2 from the halves of one
 // remix (version 1 took four remixes; its structures place keys elsewhere).
 inline constexpr uint8_t kSetSepFormatVersion = 2;
@@ -268,6 +274,36 @@ class SetSep final : public GptTable {
   Status load_partition(uint32_t partition, std::span<const uint8_t> bytes) override;
   uint64_t num_bits() const override;
   uint64_t fallback_keys() const override { return fallback_.size(); }
+
+  // The most fallback entries the table accepts from its peers (group and
+  // block deltas, snapshots; deserialize too): a delta or snapshot that
+  // would leave more (count after it = entries now - entries of the groups
+  // it replaces + the entries it brings) is refused with kCapacity before
+  // anything is written, the table unchanged. It bounds the memory (and
+  // the apply work) a broken owner can make every replica spend.
+  //   x = 16 and m >= 8 (16+8, 16+16): 4096 + capacity / 16. No key fell
+  //     back in any measurement (1M and 16M keys, l = 2 and 8): a group
+  //     falls back only after max_block_seeds searches of 65535 indices
+  //     fail, or for keys whose 64-bit hashes collide.
+  //   any other x+m: 4096 + capacity. There a large share of the keys
+  //     falls back legitimately (at capacity, l = 8: 8+16 6.5%, 16+4 6.4%,
+  //     12+8 9.7%, 16+2 63%), so the bound is the capacity itself.
+  // A builder never holds more than `capacity` keys, and it checks every
+  // delta against its own table before it emits it (SetSepBuilder: an
+  // update that would pass the limit fails with kCapacity, changing
+  // nothing; build() of such a key set fails), so a replica never refuses
+  // an honest owner's delta or snapshot unless several owners TOGETHER
+  // pass the limit: it is table-wide and each builder sees only its own
+  // partitions. Unchecked on purpose: with 16+8/16+16 that takes keys
+  // crafted (with the hash seed) to crowd blocks of several owners; with
+  // the other geometries the owners' keys together would have to exceed
+  // the capacity. Refusals are counted by the caller (rib/node_state:
+  // delta_rejected, snapshot_rejected) like every other rejection. Per
+  // group: a group delta carries at most kMaxGroupDeltaFallbackKeys keys
+  // (else kCorrupt); a block delta's are bounded by its u16 count and the
+  // limit.
+  uint64_t fallback_limit() const { return fb_limit_; }
+  static uint64_t fallback_limit_for(unsigned x, unsigned m, uint64_t capacity);
   // The fallback table (read-only: tests, tools).
   const FallbackTable& fallback_table() const { return fallback_; }
 
@@ -354,6 +390,12 @@ class SetSep final : public GptTable {
   bool record_is_fallback(const uint64_t* words, uint64_t pos) const;
 
   struct FbItem { uint8_t g; FlowKey key; uint64_t h; uint8_t value; };
+  // Whether replacing the entries of groups [g_begin, g_end) by n new ones
+  // keeps the table within fallback_limit(); *after = the count it would
+  // have. Reads only (writer thread). check_fallback_limit: the same as
+  // kCapacity for a peer's delta or snapshot.
+  bool fallback_fits(uint64_t g_begin, uint64_t g_end, uint64_t n, uint64_t* after) const;
+  Status check_fallback_limit(uint64_t g_begin, uint64_t g_end, uint64_t n, const char* what) const;
   Status apply_group(const DeltaHeader& h, std::span<const uint8_t> payload);
   Status apply_block(const DeltaHeader& h, std::span<const uint8_t> payload);
   void write_header(std::vector<uint8_t>* out, uint8_t kind, uint32_t first_part,
@@ -364,6 +406,7 @@ class SetSep final : public GptTable {
   unsigned l_ = 2, x_ = 16, m_ = 8, log2p_ = 10, F_ = 24, W_ = 48, shift_ = 29;
   uint32_t B_ = 1;
   uint64_t nblocks_ = 0, capacity_ = 0, hash_seed_ = 1;
+  uint64_t fb_limit_ = 0;  // fallback_limit()
   uint32_t marker_ = 0xffff, xmask_ = 0xffff, mmask_ = 0xff;
   uint32_t shape_ = 0;
   unsigned mode_ = 0;  // lookup specialization (see lookup_bulk)
@@ -459,6 +502,10 @@ class SetSepBuilder final : public GptBuilder {
   Status recompute_group(uint64_t blk, unsigned bucket, DeltaList* out);
   Status rebalance(uint64_t blk, DeltaList* out);
   Status apply_own(DeltaList* out, size_t first);
+  // kCapacity (message for the client) unless the table stays within
+  // SetSep::fallback_limit() when groups [g_begin, g_end) of block blk get
+  // n fallback keys instead of theirs.
+  Status fallback_room(uint64_t blk, uint64_t g_begin, uint64_t g_end, uint64_t n) const;
   int locate(const BlockKeys& bk, unsigned bucket, const FlowKey& key) const;
   // Entry positions of the keys in the given buckets (any order).
   static unsigned gather(const BlockKeys& bk, const uint8_t* buckets, unsigned nb, uint32_t* out,

@@ -356,16 +356,20 @@ Status SetSepBuilder::build_hashed(const FlowKey* keys, const uint64_t* hashes,
     for (size_t i = 0; i < stats_.group_size_hist.size(); ++i)
       stats_.group_size_hist[i] += wo.st.group_size_hist[i];
   }
+  size_t total_fb = 0;
+  for (uint64_t blk = 0; blk < nb; ++blk) total_fb += fb[blk].size();
+  if (err.ok() && total_fb > table_->fallback_limit())
+    err = Status::Capacity("setsep build: " + std::to_string(total_fb) + " of the " + std::to_string(n) +
+                           " keys fall back, more than the fallback limit of " +
+                           std::to_string(table_->fallback_limit()) +
+                           " entries every replica accepts (SetSep::fallback_limit; keys crowded into few "
+                           "blocks or colliding hashes)");
   if (!err.ok()) {
     blocks_.assign(nb, BlockKeys{});
     table_->clear();  // a failed build leaves an empty table, not a partial one
     return err;
   }
-  {
-    size_t total = 0;
-    for (uint64_t blk = 0; blk < nb; ++blk) total += fb[blk].size();
-    table_->fallback_.reserve(total);
-  }
+  table_->fallback_.reserve(total_fb);
   for (uint64_t blk = 0; blk < nb; ++blk)
     for (const auto& f : fb[blk])
       table_->fallback_.put(f.key, f.h, uint32_t(blk * kGroupsPerBlock + f.g), f.v);
@@ -435,6 +439,16 @@ Status SetSepBuilder::apply_own(DeltaList* out, size_t first) {
   return Status::Ok();
 }
 
+Status SetSepBuilder::fallback_room(uint64_t blk, uint64_t g_begin, uint64_t g_end, uint64_t n) const {
+  uint64_t after = 0;
+  if (table_->fallback_fits(g_begin, g_end, n, &after)) return Status::Ok();
+  return Status::Capacity("setsep: block " + std::to_string(blk) + " would put the fallback table at " +
+                          std::to_string(after) + " entries, past the limit of " +
+                          std::to_string(table_->fallback_limit()) +
+                          " every replica accepts (SetSep::fallback_limit; keys crowded into one block or "
+                          "colliding hashes); the update is refused, nothing changed");
+}
+
 Status SetSepBuilder::emit_block(uint64_t blk, const BlockImage& img, DeltaList* out) {
   const unsigned W = table_->W_;
   std::vector<uint8_t> p;
@@ -474,11 +488,13 @@ Status SetSepBuilder::rebalance(uint64_t blk, DeltaList* out) {
   const unsigned cur = table_->block_seed(blk);
   SB_RETURN_IF_ERROR(solve_block(blocks_[blk], blk, cur + 1, cfg_.max_block_seeds, scratch_.get(), &img));
   // What can refuse comes before the delta exists: a block delta counts
-  // its fallback keys in a u16.
+  // its fallback keys in a u16, and every replica refuses a table past its
+  // fallback limit.
   if (img.fb.size() > 65535)
     return Status::Capacity("setsep: block " + std::to_string(blk) + " would hold " + std::to_string(img.fb.size()) +
                             " fallback keys, more than a block delta carries (65535); the update is refused, "
                             "nothing changed");
+  SB_RETURN_IF_ERROR(fallback_room(blk, blk * kGroupsPerBlock, (blk + 1) * kGroupsPerBlock, img.fb.size()));
   const size_t first = out->size();
   SB_RETURN_IF_ERROR(emit_block(blk, img, out));
   SB_RETURN_IF_ERROR(apply_own(out, first));
@@ -556,6 +572,10 @@ Status SetSepBuilder::recompute_group(uint64_t blk, unsigned bucket, DeltaList* 
       const uint32_t k = s.members[i];
       fbk.push_back({uint8_t(g), bk.keys[k], bk.h[k], bk.v[k]});
     }
+  }
+  {
+    const uint64_t gid = blk * kGroupsPerBlock + g;
+    SB_RETURN_IF_ERROR(fallback_room(blk, gid, gid + 1, fbk.size()));
   }
   // Group delta: seed, group, record, fallback keys.
   const unsigned rec_bytes = (t.W_ + 7) / 8;

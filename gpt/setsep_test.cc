@@ -8,6 +8,7 @@
 #include <unordered_map>
 
 #include "core/bit_array.h"
+#include "core/checksum.h"
 #include "core/keygen.h"
 #include "core/test_util.h"
 #include "gpt/gpt.h"
@@ -1022,4 +1023,284 @@ TEST_CASE("setsep: a failed insert or change takes no effect and ships nothing (
   INFO("failed " << failed << ", block 0 updates that went through " << ok_blk0);
   REQUIRE(failed > 10);
   REQUIRE(ok_blk0 > 5);
+}
+
+// ---- the fallback limit (SetSep::fallback_limit) --------------------------------
+
+namespace {
+
+// Everything a refused input must leave as it was.
+struct TableState {
+  std::vector<uint8_t> snap;
+  uint64_t bits = 0, fallback = 0;
+  std::vector<uint8_t> single, bulk;
+  friend bool operator==(const TableState&, const TableState&) = default;
+};
+
+TableState state_of(const SetSep& t, const std::vector<FlowKey>& keys, const std::vector<uint64_t>& hs) {
+  TableState s;
+  t.serialize(&s.snap);
+  s.bits = t.num_bits();
+  s.fallback = t.fallback_keys();
+  s.bulk.resize(keys.size());
+  for (size_t i = 0; i < keys.size(); ++i) s.single.push_back(t.lookup(keys[i], hs[i]));
+  for (size_t i = 0; i < keys.size(); i += kMaxBurst)
+    t.lookup_bulk(&keys[i], &hs[i], std::min(kMaxBurst, keys.size() - i), &s.bulk[i]);
+  return s;
+}
+
+}  // namespace
+
+TEST_CASE("setsep: a replica refuses fallback entries past fallback_limit() and is left as it was",
+          "[gpt][setsep]") {
+  const uint64_t seed = test_seed(31);
+  Rng rng(seed);
+  SetSepConfig c = small_cfg(2, 64 * 1024, 1);  // 2 partitions x 32 blocks
+  auto b = make_builder(c);
+  const size_t n = 20000;
+  auto keys = make_keys(n, seed);
+  auto vals = random_values(n, 2, seed);
+  REQUIRE(b->build(keys.data(), vals.data(), n, 1).ok());
+  auto rp = replica_of(b->setsep());
+  SetSep& t = *rp;
+  const uint64_t limit = t.fallback_limit();
+  REQUIRE(limit == 4096 + c.capacity / 16);  // 16+8
+  REQUIRE(limit % 64 == 0);                  // reachable exactly with 64-entry group deltas
+  REQUIRE(t.fallback_keys() == 0);
+  // Probes: real keys, the made-up keys accepted so far, absent keys.
+  std::vector<FlowKey> probe(keys.begin(), keys.begin() + 1000);
+  std::vector<uint64_t> ph;
+  for (const auto& k : probe) ph.push_back(hash_key(k, c.hash_seed));
+  for (const auto& k : make_absent_keys(200, seed)) {
+    probe.push_back(k);
+    ph.push_back(hash_key(k, c.hash_seed));
+  }
+  std::map<std::pair<uint64_t, unsigned>, std::vector<Entry>> stored;  // (block, group) -> entries
+  auto expect_refused = [&](const std::vector<uint8_t>& d, StatusCode code) {
+    const TableState before = state_of(t, probe, ph);
+    const Status st = t.apply(d);
+    INFO(st.to_string());
+    REQUIRE(st.code() == code);
+    REQUIRE((state_of(t, probe, ph) == before));
+  };
+  uint64_t ctr = 1, expect = 0;
+  bool refused = false;
+  // Group deltas of 64 entries (the most a group delta may carry), group
+  // after group, until the limit: every one is accepted up to exactly the
+  // limit, the next one is refused.
+  for (uint64_t blk = 0; blk < t.num_blocks() && !refused; ++blk)
+    for (unsigned g = 0; g < kGroupsPerBlock && !refused; ++g) {
+      std::vector<Entry> items;
+      for (unsigned k = 0; k < kMaxGroupDeltaFallbackKeys; ++k) items.push_back(crafted_entry(t, blk, ctr++, rng));
+      const auto d = peer_group_delta(t, blk, g, items);
+      if (expect + items.size() <= limit) {
+        REQUIRE(t.apply(d).ok());
+        expect += items.size();
+        if (g % 8 == 0)
+          for (const Entry& e : items) {
+            probe.push_back(e.key);
+            ph.push_back(e.h);
+          }
+        stored[{blk, g}] = items;
+      } else {
+        expect_refused(d, StatusCode::kCapacity);
+        refused = true;
+      }
+      REQUIRE(t.fallback_keys() == expect);
+    }
+  REQUIRE(refused);
+  REQUIRE(t.fallback_keys() == limit);
+  for (const auto& [bg, items] : stored)
+    for (const Entry& e : items) REQUIRE(t.lookup(e.key, e.h) == e.value);
+
+  // At the limit: replacing a group's 64 entries by 64 others is no growth.
+  {
+    auto& [bg, items] = *stored.begin();
+    std::vector<Entry> fresh;
+    for (unsigned k = 0; k < 64; ++k) fresh.push_back(crafted_entry(t, bg.first, ctr++, rng));
+    REQUIRE(t.apply(peer_group_delta(t, bg.first, bg.second, fresh)).ok());
+    REQUIRE(t.fallback_keys() == limit);
+    for (const Entry& e : fresh) REQUIRE(t.lookup(e.key, e.h) == e.value);
+    items = fresh;
+  }
+  // More than a group delta carries: refused whatever the room.
+  {
+    const auto& [bg, items] = *stored.begin();
+    std::vector<Entry> big;
+    for (unsigned k = 0; k <= kMaxGroupDeltaFallbackKeys; ++k) big.push_back(crafted_entry(t, bg.first, ctr++, rng));
+    expect_refused(peer_group_delta(t, bg.first, bg.second, big), StatusCode::kCorrupt);
+    (void)items;
+  }
+  // A group back to a solved record frees its 64 entries.
+  const auto last = std::prev(stored.end());
+  const uint64_t full_blk = stored.begin()->first.first, free_blk = t.num_blocks() - 1;
+  REQUIRE(t.apply(peer_group_delta(t, last->first.first, last->first.second, {})).ok());
+  REQUIRE(t.fallback_keys() == limit - 64);
+  stored.erase(last);
+  // Block deltas count the block's own entries out: a block without
+  // entries may bring 64, not 65; the block with 64 x 64 entries may be
+  // replaced by 64 x 64 + 64 = limit - (limit - 64) + ... (exactly the room).
+  {
+    std::vector<std::pair<uint8_t, Entry>> items;
+    for (unsigned k = 0; k < 65; ++k) items.push_back({uint8_t(k % 64), crafted_entry(t, free_blk, ctr++, rng)});
+    expect_refused(peer_block_delta(t, free_blk, items), StatusCode::kCapacity);
+    items.pop_back();
+    REQUIRE(t.apply(peer_block_delta(t, free_blk, items)).ok());
+    REQUIRE(t.fallback_keys() == limit);
+    REQUIRE(t.apply(peer_block_delta(t, free_blk, {})).ok());
+    REQUIRE(t.fallback_keys() == limit - 64);
+  }
+  {
+    const uint64_t in_blk = t.fallback_table().count_groups(full_blk * 64, full_blk * 64 + 64);
+    REQUIRE(in_blk == 64 * 64);
+    std::vector<std::pair<uint8_t, Entry>> items;
+    for (unsigned k = 0; k < in_blk + 65; ++k) items.push_back({uint8_t(k % 64), crafted_entry(t, full_blk, ctr++, rng)});
+    expect_refused(peer_block_delta(t, full_blk, items), StatusCode::kCapacity);
+    items.pop_back();
+    REQUIRE(t.apply(peer_block_delta(t, full_blk, items)).ok());
+    REQUIRE(t.fallback_keys() == limit);
+    for (const auto& [g, e] : items) REQUIRE(t.lookup(e.key, e.h) == e.value);
+  }
+
+  // Partition snapshots: the entries of the partition they replace go, the
+  // other partition's stay. All entries so far are in partition 0's blocks.
+  {
+    auto src = SetSep::create(c);
+    REQUIRE(src.ok());
+    SetSep& s = *src.value();
+    const uint64_t blk1 = t.sub_ids_per_partition();  // partition 1's first block
+    std::vector<Entry> items;
+    for (unsigned k = 0; k < 64; ++k) items.push_back(crafted_entry(s, blk1, ctr++, rng, 0));
+    REQUIRE(s.apply(peer_group_delta(s, blk1, 0, items)).ok());
+    std::vector<uint8_t> p0, p1;
+    REQUIRE(s.serialize_partition(0, &p0).ok());
+    REQUIRE(s.serialize_partition(1, &p1).ok());
+    const TableState before = state_of(t, probe, ph);
+    REQUIRE(t.load_partition(1, p1).code() == StatusCode::kCapacity);  // limit + 64
+    REQUIRE((state_of(t, probe, ph) == before));
+    REQUIRE(t.load_partition(0, p0).ok());  // partition 0's entries go
+    REQUIRE(t.fallback_keys() == 0);
+    REQUIRE(t.load_partition(1, p1).ok());
+    REQUIRE(t.fallback_keys() == 64);
+    for (const Entry& e : items) REQUIRE(t.lookup(e.key, e.h) == e.value);
+  }
+  // A whole snapshot past the limit of the capacity it declares is refused
+  // (the same table declared 1000 keys smaller: same blocks, lower limit).
+  {
+    SetSepConfig small = c;
+    small.capacity = c.capacity - 1000;
+    auto full = SetSep::create(c);
+    REQUIRE(full.ok());
+    REQUIRE(full.value()->shape() == SetSep::create(small).value()->shape());
+    for (uint64_t blk = 0, k = 0; k < limit; ++blk)
+      for (unsigned g = 0; g < kGroupsPerBlock && k < limit; ++g, k += 64) {
+        std::vector<Entry> items;
+        for (unsigned q = 0; q < 64; ++q) items.push_back(crafted_entry(*full.value(), blk, ctr++, rng));
+        REQUIRE(full.value()->apply(peer_group_delta(*full.value(), blk, g, items)).ok());
+      }
+    REQUIRE(full.value()->fallback_keys() == limit);
+    std::vector<uint8_t> snap;
+    full.value()->serialize(&snap);
+    REQUIRE(SetSep::deserialize(snap).ok());
+    put_u64(snap.data() + 24, small.capacity);  // header: capacity; reseal
+    put_u64(snap.data() + 56, checksum64(snap.data() + 64, snap.size() - 64, checksum64(snap.data(), 56)));
+    REQUIRE(SetSep::deserialize(snap).status().code() == StatusCode::kCapacity);
+    // ... and so is its partition 0 offered to a table of that capacity.
+    auto lower = SetSep::create(small);
+    REQUIRE(lower.ok());
+    std::vector<uint8_t> p0;
+    REQUIRE(full.value()->serialize_partition(0, &p0).ok());
+    std::vector<uint8_t> empty_snap, after;
+    lower.value()->serialize(&empty_snap);
+    REQUIRE(lower.value()->load_partition(0, p0).code() == StatusCode::kCapacity);
+    lower.value()->serialize(&after);
+    REQUIRE(after == empty_snap);
+  }
+}
+
+TEST_CASE("setsep: an honest builder's deltas are accepted up to the fallback limit, then it refuses the update",
+          "[gpt][setsep]") {
+  // Keys crowded into one block by injected hashes (a client who knows the
+  // hash seed could do it): every group of the block has more than 64 keys
+  // and falls back, each insert into the block rebalances it and adds one
+  // fallback entry, until the table reaches its limit.
+  const uint64_t seed = test_seed(33);
+  Rng rng(seed);
+  SetSepConfig c = small_cfg(2, 16384, 0);  // 16 blocks
+  auto b = make_builder(c);
+  const SetSep& t = b->setsep();
+  const uint64_t limit = t.fallback_limit();
+  REQUIRE(limit == 4096 + 16384 / 16);
+  const size_t crowded = 4800, spare = 400, ordinary = 3000;
+  auto keys = make_keys(crowded + spare + ordinary, seed);
+  std::vector<uint64_t> hs(keys.size());
+  for (size_t i = 0; i < keys.size(); ++i) {
+    if (i < crowded + spare) {
+      do hs[i] = rng.next(); while (t.block_of(hs[i]) != 0);
+    } else {
+      hs[i] = hash_key(keys[i], c.hash_seed);
+    }
+  }
+  auto vals = random_values(keys.size(), 2, seed);
+  // Build: the crowded keys and the ordinary ones (the spare keys come later).
+  std::vector<FlowKey> bk(keys.begin(), keys.begin() + crowded);
+  std::vector<uint64_t> bh(hs.begin(), hs.begin() + crowded);
+  std::vector<uint8_t> bv(vals.begin(), vals.begin() + crowded);
+  bk.insert(bk.end(), keys.begin() + crowded + spare, keys.end());
+  bh.insert(bh.end(), hs.begin() + crowded + spare, hs.end());
+  bv.insert(bv.end(), vals.begin() + crowded + spare, vals.end());
+  {
+    const Status bs = b->build_hashed(bk.data(), bh.data(), bv.data(), bk.size(), 1);
+    INFO(bs.to_string());
+    REQUIRE(bs.ok());
+  }
+  uint64_t in_blk0 = 0;  // every key of block 0 falls back (ordinary keys too)
+  for (uint64_t h : bh) in_blk0 += t.block_of(h) == 0;
+  REQUIRE(t.fallback_keys() == in_blk0);
+  REQUIRE(in_blk0 < limit);
+  auto rp = replica_of(t);
+  DeltaList dl;
+  size_t i = crowded;
+  Status st;
+  for (; i < crowded + spare; ++i) {
+    dl.clear();
+    st = b->insert(keys[i], hs[i], vals[i], &dl);
+    if (!st.ok()) break;
+    REQUIRE(dl.size() == 1);  // a block delta
+    for (size_t d = 0; d < dl.size(); ++d) REQUIRE(rp->apply(dl[d]).ok());
+    REQUIRE(rp->fallback_keys() == t.fallback_keys());
+  }
+  INFO(st.to_string());
+  REQUIRE(i < crowded + spare);  // the limit was reached
+  REQUIRE(st.code() == StatusCode::kCapacity);
+  REQUIRE(t.fallback_keys() == limit);  // accepted up to exactly the limit
+  REQUIRE(rp->fallback_keys() == limit);
+  // The refused insert changed nothing and shipped nothing.
+  REQUIRE(dl.empty());
+  REQUIRE(b->find(keys[i], hs[i]).status().code() == StatusCode::kNotFound);
+  REQUIRE(b->size() == bk.size() + (i - crowded));
+  std::vector<uint8_t> s1, s2;
+  b->table().serialize(&s1);
+  rp->serialize(&s2);
+  REQUIRE(s1 == s2);
+  // At the limit, updates that do not grow the table still go through.
+  dl.clear();
+  REQUIRE(b->change(keys[0], hs[0], uint8_t(vals[0] ^ 1), &dl).ok());
+  vals[0] ^= 1;
+  REQUIRE(b->erase(keys[1], hs[1], &dl).ok());
+  REQUIRE(b->insert(keys[i], hs[i], vals[i], &dl).ok());  // room again
+  for (size_t d = 0; d < dl.size(); ++d) REQUIRE(rp->apply(dl[d]).ok());
+  REQUIRE(rp->lookup(keys[0], hs[0]) == vals[0]);
+  REQUIRE(rp->lookup(keys[i], hs[i]) == vals[i]);
+  b->table().serialize(&s1);
+  rp->serialize(&s2);
+  REQUIRE(s1 == s2);
+  // A build that would pass the limit fails (empty builder) instead of
+  // leaving a table whose snapshots every replica refuses.
+  std::vector<FlowKey> all(keys.begin(), keys.end());
+  const Status bs = b->build_hashed(all.data(), hs.data(), vals.data(), all.size(), 1);
+  INFO(bs.to_string());
+  REQUIRE(bs.code() == StatusCode::kCapacity);
+  REQUIRE(b->size() == 0);
+  REQUIRE(t.fallback_keys() == 0);
 }
