@@ -147,7 +147,7 @@ TEST_CASE("config: CURVE key files round trip and are checked") {
   std::filesystem::remove_all(dir);
 }
 
-TEST_CASE("config: a key file holds public: and secret: once each; an empty key_file is named") {
+TEST_CASE("config: a key file holds public: and secret: once each, an empty key_file is named") {
   CHECK(err("data_dir: /tmp/x", "data_dir: /tmp/x\n  key_file: \"\"")
             .find("t.yaml: node.key_file: empty (expected the path of this node's keypair") != std::string::npos);
   CHECK(load_key_file("").status().message() == "the key file path is empty");

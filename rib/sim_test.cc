@@ -2036,7 +2036,7 @@ TEST_CASE("rib owner: a data dir written under another cluster shape is refused,
   sim.run_until_idle();
 }
 
-TEST_CASE("rib owner: a data dir written under another key_mode is refused; an identity without key_mode records it",
+TEST_CASE("rib owner: a data dir written under another key_mode is refused, an identity without key_mode records it",
           "[owner]") {
   // key_mode was not in data_dir/identity: a start under the other key
   // mode was accepted and every stored session was keyed the other way
