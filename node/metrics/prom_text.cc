@@ -73,23 +73,25 @@ void prom_append_double(std::string* out, double v) {
   out->append(buf, r.ptr);
 }
 
+void PromWriter::family_header(std::string_view name, std::string_view help, std::string_view type) {
+  out_ += "# HELP ";
+  out_ += name;
+  out_ += ' ';
+  append_escaped_help(&out_, help);
+  out_ += "\n# TYPE ";
+  out_ += name;
+  out_ += ' ';
+  out_ += type;
+  out_ += '\n';
+}
+
 void PromWriter::sample_head(std::string_view name, std::string_view help, std::string_view type,
                              const PromLabels& labels) {
   assert(prom_valid_metric_name(name) && "Prometheus metric name must match [a-zA-Z_:][a-zA-Z0-9_:]*");
   if (name != last_family_) {
     const bool inserted = families_.emplace(std::string(name), std::string(type)).second;
     assert(inserted && "a metric family's samples must be written in a row");
-    if (inserted) {
-      out_ += "# HELP ";
-      out_ += name;
-      out_ += ' ';
-      append_escaped_help(&out_, help);
-      out_ += "\n# TYPE ";
-      out_ += name;
-      out_ += ' ';
-      out_ += type;
-      out_ += '\n';
-    }
+    if (inserted) family_header(name, help, type);
     last_family_.assign(name);
   } else {
     assert(families_.at(last_family_) == type && "a metric family keeps one type");
@@ -132,13 +134,7 @@ void PromWriter::histogram(std::string_view name, std::string_view help,
   const bool inserted = families_.emplace(std::string(name), "histogram").second;
   assert(inserted && "a histogram family is written once");
   (void)inserted;
-  out_ += "# HELP ";
-  out_ += name;
-  out_ += ' ';
-  append_escaped_help(&out_, help);
-  out_ += "\n# TYPE ";
-  out_ += name;
-  out_ += " histogram\n";
+  family_header(name, help, "histogram");
   last_family_.assign(name);
   for (const auto& [le, c] : buckets) {
     out_ += name;

@@ -72,6 +72,8 @@ class PromWriter {
  private:
   void sample_head(std::string_view name, std::string_view help, std::string_view type,
                    const PromLabels& labels);
+  // "# HELP name help\n# TYPE name type\n".
+  void family_header(std::string_view name, std::string_view help, std::string_view type);
 
   std::string out_;
   std::string last_family_;
