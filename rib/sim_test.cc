@@ -1744,19 +1744,21 @@ TEST_CASE("node state: a bulk load that fails leaves the node empty, and a good 
 }
 
 // Node 1 of a two-member hash-partition cluster (4 partitions, 2 owned by
-// each member), no snapshot received yet.
-static std::unique_ptr<NodeState> two_member_node1(size_t max_buffered_bytes = size_t(256) << 20) {
+// each member), no snapshot received yet; cluster.capacity and
+// node.fib_capacity both `capacity`.
+static std::unique_ptr<NodeState> two_member_node1(size_t max_buffered_bytes = size_t(256) << 20,
+                                                   uint64_t capacity = 1000) {
   ClusterSpec spec;
   spec.curve = false;
   spec.partitions = 4;
-  spec.capacity = 1000;
+  spec.capacity = capacity;
   spec.members.push_back({0, "inproc://c", "inproc://p", "", "", 1.0});
   spec.members.push_back({1, "inproc://c", "inproc://p", "", "", 1.0});
   spec.architecture = Architecture::kHashPartition;
   spec.assign_round_robin();
   REQUIRE(spec.validate().ok());
   NodeStateOptions o;
-  o.fib_capacity = 1000;
+  o.fib_capacity = capacity;
   o.max_buffered_bytes = max_buffered_bytes;
   auto ns = NodeState::create(spec, 1, o, nullptr);
   REQUIRE(ns.ok());
@@ -3111,20 +3113,9 @@ TEST_CASE("node state: snapshot entries that do not fit the FIB keep the node no
   // A node restarted with a node.fib_capacity below what its owners place
   // on it counted fib_errors, marked the partition synced and was ready
   // with most sessions missing from its FIB (their traffic: fib_miss).
-  ClusterSpec spec;
-  spec.curve = false;
-  spec.partitions = 4;
-  spec.capacity = 8;
-  spec.members.push_back({0, "inproc://c", "inproc://p", "", "", 1.0});
-  spec.members.push_back({1, "inproc://c", "inproc://p", "", "", 1.0});
-  spec.architecture = Architecture::kHashPartition;
-  spec.assign_round_robin();
-  REQUIRE(spec.validate().ok());
-  NodeStateOptions o;
-  o.fib_capacity = 8;  // the table holds 8 + 8 (copies)
-  auto ns = NodeState::create(spec, 1, o, nullptr);
-  REQUIRE(ns.ok());
-  NodeState& n = *ns.value();
+  auto ns = two_member_node1(size_t(256) << 20, 8);  // the table holds 8 + 8 (copies)
+  NodeState& n = *ns;
+  const ClusterSpec& spec = n.spec();
   const uint32_t p0 = 0;
   REQUIRE(spec.owner[p0] == 0);
   (void)n.take_resync(1);
